@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+)
+
+func init() {
+	commands["serve"] = command{summary: "run the API server on an embedded SQLite database", run: runServe}
+}
+
+// serveOptions configures a server started by serve, demo or up.
+type serveOptions struct {
+	addr        string
+	dataDir     string
+	maxMemories int
+	logFormat   string
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	var o serveOptions
+	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
+	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the SQLite database and admin.key (env MEMSTORE_DATA)")
+	fs.IntVar(&o.maxMemories, "max-memories-per-store", 0, "memory count limit per store (default 10000)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, o.logFormat)
+	if err != nil {
+		return err
+	}
+	rs, err := startServer(ctx, o, logger, stdout)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down", "addr", rs.addr)
+	return rs.shutdown()
+}
+
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	}
+}
+
+// runningServer is a started server: its address, admin key and shutdown.
+type runningServer struct {
+	addr     string // host:port actually bound
+	baseURL  string
+	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
+	shutdown func() error
+}
+
+// startServer opens the data folder, bootstraps the admin key, and serves
+// until shutdown is called. It returns once the listener is bound, so
+// /healthz answers as soon as it returns.
+func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdout io.Writer) (*runningServer, error) {
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data folder %s: %w (choose another with --data)", o.dataDir, err)
+	}
+	dbPath := filepath.Join(o.dataDir, "memstore.db")
+	db, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("listen on %s: %w (pick a free address with --addr)", o.addr, err)
+	}
+	baseURL := "http://" + ln.Addr().String()
+	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories})
+
+	key, generated, err := srv.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
+	if err != nil {
+		ln.Close()
+		db.Close()
+		return nil, err
+	}
+	if generated {
+		keyPath := filepath.Join(o.dataDir, "admin.key")
+		if err := os.WriteFile(keyPath, []byte(key+"\n"), 0o600); err != nil {
+			ln.Close()
+			db.Close()
+			return nil, fmt.Errorf("save the generated admin key to %s: %w", keyPath, err)
+		}
+		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
+	}
+
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbPath)
+
+	return &runningServer{
+		addr:     ln.Addr().String(),
+		baseURL:  baseURL,
+		adminKey: key,
+		shutdown: func() error {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := hs.Shutdown(sctx)
+			if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+				err = serr
+			}
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}, nil
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	storage.Credential
+}
+
+// Actor is who a write made by p is attributed to in the version history.
+func (p Principal) Actor() api.Actor {
+	if p.Kind == storage.SessionsToken {
+		return api.Actor{Type: api.SessionActor, SessionID: p.SessionID}
+	}
+	return api.Actor{Type: api.APIActor, APIKeyID: p.ID}
+}
+
+// HashSecret is how every credential is stored: lowercase hex SHA-256. The
+// secrets are long random strings, so a fast hash is enough.
+func HashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewSecret returns a fresh random secret with a readable prefix
+// ("sk-memstore-", …) so a leaked one can be recognised.
+func NewSecret(prefix string) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// credentialFrom reads the secret from x-api-key or Authorization: Bearer.
+func credentialFrom(r *http.Request) string {
+	if k := strings.TrimSpace(r.Header.Get("x-api-key")); k != "" {
+		return k
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+	}
+	return ""
+}
+
+// authenticate resolves the request's credential. It answers 401 with a
+// message that says what to send when the credential is missing or unknown.
+func (s *Server) authenticate(r *http.Request) (Principal, error) {
+	secret := credentialFrom(r)
+	if secret == "" {
+		return Principal{}, apiErrorf(api.Authentication, "missing credentials: send an API key in the x-api-key header (or Authorization: Bearer <token>); `memstore serve` prints the admin key on first start and writes it to <data>/admin.key")
+	}
+	c, err := s.store.CredentialByHash(r.Context(), HashSecret(secret))
+	if errors.Is(err, storage.ErrNotFound) {
+		return Principal{}, apiErrorf(api.Authentication, "invalid credentials: the key or token is unknown or revoked; check for a typo or mint a new one")
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{Credential: c}, nil
+}
+
+// handler is the signature of every authenticated endpoint: it returns an
+// error to be answered with the envelope.
+type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
+
+// authed wraps h with authentication.
+func (s *Server) authed(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err == nil {
+			err = h(w, r, p)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// requireAPIKey refuses every credential but a workspace API key.
+func requireAPIKey(p Principal) error {
+	if p.Kind == storage.APIKey {
+		return nil
+	}
+	return apiErrorf(permission, "this endpoint needs a workspace API key (x-api-key); a %s cannot call it", strings.ReplaceAll(string(p.Kind), "_", " "))
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Short aliases for the error types used all over the handlers.
+const (
+	invalidRequest = api.InvalidRequest
+	notFound       = api.NotFound
+	permission     = api.Permission
+)
+
+func apiErrorf(t api.ErrorType, format string, args ...any) *api.Error {
+	return api.Errorf(t, format, args...)
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// writeError answers with the error envelope. An *api.Error is sent as is;
+// storage.ErrNotFound becomes a 404; anything else is logged and becomes a
+// 500 whose message carries the request id for the operator.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, storage.ErrNotFound):
+		ae = apiErrorf(notFound, "not found: %s", r.URL.Path)
+	default:
+		rid := requestID(r.Context())
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apiErrorf(api.Internal, "internal error; the server log has the details under request_id %s", rid)
+	}
+	status := ae.Type.Status()
+	// Conflicts and refusals are answers, not transient failures: tell
+	// retrying clients (the official SDKs retry 409 and 5xx by default) not
+	// to repeat them. Server faults and overload stay retryable.
+	if status < 500 && status != http.StatusTooManyRequests {
+		w.Header().Set("x-should-retry", "false")
+	}
+	writeJSON(w, status, api.ErrorEnvelope{Type: "error", Error: ae})
+}
+
+// decodeJSON reads the request body into v. Malformed JSON, a wrong type or
+// trailing data is a 400 naming the problem; a body over the cap is a 413.
+// Unknown fields are ignored, as clients may send newer fields.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return apiErrorf(invalidRequest, "request body must be a single JSON object; found extra data after it")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var (
+		tooLarge *http.MaxBytesError
+		syntax   *json.SyntaxError
+		typ      *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return apiErrorf(api.RequestTooLarge, "request body exceeds %d bytes; send a smaller body (memory content is limited to %d bytes)", tooLarge.Limit, api.MaxContentBytes)
+	case errors.Is(err, io.EOF):
+		return apiErrorf(invalidRequest, "request body is empty; send a JSON object")
+	case errors.As(err, &syntax):
+		return apiErrorf(invalidRequest, "request body is not valid JSON (at byte %d): %v", syntax.Offset, err)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return apiErrorf(invalidRequest, "request body must be a JSON object, got %s", typ.Value)
+		}
+		return apiErrorf(invalidRequest, "%s: expected %s, got %s", field, jsonKind(typ.Type.Kind().String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apiErrorf(invalidRequest, "request body is truncated JSON; send a complete JSON object")
+	default:
+		return apiErrorf(invalidRequest, "request body could not be read: %v", err)
+	}
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "slice" || goKind == "array":
+		return "an array"
+	case goKind == "map" || goKind == "struct" || goKind == "ptr":
+		return "an object"
+	default:
+		return fmt.Sprintf("a %s", goKind)
+	}
+}
+
+// logAttrs are the attributes every handler log line starts with.
+func logAttrs(r *http.Request) []any {
+	return []any{slog.String("request_id", requestID(r.Context())), slog.String("method", r.Method), slog.String("path", r.URL.Path)}
+}

@@ -1,0 +1,79 @@
+// Package server is memstore's HTTP API: routing, credentials, the error
+// envelope, and one file per resource (memory stores, environments and
+// their work queue, agents, sessions and events).
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	Store  storage.Store
+	Logger *slog.Logger
+	// Now is the server's clock (leases, timestamps); nil means time.Now.
+	Now func() time.Time
+	// MaxBodyBytes caps request bodies (default 1 MiB); larger bodies are
+	// answered 413 request_too_large.
+	MaxBodyBytes int64
+	// MaxMemoriesPerStore is the memory count limit of one store (default
+	// api.DefaultMaxMemories).
+	MaxMemoriesPerStore int
+}
+
+// Server serves the API. Build it with New and mount Handler.
+type Server struct {
+	cfg   Config
+	store storage.Store
+	log   *slog.Logger
+	now   func() time.Time
+	mux   *http.ServeMux
+}
+
+// DefaultMaxBodyBytes is the request body cap: room for a 100 KiB memory
+// with JSON escaping (worst case six bytes per byte) and the rest of a body.
+const DefaultMaxBodyBytes = 1 << 20
+
+// New builds a Server over cfg.Store.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{
+		cfg:   cfg,
+		store: cfg.Store,
+		log:   cfg.Logger,
+		now:   func() time.Time { return cfg.Now().UTC() },
+		mux:   http.NewServeMux(),
+	}
+	s.routes()
+	return s
+}
+
+// Handler returns the API with its middleware: request ids, access logs,
+// panic recovery and the body cap.
+func (s *Server) Handler() http.Handler {
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withBodyCap(s.mux))))
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	// Anything unrouted gets the error envelope rather than the mux's
+	// plain-text 404/405.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apiErrorf(notFound, "no route for %s %s: check the method and the path (see the README's API coverage table)", r.Method, r.URL.Path))
+	})
+}

@@ -1,0 +1,30 @@
+// Package storagetest is the conformance suite every storage backend runs:
+// the same behaviour asserted against SQLite and PostgreSQL, so a backend
+// cannot drift from the contract unnoticed.
+package storagetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Factory opens a fresh, empty store whose clock is now. Each call must
+// return an independent database; the suite closes it.
+type Factory func(t *testing.T, now func() time.Time) storage.Store
+
+// Run runs the whole suite against the backend that open makes.
+func Run(t *testing.T, open Factory) {
+	t.Run("Credentials", func(t *testing.T) { testCredentials(t, open) })
+}
+
+// fixedClock is a settable clock for the suite.
+type fixedClock struct{ t time.Time }
+
+func newClock() *fixedClock {
+	return &fixedClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fixedClock) now() time.Time          { return c.t }
+func (c *fixedClock) advance(d time.Duration) { c.t = c.t.Add(d) }
