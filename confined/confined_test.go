@@ -1,0 +1,615 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package confined
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// newRoot makes a store folder plus a sibling "outside" folder holding a
+// secret, which no operation on the store may ever read, change or add to.
+func newRoot(t *testing.T) (r *Root, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	outside = filepath.Join(base, "outside")
+	if err := os.Mkdir(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "f"), []byte("SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Create(filepath.Join(base, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, outside
+}
+
+// assertOutsideIntact fails if anything under outside differs from what
+// newRoot put there.
+func assertOutsideIntact(t *testing.T, outside string) {
+	t.Helper()
+	entries, err := os.ReadDir(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "f" {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("outside folder was written to: %v", names)
+	}
+	got, err := os.ReadFile(filepath.Join(outside, "f"))
+	if err != nil || string(got) != "SECRET" {
+		t.Fatalf("outside file changed: %q, %v", got, err)
+	}
+}
+
+func mustWrite(t *testing.T, r *Root, rel, content string) {
+	t.Helper()
+	if err := r.WriteFile(rel, []byte(content), Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidPathsAreRefused(t *testing.T) {
+	r, _ := newRoot(t)
+	for _, rel := range []string{"", "/abs", "/", "..", "../x", "a/../b", "a/..", ".", "./a", "a/./b", "a//b", "a/", "a\x00b"} {
+		if _, err := r.ReadFile(rel, 100); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("ReadFile(%q) = %v, want ErrInvalidPath", rel, err)
+		}
+		if err := r.WriteFile(rel, []byte("x"), Precondition{}); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("WriteFile(%q) = %v, want ErrInvalidPath", rel, err)
+		}
+		if err := r.RemoveFile(rel, Precondition{}, false); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("RemoveFile(%q) = %v, want ErrInvalidPath", rel, err)
+		}
+	}
+	if err := r.WriteFile("a/"+tempPrefix+"x", []byte("x"), Precondition{}); !errors.Is(err, ErrInvalidPath) {
+		t.Errorf("writing a temporary name = %v, want ErrInvalidPath", err)
+	}
+	files, _, err := r.Walk()
+	if err != nil || len(files) != 0 {
+		t.Fatalf("refused writes left files: %v %v", files, err)
+	}
+}
+
+func TestCreateRefusesExisting(t *testing.T) {
+	base := t.TempDir()
+	if _, err := Create(base); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Create on an existing folder = %v, want ErrExist", err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(base, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(link); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Create on a symlink = %v, want ErrExist", err)
+	}
+	if _, err := Open(link); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("Open on a symlink = %v, want ErrSymlink", err)
+	}
+	r, err := Create(filepath.Join(base, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(r.Dir())
+	if err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+		t.Fatalf("created folder: %v %v", st.Mode(), err)
+	}
+}
+
+func TestWriteReadRemove(t *testing.T) {
+	r, _ := newRoot(t)
+	mustWrite(t, r, "notes/deep/a.md", "hello")
+	got, err := r.ReadFile("notes/deep/a.md", 100)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("ReadFile = %q, %v", got, err)
+	}
+	st, err := os.Stat(filepath.Join(r.Dir(), "notes/deep/a.md"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %v, %v", st.Mode(), err)
+	}
+	for _, d := range []string{"notes", "notes/deep"} {
+		st, err := os.Stat(filepath.Join(r.Dir(), d))
+		if err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("folder %s mode %v, %v", d, st.Mode(), err)
+		}
+	}
+	// Overwrite, then check that no temporary file is left anywhere.
+	mustWrite(t, r, "notes/deep/a.md", "hello again")
+	mustWrite(t, r, "notes/b.md", "")
+	files, skipped, err := r.Walk()
+	if err != nil || len(skipped) != 0 {
+		t.Fatalf("Walk: %v %v", skipped, err)
+	}
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.Path)
+	}
+	if want := []string{"notes/b.md", "notes/deep/a.md"}; !slices.Equal(paths, want) {
+		t.Fatalf("files after writes = %v, want %v (no temporary files)", paths, want)
+	}
+	raw, _ := os.ReadDir(filepath.Join(r.Dir(), "notes/deep"))
+	if len(raw) != 1 {
+		t.Fatalf("notes/deep holds %d entries, want only a.md", len(raw))
+	}
+
+	if err := r.RemoveFile("notes/deep/a.md", Precondition{}, true); err != nil {
+		t.Fatal(err)
+	}
+	// notes/deep was emptied and pruned; notes still holds b.md.
+	if _, err := os.Lstat(filepath.Join(r.Dir(), "notes/deep")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty parent not pruned: %v", err)
+	}
+	if err := r.RemoveFile("notes/b.md", Precondition{}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(r.Dir(), "notes")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty parent not pruned: %v", err)
+	}
+	if _, err := os.Lstat(r.Dir()); err != nil {
+		t.Fatalf("pruning removed the store folder itself: %v", err)
+	}
+	if err := r.RemoveFile("notes/b.md", Precondition{}, false); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("removing a missing file = %v, want ErrNotExist", err)
+	}
+}
+
+func TestPreconditions(t *testing.T) {
+	r, _ := newRoot(t)
+	mustWrite(t, r, "a.md", "v1")
+
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("write over an existing file requiring absence = %v, want ErrChanged", err)
+	}
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: sum("other")}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("write with a stale sha = %v, want ErrChanged", err)
+	}
+	if err := r.WriteFile("b.md", []byte("v2"), Precondition{SHA256: sum("v1")}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("write requiring content where nothing is = %v, want ErrChanged", err)
+	}
+	if err := r.RemoveFile("a.md", Precondition{SHA256: sum("other")}, false); !errors.Is(err, ErrChanged) {
+		t.Fatalf("remove with a stale sha = %v, want ErrChanged", err)
+	}
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true, SHA256: sum("v1")}); err == nil {
+		t.Fatal("a contradictory precondition was accepted")
+	}
+	if err := r.RemoveFile("a.md", Precondition{Absent: true}, false); err == nil {
+		t.Fatal("a removal requiring absence was accepted")
+	}
+	if got, _ := r.ReadFile("a.md", 10); string(got) != "v1" {
+		t.Fatalf("a refused operation changed the file: %q", got)
+	}
+	files, _, _ := r.Walk()
+	if len(files) != 1 {
+		t.Fatalf("refused writes left files behind: %v", files)
+	}
+
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: sum("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteFile("c.md", []byte("new"), Precondition{Absent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveFile("a.md", Precondition{SHA256: sum("v2")}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadRefusesNonRegularAndLarge(t *testing.T) {
+	r, _ := newRoot(t)
+	mustWrite(t, r, "big.md", strings.Repeat("x", 101))
+	if _, err := r.ReadFile("big.md", 100); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("ReadFile over the cap = %v, want ErrTooLarge", err)
+	}
+	if got, err := r.ReadFile("big.md", 101); err != nil || len(got) != 101 {
+		t.Fatalf("ReadFile at the cap = %d bytes, %v", len(got), err)
+	}
+	if err := unix.Mkfifo(filepath.Join(r.Dir(), "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO with no writer would block a plain open forever.
+	done := make(chan error, 1)
+	go func() { _, err := r.ReadFile("fifo", 100); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Fatalf("ReadFile(fifo) = %v, want ErrNotRegular", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFile blocked on a FIFO")
+	}
+	if err := os.Mkdir(filepath.Join(r.Dir(), "dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFile("dir", 100); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("ReadFile(dir) = %v, want ErrNotRegular", err)
+	}
+	if err := r.WriteFile("dir", []byte("x"), Precondition{}); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("WriteFile(dir) = %v, want ErrNotRegular", err)
+	}
+	if err := r.RemoveFile("dir", Precondition{}, false); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("RemoveFile(dir) = %v, want ErrNotRegular", err)
+	}
+	if err := r.WriteFile("big.md/x", []byte("x"), Precondition{}); !errors.Is(err, ErrNotDirectory) {
+		t.Fatalf("writing under a file = %v, want ErrNotDirectory", err)
+	}
+}
+
+func TestSymlinkAsLastComponent(t *testing.T) {
+	r, outside := newRoot(t)
+	if err := os.Symlink(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFile("link.md", 100); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("ReadFile(link) = %v, want ErrSymlink", err)
+	}
+	if _, _, _, err := r.hashFile("link.md"); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("hash(link) = %v, want ErrSymlink", err)
+	}
+	// A guarded write treats a link as "not the file I saw".
+	if err := r.WriteFile("link.md", []byte("pwned"), Precondition{SHA256: sum("SECRET")}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("guarded write over a link = %v, want ErrChanged", err)
+	}
+	if err := r.RemoveFile("link.md", Precondition{SHA256: sum("SECRET")}, false); !errors.Is(err, ErrChanged) {
+		t.Fatalf("guarded remove of a link = %v, want ErrChanged", err)
+	}
+	assertOutsideIntact(t, outside)
+	// An unguarded write replaces the link itself; the target is untouched.
+	mustWrite(t, r, "link.md", "mine")
+	assertOutsideIntact(t, outside)
+	if st, err := os.Lstat(filepath.Join(r.Dir(), "link.md")); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("link not replaced by a regular file: %v %v", st, err)
+	}
+	// An unguarded remove removes a link, never its target.
+	if err := os.Remove(filepath.Join(r.Dir(), "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveFile("link.md", Precondition{}, false); err != nil {
+		t.Fatal(err)
+	}
+	assertOutsideIntact(t, outside)
+}
+
+func TestSymlinkAsIntermediateDirectory(t *testing.T) {
+	r, outside := newRoot(t)
+	if err := os.Symlink(outside, filepath.Join(r.Dir(), "notes")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFile("notes/f", 100); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("ReadFile through a linked folder = %v, want ErrSymlink", err)
+	}
+	if err := r.WriteFile("notes/new.md", []byte("x"), Precondition{}); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("WriteFile through a linked folder = %v, want ErrSymlink", err)
+	}
+	if err := r.WriteFile("notes/sub/new.md", []byte("x"), Precondition{}); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("WriteFile (creating folders) through a linked folder = %v, want ErrSymlink", err)
+	}
+	if err := r.RemoveFile("notes/f", Precondition{}, true); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("RemoveFile through a linked folder = %v, want ErrSymlink", err)
+	}
+	// The message names the component that is a link.
+	err := r.WriteFile("notes/new.md", []byte("x"), Precondition{})
+	if !strings.Contains(err.Error(), `"notes" is a symbolic link`) {
+		t.Fatalf("error does not name the link: %v", err)
+	}
+	// A link deeper down is caught too.
+	if err := os.MkdirAll(filepath.Join(r.Dir(), "a/b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(r.Dir(), "a/b/c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteFile("a/b/c/f", []byte("x"), Precondition{}); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("WriteFile through a deep link = %v, want ErrSymlink", err)
+	}
+	files, skipped, err := r.Walk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 0 {
+		t.Fatalf("Walk descended through a link: %v", files)
+	}
+	if len(skipped) != 2 || !errors.Is(skipped[0].Err, ErrSymlink) || !errors.Is(skipped[1].Err, ErrSymlink) {
+		t.Fatalf("Walk skipped = %v, want the two links", skipped)
+	}
+	assertOutsideIntact(t, outside)
+}
+
+func TestSymlinkAsTheFolder(t *testing.T) {
+	r, outside := newRoot(t)
+	mustWrite(t, r, "f", "mine")
+	// The agent replaces the whole store folder with a link.
+	if err := os.RemoveAll(r.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, r.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFile("f", 100); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("ReadFile after the folder became a link = %v, want ErrSymlink", err)
+	}
+	if err := r.WriteFile("f", []byte("x"), Precondition{}); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("WriteFile after the folder became a link = %v, want ErrSymlink", err)
+	}
+	if _, _, err := r.Walk(); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("Walk after the folder became a link = %v, want ErrSymlink", err)
+	}
+	assertOutsideIntact(t, outside)
+	// A folder that is simply gone reads as not existing.
+	if err := os.Remove(r.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Walk(); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Walk of a removed folder = %v, want ErrNotExist", err)
+	}
+	if err := r.WriteFile("f", []byte("x"), Precondition{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("WriteFile into a removed folder = %v, want ErrNotExist (the folder is never re-created by a write)", err)
+	}
+}
+
+// TestSwapRaceNeverEscapes swaps a folder for a symlink to the outside, over
+// and over, while every operation runs against paths inside it. Whatever the
+// interleaving, nothing outside may be read, written or removed.
+func TestSwapRaceNeverEscapes(t *testing.T) {
+	r, outside := newRoot(t)
+	dir := filepath.Join(r.Dir(), "d")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		aside := filepath.Join(r.Dir(), "aside")
+		for !stop.Load() {
+			// Swap the real folder out for a link, then back.
+			if os.Rename(dir, aside) == nil {
+				_ = os.Symlink(outside, dir)
+				_ = os.Remove(dir)
+				_ = os.Rename(aside, dir)
+			}
+		}
+	}()
+	cache := NewHashCache(nil)
+	// Run until the swapper has demonstrably won some races (an operation
+	// met the link) and lost others (an operation went through), bounded.
+	sawLink, sawDir := 0, 0
+	deadline := time.Now().Add(20 * time.Second)
+	for (sawLink < 10 || sawDir < 10) && time.Now().Before(deadline) {
+		switch err := r.WriteFile("d/f", []byte("mine"), Precondition{}); {
+		case errors.Is(err, ErrSymlink):
+			sawLink++
+		case err == nil:
+			sawDir++
+		}
+		_ = r.WriteFile("d/new/g", []byte("mine"), Precondition{})
+		if got, err := r.ReadFile("d/f", 100); err == nil && string(got) != "mine" {
+			t.Fatalf("read escaped the folder: %q", got)
+		}
+		files, _, err := r.Walk()
+		if err == nil {
+			for _, f := range files {
+				if d, err := cache.Sum(r, f.Path, f.Info); err == nil && d.SHA256 == sum("SECRET") {
+					t.Fatalf("hash escaped the folder at %s", f.Path)
+				}
+			}
+		}
+		_ = r.RemoveFile("d/f", Precondition{}, false)
+		_ = r.RemoveFile("d/new/g", Precondition{}, true)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if sawLink == 0 || sawDir == 0 {
+		t.Fatalf("the race was not exercised: %d writes met the link, %d went through", sawLink, sawDir)
+	}
+	assertOutsideIntact(t, outside)
+}
+
+func TestWalkReportsSkipped(t *testing.T) {
+	r, outside := newRoot(t)
+	mustWrite(t, r, "a.md", "a")
+	mustWrite(t, r, "sub/b.md", "bb")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "filelink")))
+	must(os.Symlink(outside, filepath.Join(r.Dir(), "sub/dirlink")))
+	must(unix.Mkfifo(filepath.Join(r.Dir(), "sub/fifo"), 0o600))
+	must(os.WriteFile(filepath.Join(r.Dir(), "bad\xffname"), []byte("x"), 0o600))
+	must(os.WriteFile(filepath.Join(r.Dir(), "sub", tempPrefix+"0123"), []byte("x"), 0o600))
+
+	files, skipped, err := r.Walk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files[0].Path != "a.md" || files[1].Path != "sub/b.md" {
+		t.Fatalf("files = %v", files)
+	}
+	if files[1].Info.Size != 2 || files[1].Info.Inode == 0 || !files[1].Info.Mode.IsRegular() || files[1].Info.ChangeTime.IsZero() {
+		t.Fatalf("stat not filled in: %+v", files[1].Info)
+	}
+	want := map[string]error{
+		"bad\xffname":                ErrBadName,
+		"filelink":                   ErrSymlink,
+		"sub/" + tempPrefix + "0123": ErrTempFile,
+		"sub/dirlink":                ErrSymlink,
+		"sub/fifo":                   ErrNotRegular,
+	}
+	if len(skipped) != len(want) {
+		t.Fatalf("skipped = %v, want %d entries", skipped, len(want))
+	}
+	for _, s := range skipped {
+		if !errors.Is(s.Err, want[s.Path]) {
+			t.Errorf("skipped %q: %v, want %v", s.Path, s.Err, want[s.Path])
+		}
+	}
+}
+
+func TestDigest(t *testing.T) {
+	r, _ := newRoot(t)
+	boundary := strings.Repeat("a", 32<<10-1)
+	cases := []struct {
+		name, content string
+		utf8          bool
+	}{
+		{"empty", "", true},
+		{"ascii", "hello", true},
+		{"multibyte", "héllo wörld ✓ 𝄞", true},
+		{"rune split across reads", boundary + "é" + boundary + "𝄞", true},
+		{"invalid byte", "ab\xffcd", false},
+		{"truncated rune at end", "ab\xe2\x9c", false},
+		{"invalid across reads", boundary + "\xc3" + "a", false},
+		{"large", strings.Repeat("memory ", 100000), true},
+	}
+	for _, c := range cases {
+		mustWrite(t, r, "f", c.content)
+		d, _, stable, err := r.hashFile("f")
+		if err != nil || !stable {
+			t.Fatalf("%s: %v stable=%v", c.name, err, stable)
+		}
+		if d.SHA256 != sum(c.content) || d.Size != int64(len(c.content)) || d.UTF8 != c.utf8 {
+			t.Errorf("%s: digest %+v, want sha %s utf8 %v", c.name, d, sum(c.content), c.utf8)
+		}
+	}
+}
+
+func TestHashCacheRereadsOnlyChangedFiles(t *testing.T) {
+	r, _ := newRoot(t)
+	for _, f := range []string{"a", "b", "c/d"} {
+		mustWrite(t, r, f, "content of "+f)
+	}
+	// A clock well past the files' change times, so none is "too young".
+	later := time.Now().Add(time.Hour)
+	cache := NewHashCache(func() time.Time { return later })
+	scan := func() map[string]string {
+		t.Helper()
+		files, _, err := r.Walk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, f := range files {
+			d, err := cache.Sum(r, f.Path, f.Info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[f.Path] = d.SHA256
+		}
+		return out
+	}
+	first := scan()
+	if cache.Reads() != 3 {
+		t.Fatalf("first scan read %d files, want 3", cache.Reads())
+	}
+	if again := scan(); cache.Reads() != 3 || !maps.Equal(first, again) {
+		t.Fatalf("unchanged folder: %d reads (want 3 in total), digests equal %v", cache.Reads(), maps.Equal(first, again))
+	}
+	// Same size, different content, written in place.
+	if err := os.WriteFile(filepath.Join(r.Dir(), "a"), []byte("CONTENT OF a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Replaced by rename with the old mtime restored: ctime and inode still move.
+	mustWrite(t, r, "b", "CONTENT OF b")
+	old := time.Unix(1_000_000, 0)
+	if err := os.Chtimes(filepath.Join(r.Dir(), "b"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	third := scan()
+	if cache.Reads() != 5 {
+		t.Fatalf("after changing two files: %d reads in total, want 5", cache.Reads())
+	}
+	if third["a"] != sum("CONTENT OF a") || third["b"] != sum("CONTENT OF b") || third["c/d"] != first["c/d"] {
+		t.Fatalf("stale digests: %v", third)
+	}
+	cache.Retain(func(rel string) bool { return rel == "a" })
+	scan()
+	if cache.Reads() != 7 {
+		t.Fatalf("after Retain: %d reads in total, want 7 (b and c/d forgotten)", cache.Reads())
+	}
+}
+
+// TestHashCacheDistrustsYoungFiles: a file changed within the racy window is
+// hashed again on every scan, since a second write in the same timestamp tick
+// would leave its stat unchanged.
+func TestHashCacheDistrustsYoungFiles(t *testing.T) {
+	r, _ := newRoot(t)
+	mustWrite(t, r, "a", "x")
+	now := time.Now()
+	cache := NewHashCache(func() time.Time { return now })
+	files, _, _ := r.Walk()
+	for range 3 {
+		if _, err := cache.Sum(r, "a", files[0].Info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cache.Reads() != 3 {
+		t.Fatalf("young file read %d times in 3 scans, want 3", cache.Reads())
+	}
+	now = now.Add(time.Hour)
+	for range 3 {
+		if _, err := cache.Sum(r, "a", files[0].Info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cache.Reads() != 4 {
+		t.Fatalf("settled file read %d times in total, want 4", cache.Reads())
+	}
+	if err := os.Remove(filepath.Join(r.Dir(), "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewHashCache(nil).Sum(r, "a", files[0].Info); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Sum of a removed file = %v, want ErrNotExist", err)
+	}
+}
+
+func TestCaseInsensitiveProbe(t *testing.T) {
+	r, _ := newRoot(t)
+	insensitive, err := r.CaseInsensitive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ask the filesystem directly for the expected answer.
+	if err := os.WriteFile(filepath.Join(r.Dir(), "probe"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(filepath.Join(r.Dir(), "PROBE"))
+	if want := err == nil; insensitive != want {
+		t.Fatalf("CaseInsensitive = %v, want %v", insensitive, want)
+	}
+	if err := os.Remove(filepath.Join(r.Dir(), "probe")); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(r.Dir())
+	if len(entries) != 0 {
+		t.Fatalf("the probe left files behind: %v", entries)
+	}
+}
