@@ -1,0 +1,263 @@
+// Package toolset runs the agent tools of a self-hosted session — the
+// agent_toolset_20260401 set: read, write, edit, bash, glob and grep — on
+// behalf of the worker.
+//
+// The tools behave the way the official SDK's local executors do, so an agent
+// served by memstore's worker has the same experience as one served by the
+// SDK's EnvironmentWorker: the same input field names, the same result texts
+// ("wrote 12 bytes to notes.md", "edited notes.md (1 replacement(s))",
+// "no matches", "path:line:text" grep lines, "exit code: N" after a failed
+// command) and errors reported as tool results with is_error set, never as
+// Go errors or panics.
+//
+// # Where the file tools may go
+//
+// The file tools (read, write, edit, glob, grep) reach only the session's
+// working directory and its mounted memory stores. A relative path resolves
+// against the working directory. A memory store may be named by its advertised
+// mount path (/mnt/memory/<slug>, what the agent's system prompt says) or by
+// the folder it really lives in (the worker's --mount-root can move it), and
+// both name the same files. ".." is resolved lexically and a path that ends up
+// outside every allowed root is refused.
+//
+// Symbolic links are never followed by the file tools, inside or outside the
+// roots: a path whose component is a link is refused, and glob and grep skip
+// links. The memory stores require it (a link would let two memories share a
+// file, or a write land somewhere the sync never looks), and refusing them
+// everywhere keeps one rule an agent can learn from a single error message.
+// Each operation runs through an [os.Root] for its allowed root, so even a
+// link swapped in by a racing process cannot lead it out of that root.
+//
+// write and edit refuse every path inside a read-only store with an error
+// that names the store's mount path: it is the only memory error an agent
+// ever sees, and it is better to see it at write time than to find the change
+// silently never synced. Files and folders the tools create are owner-only
+// (0600 and 0700, as the memory folders require and as the SDK does
+// everywhere); an existing file keeps its mode. Writes are atomic (a
+// temporary file beside the target, then a rename), so the sync never
+// uploads half a file.
+//
+// # bash
+//
+// bash is one persistent shell per Toolset: cwd, variables and functions carry
+// over between calls. It is not confined — run the worker in a sandbox. See
+// the bash tool's documentation on [Toolset.Run] for timeouts and
+// cancellation.
+//
+// POSIX only.
+package toolset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Result is what a tool call produced: the text the agent sees, and whether
+// it is an error. It is exactly what the worker posts as the user.tool_result
+// event's content and is_error.
+type Result struct {
+	Content string `json:"content"`
+	IsError bool   `json:"is_error"`
+}
+
+// Mount is one memory store as the toolset sees it.
+type Mount struct {
+	// Path is the advertised mount path the agent was told about, e.g.
+	// /mnt/memory/notes. Absolute.
+	Path string
+	// Dir is the folder on disk that holds the store's files. It is the same
+	// as Path unless the worker remapped the mount root.
+	Dir string
+	// ReadOnly makes write and edit refuse every path inside the store.
+	ReadOnly bool
+}
+
+// Config configures a Toolset. Zero limits select the defaults below.
+type Config struct {
+	// Workdir is the session's working directory: relative paths resolve
+	// against it, the file tools may read and write in it, and bash starts
+	// in it. It must exist.
+	Workdir string
+	// Mounts are the session's memory stores.
+	Mounts []Mount
+
+	// MaxReadBytes caps the size of a file read or edit loads whole
+	// (default 256 KiB, the SDK's cap). A larger file can still be read
+	// with view_range, with the cap applying to the selected lines.
+	MaxReadBytes int64
+	// MaxOutputBytes caps what bash and grep return (default 100 KiB, the
+	// SDK's cap). bash keeps the head and the tail of a longer output and
+	// says how much it cut; grep stops and says how many lines it left out.
+	MaxOutputBytes int
+	// MaxGlobResults caps how many paths glob lists (default 200, the SDK's
+	// cap); the result says how many more matched.
+	MaxGlobResults int
+
+	// BashTimeout is the time a bash call may run when it asks for no
+	// timeout (default 120 s, the SDK's default).
+	BashTimeout time.Duration
+	// MaxBashTimeout caps the timeout a bash call may ask for (default 10
+	// minutes), so one call cannot hold a session's lease forever.
+	MaxBashTimeout time.Duration
+	// BashEnv, when non-nil, is the whole environment of the shell
+	// ("KEY=value" entries). When nil the shell inherits the worker's
+	// environment without its ANTHROPIC_* variables, which hold the
+	// environment key and the work secret and have no business in a shell
+	// the model drives.
+	BashEnv []string
+
+	// Logger receives the toolset's own events (shell started, killed).
+	// Default: slog.Default(). The worker passes one already carrying
+	// session_id and work_id.
+	Logger *slog.Logger
+}
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxReadBytes   = 256 * 1024
+	DefaultMaxOutputBytes = 100 * 1024
+	DefaultMaxGlobResults = 200
+	DefaultBashTimeout    = 120 * time.Second
+	DefaultMaxBashTimeout = 10 * time.Minute
+)
+
+// Toolset runs the tools of one session. Its methods are safe to call from
+// several goroutines; bash calls run one at a time.
+type Toolset struct {
+	cfg   Config
+	log   *slog.Logger
+	areas []*area
+
+	// bashMu serialises bash calls: there is one shell, and two commands
+	// written into it at once would interleave their output.
+	bashMu sync.Mutex
+	// shellMu guards sh and closed. It is separate from bashMu so that Close
+	// can kill the shell while a bash call holds bashMu and waits on it.
+	shellMu sync.Mutex
+	sh      *shell
+	closed  bool
+}
+
+// names lists the tools of agent_toolset_20260401.
+var names = map[string]bool{"read": true, "write": true, "edit": true, "bash": true, "glob": true, "grep": true}
+
+// IsTool reports whether name is one of the tools a Toolset runs. The
+// official SDK's tool runner leaves a tool call it does not own unanswered
+// (another client may own it) instead of posting an error, and a worker that
+// wants the same split uses this to tell the two apart.
+func IsTool(name string) bool { return names[name] }
+
+// New checks cfg and returns a Toolset. It starts nothing: the shell starts
+// on the first bash call.
+func New(cfg Config) (*Toolset, error) {
+	if cfg.Workdir == "" {
+		return nil, errors.New("toolset: Config.Workdir is required")
+	}
+	info, err := os.Stat(cfg.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("toolset: working directory: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("toolset: working directory %s is not a directory", cfg.Workdir)
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if cfg.MaxGlobResults <= 0 {
+		cfg.MaxGlobResults = DefaultMaxGlobResults
+	}
+	if cfg.MaxBashTimeout <= 0 {
+		cfg.MaxBashTimeout = DefaultMaxBashTimeout
+	}
+	if cfg.BashTimeout <= 0 {
+		cfg.BashTimeout = DefaultBashTimeout
+	}
+	cfg.BashTimeout = min(cfg.BashTimeout, cfg.MaxBashTimeout)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	areas, err := buildAreas(cfg.Workdir, cfg.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	return &Toolset{cfg: cfg, log: cfg.Logger, areas: areas}, nil
+}
+
+// Run runs the tool called name with its JSON input and returns its result.
+// An unknown tool, malformed input or any failure is an error result; Run
+// never panics on what the agent sends.
+//
+// ctx bounds the call. For bash, cancelling ctx kills the running command's
+// whole process group, restarts the shell and returns an error result
+// promptly, so a worker shutting down on SIGTERM cancels ctx and still has a
+// result to post. The bash input takes the SDK's timeout_ms (milliseconds),
+// or timeout (seconds, as a number) for scripts written by hand; zero or
+// absent means Config.BashTimeout, and no call may exceed
+// Config.MaxBashTimeout.
+func (t *Toolset) Run(ctx context.Context, name string, input json.RawMessage) Result {
+	start := time.Now()
+	var res Result
+	switch name {
+	case "read":
+		res = t.read(input)
+	case "write":
+		res = t.write(input)
+	case "edit":
+		res = t.edit(input)
+	case "glob":
+		res = t.glob(input)
+	case "grep":
+		res = t.grep(input)
+	case "bash":
+		res = t.bash(ctx, input)
+	default:
+		res = failf("unknown tool %q: this worker runs read, write, edit, bash, glob and grep", name)
+	}
+	t.log.Debug("tool call", slog.String("tool", name), slog.Bool("is_error", res.IsError),
+		slog.Duration("duration", time.Since(start)))
+	return res
+}
+
+// Close kills the shell and everything it started, and makes later bash
+// calls fail. A bash call running at the time returns an error result. The
+// file tools keep working: they hold nothing open between calls.
+func (t *Toolset) Close() error {
+	t.shellMu.Lock()
+	sh := t.sh
+	t.sh = nil
+	t.closed = true
+	t.shellMu.Unlock()
+	if sh != nil {
+		sh.kill()
+	}
+	return nil
+}
+
+// ok and failf build results.
+func ok(format string, a ...any) Result { return Result{Content: fmt.Sprintf(format, a...)} }
+
+func failf(format string, a ...any) Result {
+	return Result{Content: fmt.Sprintf(format, a...), IsError: true}
+}
+
+// decode unmarshals a tool's input. An absent or null input decodes as {},
+// so the tool reports the missing field by name instead of a JSON error.
+func decode(tool string, input json.RawMessage, v any, shape string) (Result, bool) {
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(input, v); err != nil {
+		return failf("%s: invalid input: %v; expected %s", tool, err, shape), false
+	}
+	return Result{}, true
+}
