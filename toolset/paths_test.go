@@ -84,12 +84,12 @@ func TestReadOnlyStoreRefusesWriteAndEdit(t *testing.T) {
 	f := newFixture(t)
 	before := snapshot(t, f.base)
 	for _, p := range []string{
-		policyPath + "/rules.md",         // advertised, existing file
-		policyPath + "/new.md",           // advertised, new file
-		policyPath + "/sub/dir/new.md",   // advertised, new folders
-		f.policyFile,                     // real, existing file
-		filepath.Join(f.policy, "x.md"),  // real, new file
-		policyPath,                       // the store folder itself
+		policyPath + "/rules.md",          // advertised, existing file
+		policyPath + "/new.md",            // advertised, new file
+		policyPath + "/sub/dir/new.md",    // advertised, new folders
+		f.policyFile,                      // real, existing file
+		filepath.Join(f.policy, "x.md"),   // real, new file
+		policyPath,                        // the store folder itself
 		policyPath + "/./sub/../rules.md", // unclean spelling
 	} {
 		wantErr(t, f.run(t, "write", in("file_path", p, "content", "changed")),
