@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,7 @@ func newFixture(t *testing.T, tweak ...func(*Config)) *fixture {
 	f.policyFile = filepath.Join(f.policy, "rules.md")
 	mustWrite(t, f.policyFile, "be kind\n")
 	cfg := Config{
+		Logger:  slog.New(slog.DiscardHandler),
 		Workdir: f.work,
 		Mounts: []Mount{
 			{Path: notesPath, Dir: f.notes},
