@@ -24,6 +24,7 @@ const (
 	Event          = "sevt_"
 	Resource       = "sesrsc_"
 	APIKey         = "apikey_"
+	SessionsToken  = "sesstok_"
 )
 
 // Crockford's base32: sortable as ASCII, no ambiguous letters.

@@ -1,5 +1,216 @@
 package storage
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
 // ControlPlane persists environments, their work queue, agents, sessions
-// and events (SPEC §3, §4). Filled in by the control-plane work.
-type ControlPlane interface{}
+// and events (SPEC §3, §4). Objects are stored and returned in their wire
+// form (package api); the few facts the wire does not show (who holds a
+// lease, until when, with which token) live in Work.
+type ControlPlane interface {
+	CreateEnvironment(ctx context.Context, e api.Environment) error
+	GetEnvironment(ctx context.Context, id string) (api.Environment, error)
+	// ListEnvironments returns environments newest first.
+	ListEnvironments(ctx context.Context, q ListQuery) ([]api.Environment, error)
+	// UpdateEnvironment applies fn to the stored environment and saves the
+	// result, in one transaction; an error from fn aborts with nothing saved.
+	UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error)
+	// DeleteEnvironment deletes an environment with no sessions, its work
+	// items, and revokes its environment keys. ErrEnvironmentInUse when
+	// sessions still use it.
+	DeleteEnvironment(ctx context.Context, id string) error
+
+	CreateAgent(ctx context.Context, a api.Agent) error
+	GetAgent(ctx context.Context, id string) (api.Agent, error)
+	// ListAgents returns agents newest first.
+	ListAgents(ctx context.Context, q ListQuery) ([]api.Agent, error)
+	UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) error) (api.Agent, error)
+
+	// CreateSession stores a session, its resources and its first work item,
+	// appends initial (with rt reacting to them, see AppendEvents), all in
+	// one transaction.
+	CreateSession(ctx context.Context, s api.Session, work Work, initial []api.Event, rt SessionRuntime) (api.Session, error)
+	GetSession(ctx context.Context, id string) (api.Session, error)
+	// ListSessions returns sessions newest first (oldest first with Asc).
+	ListSessions(ctx context.Context, q SessionQuery) ([]api.Session, error)
+	UpdateSession(ctx context.Context, id string, fn func(*api.Session) error) (api.Session, error)
+	// DeleteSession deletes a session with its events and resources, stops
+	// its work items and revokes their sessions tokens.
+	DeleteSession(ctx context.Context, id string) error
+
+	// AppendEvents appends events to a session's log in one transaction:
+	// rt.Check may refuse them (nothing is stored then), and rt.React is
+	// called with the log until it has nothing more to add, its events
+	// appended after. Each event gets an id, a processed_at from the store's
+	// clock and the next sequence number; a status event also sets the
+	// session's status. It returns the stored copies of events. A nil rt
+	// appends events as they are.
+	AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt SessionRuntime) ([]api.Event, error)
+	// ListEvents lists a session's events in sequence order.
+	ListEvents(ctx context.Context, sessionID string, q EventQuery) ([]StoredEvent, error)
+	// EventSeq returns the sequence number of one event of a session
+	// (Last-Event-ID resumption).
+	EventSeq(ctx context.Context, sessionID, eventID string) (int64, error)
+
+	// EnsureWork queues a work item for a session that is neither
+	// terminated nor served by a live (not stopped) item. It returns the
+	// new item and true, or false when nothing was needed.
+	EnsureWork(ctx context.Context, sessionID string, w Work) (Work, bool, error)
+	// ExpireLeases settles an environment's lapsed leases: an item whose
+	// lease ran out goes back to the queue (its token stops working), except
+	// a stopping one, which is stopped. It returns the items it stopped.
+	ExpireLeases(ctx context.Context, environmentID string) ([]Work, error)
+	// ClaimWork claims the oldest claimable item of c.EnvironmentID for
+	// c.WorkerID, atomically (two concurrent claims never get the same
+	// item), minting c.Token (stored under c.TokenHash) as its sessions
+	// token. ErrNoWork when nothing is claimable.
+	ClaimWork(ctx context.Context, c Claim) (Work, error)
+	// AckWork confirms a claim: queued → starting. Acking an item already
+	// acknowledged returns it unchanged. ErrWorkNotClaimed, ErrWorkStopped.
+	AckWork(ctx context.Context, environmentID, workID string) (Work, error)
+	// HeartbeatWork renews a lease. A LeaseMismatchError when the
+	// expectation is stale or the token is not the current holder's.
+	HeartbeatWork(ctx context.Context, h Heartbeat) (Work, error)
+	// StopWork stops an item: force → stopped; otherwise an item with a
+	// worker → stopping, one without → stopped. ErrWorkStopped when it
+	// already is.
+	StopWork(ctx context.Context, environmentID, workID string, force bool) (Work, error)
+	GetWork(ctx context.Context, environmentID, workID string) (Work, error)
+	// ListWork returns an environment's work items newest first.
+	ListWork(ctx context.Context, environmentID string, q ListQuery) ([]Work, error)
+	UpdateWork(ctx context.Context, environmentID, workID string, fn func(*Work) error) (Work, error)
+	// WorkStats counts an environment's queue; WorkersPolling is left to
+	// the caller, which sees the polls.
+	WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
+	// LiveWorkForSession returns the session's newest item that is not
+	// stopped, or ErrNotFound.
+	LiveWorkForSession(ctx context.Context, sessionID string) (Work, error)
+}
+
+// ListQuery pages a list ordered by id: After is the last id of the
+// previous page (exclusive), Limit the page size.
+type ListQuery struct {
+	After           string
+	Limit           int
+	IncludeArchived bool
+}
+
+// SessionQuery filters and pages ListSessions.
+type SessionQuery struct {
+	ListQuery
+	Asc           bool
+	AgentID       string
+	EnvironmentID string
+	MemoryStoreID string
+	Statuses      []string
+}
+
+// EventQuery pages ListEvents: events with AfterSeq < seq (or seq <
+// BeforeSeq with Desc), of Types when set.
+type EventQuery struct {
+	AfterSeq  int64
+	BeforeSeq int64 // 0: no bound
+	Desc      bool
+	Limit     int
+	Types     []string
+}
+
+// StoredEvent is an event with its position in the session's log.
+type StoredEvent struct {
+	Seq   int64
+	Event api.Event
+}
+
+// Work is a work item with its lease bookkeeping.
+type Work struct {
+	api.Work
+	// QueuedAt is when the item (re)entered the queue: claims go oldest
+	// first.
+	QueuedAt time.Time
+	// ClaimedAt and WorkerID describe the current claim (nil and "" while
+	// queued and unclaimed).
+	ClaimedAt *time.Time
+	WorkerID  string
+	// LeaseExpiresAt is when the current claim or lease lapses;
+	// LeaseTTLSeconds the TTL last granted.
+	LeaseExpiresAt  *time.Time
+	LeaseTTLSeconds int64
+	// TokenID is the credential id of the current claim's sessions token.
+	TokenID string
+}
+
+// Claim asks ClaimWork for an item.
+type Claim struct {
+	EnvironmentID string
+	WorkerID      string
+	// ReclaimOlderThan, when positive, also offers items claimed but not
+	// acknowledged for at least that long.
+	ReclaimOlderThan time.Duration
+	// ClaimTTL is how long the claim holds before an ack or heartbeat.
+	ClaimTTL time.Duration
+	// Token is the sessions token credential to mint for the claim (ID set;
+	// Kind, SessionID and WorkID are filled in), stored under TokenHash.
+	Token     Credential
+	TokenHash string
+}
+
+// Heartbeat asks HeartbeatWork to renew a lease.
+type Heartbeat struct {
+	EnvironmentID string
+	WorkID        string
+	// Expected is the last_heartbeat the worker saw (api.NoHeartbeat first).
+	Expected string
+	// TTL is the lease to grant from now.
+	TTL time.Duration
+	// TokenID is the sessions token the beat was sent with; "" for an API
+	// key or environment key. A token of an earlier claim never renews.
+	TokenID string
+}
+
+// HeartbeatToken renders a heartbeat time as the last_heartbeat token.
+func HeartbeatToken(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
+}
+
+// SessionView is what a SessionRuntime sees of a session: the session, its
+// whole event log (oldest first) and whether a live work item serves it.
+type SessionView struct {
+	Session  api.Session
+	Log      []api.Event
+	WorkLive bool
+}
+
+// SessionRuntime is the agent side of AppendEvents, run inside its
+// transaction so that a reaction is never lost or doubled.
+type SessionRuntime interface {
+	// Check refuses events that cannot be appended to the session now; its
+	// error is returned by AppendEvents as is.
+	Check(v SessionView, events []api.Event) error
+	// React returns the events the agent emits given the log so far, or
+	// none when it is waiting.
+	React(v SessionView) ([]api.Event, error)
+}
+
+// Control-plane errors, translated by the HTTP layer.
+var (
+	ErrNoWork           = errors.New("storage: no claimable work")
+	ErrWorkStopped      = errors.New("storage: work item is stopped")
+	ErrWorkNotClaimed   = errors.New("storage: work item is not claimed")
+	ErrEnvironmentInUse = errors.New("storage: environment has sessions")
+)
+
+// LeaseMismatchError refuses a heartbeat whose expectation is stale: Current
+// is the lease as stored (the 412's details.current_state).
+type LeaseMismatchError struct {
+	Current Work
+}
+
+func (e *LeaseMismatchError) Error() string {
+	return fmt.Sprintf("storage: heartbeat precondition failed for %s (state %s)", e.Current.ID, e.Current.State)
+}

@@ -17,6 +17,12 @@ type Factory func(t *testing.T, now func() time.Time) storage.Store
 // Run runs the whole suite against the backend that open makes.
 func Run(t *testing.T, open Factory) {
 	t.Run("Credentials", func(t *testing.T) { testCredentials(t, open) })
+	t.Run("Environments", func(t *testing.T) { testEnvironments(t, open) })
+	t.Run("Agents", func(t *testing.T) { testAgents(t, open) })
+	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
+	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
 }
 
 // fixedClock is a settable clock for the suite.

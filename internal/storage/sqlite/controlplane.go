@@ -1,0 +1,628 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// queryer is what both *sql.DB and *sql.Tx offer, so that one scan helper
+// serves reads inside and outside transactions.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func toJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only wire types reach here; they always marshal.
+		panic(fmt.Sprintf("sqlite: marshal %T: %v", v, err))
+	}
+	return string(b)
+}
+
+func nullTimeArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return formatTime(*t)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	return err
+}
+
+// limitArg turns a page size into a LIMIT, where 0 means no limit.
+func limitArg(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// ---- environments ----
+
+const environmentColumns = `id, name, description, config_type, scope, metadata, created_at, updated_at, archived_at`
+
+func scanEnvironment(r rowScanner) (api.Environment, error) {
+	var (
+		e                api.Environment
+		desc, archived   sql.NullString
+		meta, ca, ua     string
+		configType, scop string
+	)
+	if err := r.Scan(&e.ID, &e.Name, &desc, &configType, &scop, &meta, &ca, &ua, &archived); err != nil {
+		return api.Environment{}, notFound(err)
+	}
+	e.Type = "environment"
+	if desc.Valid {
+		e.Description = &desc.String
+	}
+	e.Config = api.EnvironmentConfig{Type: configType}
+	e.Scope = scop
+	if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
+		return api.Environment{}, err
+	}
+	var err error
+	if e.CreatedAt, err = parseTime(ca); err != nil {
+		return api.Environment{}, err
+	}
+	if e.UpdatedAt, err = parseTime(ua); err != nil {
+		return api.Environment{}, err
+	}
+	if e.ArchivedAt, err = nullTime(archived); err != nil {
+		return api.Environment{}, err
+	}
+	return e, nil
+}
+
+func metadataJSON(m map[string]string) string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	return toJSON(m)
+}
+
+// CreateEnvironment implements storage.ControlPlane.
+func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
+	var desc any
+	if e.Description != nil {
+		desc = *e.Description
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.CreatedAt), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt))
+	if err != nil {
+		return fmt.Errorf("create environment %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// GetEnvironment implements storage.ControlPlane.
+func (s *DB) GetEnvironment(ctx context.Context, id string) (api.Environment, error) {
+	return getEnvironment(ctx, s.db, id)
+}
+
+func getEnvironment(ctx context.Context, q queryer, id string) (api.Environment, error) {
+	return scanEnvironment(q.QueryRowContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE id = ?`, id))
+}
+
+// ListEnvironments implements storage.ControlPlane.
+func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.Environment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments
+		WHERE (? = '' OR id < ?) AND (? OR archived_at IS NULL) ORDER BY id DESC LIMIT ?`,
+		q.After, q.After, q.IncludeArchived, limitArg(q.Limit))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []api.Environment{}
+	for rows.Next() {
+		e, err := scanEnvironment(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// UpdateEnvironment implements storage.ControlPlane.
+func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error) {
+	var out api.Environment
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		e, err := getEnvironment(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+		var desc any
+		if e.Description != nil {
+			desc = *e.Description
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE environments SET name = ?, description = ?, config_type = ?, scope = ?, metadata = ?, updated_at = ?, archived_at = ? WHERE id = ?`,
+			e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt), id)
+		out = e
+		return err
+	})
+	return out, err
+}
+
+// DeleteEnvironment implements storage.ControlPlane.
+func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := getEnvironment(ctx, tx, id); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE environment_id = ?`, id).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return storage.ErrEnvironmentInUse
+		}
+		now := formatTime(s.now())
+		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE environment_id = ? AND revoked_at IS NULL`, now, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM work_items WHERE environment_id = ?`, id); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM environments WHERE id = ?`, id)
+		return err
+	})
+}
+
+// ---- agents ----
+
+func scanAgent(r rowScanner) (api.Agent, error) {
+	var body string
+	if err := r.Scan(&body); err != nil {
+		return api.Agent{}, notFound(err)
+	}
+	var a api.Agent
+	err := json.Unmarshal([]byte(body), &a)
+	return a, err
+}
+
+// CreateAgent implements storage.ControlPlane.
+func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES (?, ?, ?, ?)`,
+		a.ID, toJSON(a), formatTime(a.CreatedAt), nullTimeArg(a.ArchivedAt))
+	if err != nil {
+		return fmt.Errorf("create agent %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// GetAgent implements storage.ControlPlane.
+func (s *DB) GetAgent(ctx context.Context, id string) (api.Agent, error) {
+	return scanAgent(s.db.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
+}
+
+// ListAgents implements storage.ControlPlane.
+func (s *DB) ListAgents(ctx context.Context, q storage.ListQuery) ([]api.Agent, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM agents
+		WHERE (? = '' OR id < ?) AND (? OR archived_at IS NULL) ORDER BY id DESC LIMIT ?`,
+		q.After, q.After, q.IncludeArchived, limitArg(q.Limit))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []api.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// UpdateAgent implements storage.ControlPlane.
+func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) error) (api.Agent, error) {
+	var out api.Agent
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		a, err := scanAgent(tx.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		if err := fn(&a); err != nil {
+			return err
+		}
+		a.ID = id
+		_, err = tx.ExecContext(ctx, `UPDATE agents SET body = ?, archived_at = ? WHERE id = ?`, toJSON(a), nullTimeArg(a.ArchivedAt), id)
+		out = a
+		return err
+	})
+	return out, err
+}
+
+// ---- sessions ----
+
+// getSession reads a session with its resources.
+func getSession(ctx context.Context, q queryer, id string) (api.Session, error) {
+	var body, status string
+	if err := q.QueryRowContext(ctx, `SELECT body, status FROM sessions WHERE id = ?`, id).Scan(&body, &status); err != nil {
+		return api.Session{}, notFound(err)
+	}
+	var sess api.Session
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		return api.Session{}, err
+	}
+	sess.Status = status
+	res, err := sessionResources(ctx, q, id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	sess.Resources = res
+	return sess, nil
+}
+
+func sessionResources(ctx context.Context, q queryer, sessionID string) ([]api.SessionResource, error) {
+	rows, err := q.QueryContext(ctx, `SELECT body FROM session_resources WHERE session_id = ? ORDER BY position`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []api.SessionResource{}
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var r api.SessionResource
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// saveSession writes the session row (not its resources, which never
+// change after creation).
+func saveSession(ctx context.Context, q queryer, sess api.Session) error {
+	body := sess
+	body.Resources = nil
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET status = ?, body = ?, archived_at = ? WHERE id = ?`,
+		sess.Status, toJSON(body), nullTimeArg(sess.ArchivedAt), sess.ID)
+	return err
+}
+
+// CreateSession implements storage.ControlPlane.
+func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event, rt storage.SessionRuntime) (api.Session, error) {
+	var out api.Session
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		body := sess
+		body.Resources = nil
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), formatTime(sess.CreatedAt), nullTimeArg(sess.ArchivedAt)); err != nil {
+			return fmt.Errorf("create session %s: %w", sess.ID, err)
+		}
+		for i, r := range sess.Resources {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES (?, ?, ?, ?, ?)`,
+				r.ID, sess.ID, i, r.MemoryStoreID, toJSON(r)); err != nil {
+				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
+			}
+		}
+		w.EnvironmentID = sess.EnvironmentID
+		w.Data = api.WorkData{Type: "session", ID: sess.ID}
+		if err := insertWork(ctx, tx, w); err != nil {
+			return err
+		}
+		var err error
+		out, err = s.appendInTx(ctx, tx, sess.ID, initial, rt, nil)
+		return err
+	})
+	if err != nil {
+		return api.Session{}, err
+	}
+	return out, nil
+}
+
+// GetSession implements storage.ControlPlane.
+func (s *DB) GetSession(ctx context.Context, id string) (api.Session, error) {
+	return getSession(ctx, s.db, id)
+}
+
+// ListSessions implements storage.ControlPlane.
+func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Session, error) {
+	var (
+		where = []string{"1 = 1"}
+		args  []any
+	)
+	if q.After != "" {
+		if q.Asc {
+			where = append(where, "id > ?")
+		} else {
+			where = append(where, "id < ?")
+		}
+		args = append(args, q.After)
+	}
+	if !q.IncludeArchived {
+		where = append(where, "archived_at IS NULL")
+	}
+	if q.AgentID != "" {
+		where = append(where, "agent_id = ?")
+		args = append(args, q.AgentID)
+	}
+	if q.EnvironmentID != "" {
+		where = append(where, "environment_id = ?")
+		args = append(args, q.EnvironmentID)
+	}
+	if q.MemoryStoreID != "" {
+		where = append(where, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)")
+		args = append(args, q.MemoryStoreID)
+	}
+	if len(q.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(q.Statuses)-1)+")")
+		for _, st := range q.Statuses {
+			args = append(args, st)
+		}
+	}
+	order := "DESC"
+	if q.Asc {
+		order = "ASC"
+	}
+	args = append(args, limitArg(q.Limit))
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var idList []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		idList = append(idList, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := []api.Session{}
+	for _, id := range idList {
+		sess, err := getSession(ctx, s.db, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // deleted since the id query
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sess)
+	}
+	return out, nil
+}
+
+// UpdateSession implements storage.ControlPlane.
+func (s *DB) UpdateSession(ctx context.Context, id string, fn func(*api.Session) error) (api.Session, error) {
+	var out api.Session
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		sess, err := getSession(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(&sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		out = sess
+		return saveSession(ctx, tx, sess)
+	})
+	return out, err
+}
+
+// DeleteSession implements storage.ControlPlane.
+func (s *DB) DeleteSession(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one); err != nil {
+			return notFound(err)
+		}
+		now := formatTime(s.now())
+		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = ?, stop_requested_at = coalesce(stop_requested_at, ?), lease_expires_at = NULL
+			WHERE session_id = ? AND state != 'stopped'`, now, now, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, now, id); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+		return err
+	})
+}
+
+// ---- events ----
+
+// statusOf maps the status events to the session status they set.
+var statusOf = map[string]string{
+	api.EventSessionStatusRunning:    api.SessionRunning,
+	api.EventSessionStatusIdle:       api.SessionIdle,
+	api.EventSessionStatusTerminated: api.SessionTerminated,
+	"session.status_rescheduled":     api.SessionRescheduling,
+}
+
+func loadLog(ctx context.Context, q queryer, sessionID string) ([]api.Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT body FROM session_events WHERE session_id = ? ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []api.Event
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var e api.Event
+		if err := json.Unmarshal([]byte(body), &e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE session_id = ? AND state != 'stopped'`, sessionID).Scan(&n)
+	return n > 0, err
+}
+
+// maxReactions bounds the React loop of one append: a runtime that never
+// settles is a bug, and must not hang the transaction.
+const maxReactions = 1000
+
+// appendInTx is AppendEvents inside tx; stored receives the stored copies
+// of events when not nil. It returns the session as it is afterwards.
+func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime, stored *[]api.Event) (api.Session, error) {
+	sess, err := getSession(ctx, tx, sessionID)
+	if err != nil {
+		return api.Session{}, err
+	}
+	view := storage.SessionView{Session: sess}
+	if view.Log, err = loadLog(ctx, tx, sessionID); err != nil {
+		return api.Session{}, err
+	}
+	if view.WorkLive, err = hasLiveWork(ctx, tx, sessionID); err != nil {
+		return api.Session{}, err
+	}
+	if rt != nil && len(events) > 0 {
+		if err := rt.Check(view, events); err != nil {
+			return api.Session{}, err
+		}
+	}
+	changed := false
+	insert := func(batch []api.Event) ([]api.Event, error) {
+		out := make([]api.Event, 0, len(batch))
+		for _, e := range batch {
+			now := s.now()
+			e.ID = ids.NewAt(ids.Event, now)
+			e.ProcessedAt = &now
+			if _, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
+				e.ID, sessionID, e.Type, toJSON(e)); err != nil {
+				return nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+			}
+			if st, ok := statusOf[e.Type]; ok {
+				view.Session.Status = st
+			}
+			view.Session.UpdatedAt = now
+			changed = true
+			view.Log = append(view.Log, e)
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	got, err := insert(events)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if stored != nil {
+		*stored = got
+	}
+	if rt != nil {
+		for i := 0; ; i++ {
+			if i == maxReactions {
+				return api.Session{}, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
+			}
+			more, err := rt.React(view)
+			if err != nil {
+				return api.Session{}, err
+			}
+			if len(more) == 0 {
+				break
+			}
+			if _, err := insert(more); err != nil {
+				return api.Session{}, err
+			}
+		}
+	}
+	if changed {
+		if err := saveSession(ctx, tx, view.Session); err != nil {
+			return api.Session{}, err
+		}
+	}
+	return view.Session, nil
+}
+
+// AppendEvents implements storage.ControlPlane.
+func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt storage.SessionRuntime) ([]api.Event, error) {
+	var stored []api.Event
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.appendInTx(ctx, tx, sessionID, events, rt, &stored)
+		return err
+	})
+	return stored, err
+}
+
+// ListEvents implements storage.ControlPlane.
+func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQuery) ([]storage.StoredEvent, error) {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one); err != nil {
+		return nil, notFound(err)
+	}
+	where := []string{"session_id = ?", "seq > ?"}
+	args := []any{sessionID, q.AfterSeq}
+	if q.BeforeSeq > 0 {
+		where = append(where, "seq < ?")
+		args = append(args, q.BeforeSeq)
+	}
+	if len(q.Types) > 0 {
+		where = append(where, "type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
+		for _, t := range q.Types {
+			args = append(args, t)
+		}
+	}
+	order := "ASC"
+	if q.Desc {
+		order = "DESC"
+	}
+	args = append(args, limitArg(q.Limit))
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []storage.StoredEvent{}
+	for rows.Next() {
+		var (
+			se   storage.StoredEvent
+			body string
+		)
+		if err := rows.Scan(&se.Seq, &body); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(body), &se.Event); err != nil {
+			return nil, err
+		}
+		out = append(out, se)
+	}
+	return out, rows.Err()
+}
+
+// EventSeq implements storage.ControlPlane.
+func (s *DB) EventSeq(ctx context.Context, sessionID, eventID string) (int64, error) {
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT seq FROM session_events WHERE session_id = ? AND id = ?`, sessionID, eventID).Scan(&seq)
+	return seq, notFound(err)
+}

@@ -1,0 +1,578 @@
+package storagetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// cpFixture is a store with one environment, one agent and helpers to make
+// sessions on them.
+type cpFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	clock *fixedClock
+	s     storage.Store
+	env   api.Environment
+	agent api.Agent
+}
+
+func newCPFixture(t *testing.T, open Factory) *cpFixture {
+	f := &cpFixture{t: t, ctx: context.Background(), clock: newClock()}
+	f.s = open(t, f.clock.now)
+	t.Cleanup(func() { f.s.Close() })
+	f.env = f.newEnvironment("build")
+	f.agent = api.Agent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel},
+		Tools: []json.RawMessage{}, Skills: []json.RawMessage{}, MCPServers: []json.RawMessage{},
+		ExecutionIdentity: api.ExecutionIdentity{Type: "service_account"}, Metadata: map[string]string{}, Version: 1,
+		CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
+	if err := f.s.CreateAgent(f.ctx, f.agent); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *cpFixture) newEnvironment(name string) api.Environment {
+	e := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: name, Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
+		Metadata: map[string]string{}, CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
+	if err := f.s.CreateEnvironment(f.ctx, e); err != nil {
+		f.t.Fatal(err)
+	}
+	return e
+}
+
+// newSession creates a session on env with the given resources, returning
+// it and its first work item's id.
+func (f *cpFixture) newSession(env api.Environment, res ...api.SessionResource) (api.Session, string) {
+	f.t.Helper()
+	now := f.clock.now()
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID,
+		Agent:    api.SessionAgent{ID: f.agent.ID, Type: "agent", Name: f.agent.Name, Model: f.agent.Model, Version: 1},
+		Metadata: map[string]string{}, Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}
+	got, err := f.s.CreateSession(f.ctx, sess, w, nil, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got, w.ID
+}
+
+func (f *cpFixture) claim(env api.Environment, worker string) (storage.Work, string, error) {
+	tokID := ids.New(ids.SessionsToken)
+	hash := "hash-" + tokID
+	w, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: worker, ClaimTTL: time.Minute,
+		Token: storage.Credential{ID: tokID}, TokenHash: hash})
+	return w, hash, err
+}
+
+func testEnvironments(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+
+	got, err := s.GetEnvironment(ctx, f.env.ID)
+	if err != nil || got.Name != "build" || got.Config.Type != api.EnvironmentConfigSelfHosted || got.Description != nil || !got.CreatedAt.Equal(f.clock.now()) {
+		t.Fatalf("GetEnvironment = %+v, %v", got, err)
+	}
+	if _, err := s.GetEnvironment(ctx, "env_nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("unknown environment: %v", err)
+	}
+
+	// Update is a read-modify-write; an error from fn saves nothing.
+	desc := "the build farm"
+	up, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *api.Environment) error {
+		e.Description, e.Metadata["team"] = &desc, "infra"
+		return nil
+	})
+	if err != nil || up.Description == nil || *up.Description != desc || up.Metadata["team"] != "infra" {
+		t.Fatalf("UpdateEnvironment = %+v, %v", up, err)
+	}
+	boom := errors.New("boom")
+	if _, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *api.Environment) error { e.Name = "changed"; return boom }); !errors.Is(err, boom) {
+		t.Fatalf("fn error not returned: %v", err)
+	}
+	if got, _ := s.GetEnvironment(ctx, f.env.ID); got.Name != "build" || got.Metadata["team"] != "infra" {
+		t.Fatalf("a failed update changed the environment: %+v", got)
+	}
+
+	// Newest first, paged by id, archived hidden unless asked for.
+	second := f.newEnvironment("second")
+	third := f.newEnvironment("third")
+	now := f.clock.now()
+	if _, err := s.UpdateEnvironment(ctx, second.ID, func(e *api.Environment) error { e.ArchivedAt = &now; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListEnvironments(ctx, storage.ListQuery{Limit: 10})
+	if err != nil || len(list) != 2 || list[0].ID != third.ID || list[1].ID != f.env.ID {
+		t.Fatalf("ListEnvironments = %v, %v; want third then build", names(list), err)
+	}
+	list, _ = s.ListEnvironments(ctx, storage.ListQuery{Limit: 1, IncludeArchived: true})
+	if len(list) != 1 || list[0].ID != third.ID {
+		t.Fatalf("first page = %v", names(list))
+	}
+	list, _ = s.ListEnvironments(ctx, storage.ListQuery{Limit: 5, IncludeArchived: true, After: third.ID})
+	if len(list) != 2 || list[0].ID != second.ID || list[1].ID != f.env.ID {
+		t.Fatalf("second page = %v", names(list))
+	}
+
+	// An environment with a session cannot be deleted; one without can, and
+	// its keys die with it.
+	f.newSession(f.env)
+	if err := s.DeleteEnvironment(ctx, f.env.ID); !errors.Is(err, storage.ErrEnvironmentInUse) {
+		t.Fatalf("deleting an environment in use: %v", err)
+	}
+	if _, err := s.GetEnvironment(ctx, f.env.ID); err != nil {
+		t.Fatalf("refused delete removed the environment: %v", err)
+	}
+	key := storage.Credential{ID: ids.New(ids.EnvironmentKey), Kind: storage.EnvironmentKey, EnvironmentID: third.ID}
+	if err := s.CreateCredential(ctx, key, "envkey-hash"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteEnvironment(ctx, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetEnvironment(ctx, third.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted environment still found: %v", err)
+	}
+	if _, err := s.CredentialByHash(ctx, "envkey-hash"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the deleted environment's key still works: %v", err)
+	}
+}
+
+func names(es []api.Environment) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+func testAgents(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+	got, err := s.GetAgent(ctx, f.agent.ID)
+	if err != nil || got.Name != "scripted" || got.Model.ID != api.ScriptedModel || got.Version != 1 {
+		t.Fatalf("GetAgent = %+v, %v", got, err)
+	}
+	now := f.clock.now()
+	if _, err := s.UpdateAgent(ctx, f.agent.ID, func(a *api.Agent) error { a.ArchivedAt = &now; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListAgents(ctx, storage.ListQuery{Limit: 10}); len(list) != 0 {
+		t.Fatalf("archived agent listed: %d", len(list))
+	}
+	if list, _ := s.ListAgents(ctx, storage.ListQuery{Limit: 10, IncludeArchived: true}); len(list) != 1 || list[0].ArchivedAt == nil {
+		t.Fatalf("ListAgents(include archived) = %+v", list)
+	}
+	if _, err := s.GetAgent(ctx, "agent_nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+}
+
+func testSessions(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+	now := f.clock.now()
+	res := []api.SessionResource{
+		{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_a", Access: api.AccessReadWrite, Name: "Notes", MountPath: "/mnt/memory/notes", CreatedAt: now, UpdatedAt: now},
+		{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_b", Access: api.AccessReadOnly, Name: "notes", MountPath: "/mnt/memory/notes-2", CreatedAt: now, UpdatedAt: now},
+	}
+	sess, workID := f.newSession(f.env, res...)
+	got, err := s.GetSession(ctx, sess.ID)
+	if err != nil || len(got.Resources) != 2 || got.Resources[0].MemoryStoreID != "memstore_a" || got.Resources[1].MountPath != "/mnt/memory/notes-2" || got.Status != api.SessionIdle {
+		t.Fatalf("GetSession = %+v, %v", got, err)
+	}
+	w, err := s.GetWork(ctx, f.env.ID, workID)
+	if err != nil || w.State != api.WorkQueued || w.Data.ID != sess.ID || w.Data.Type != "session" || w.EnvironmentID != f.env.ID {
+		t.Fatalf("the session's work item = %+v, %v", w, err)
+	}
+	if _, err := s.GetWork(ctx, "env_other", workID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a work item was found under another environment: %v", err)
+	}
+
+	other, _ := f.newSession(f.env)
+	env2 := f.newEnvironment("other")
+	third, _ := f.newSession(env2)
+	for _, c := range []struct {
+		q    storage.SessionQuery
+		want []string
+	}{
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}}, []string{third.ID, other.ID, sess.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, Asc: true}, []string{sess.ID, other.ID, third.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, MemoryStoreID: "memstore_b"}, []string{sess.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, EnvironmentID: env2.ID}, []string{third.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 1, After: third.ID}}, []string{other.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, Statuses: []string{api.SessionRunning}}, nil},
+	} {
+		list, err := s.ListSessions(ctx, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotIDs []string
+		for _, x := range list {
+			gotIDs = append(gotIDs, x.ID)
+		}
+		if fmt.Sprint(gotIDs) != fmt.Sprint(c.want) {
+			t.Fatalf("ListSessions(%+v) = %v, want %v", c.q, gotIDs, c.want)
+		}
+	}
+
+	title := "renamed"
+	up, err := s.UpdateSession(ctx, sess.ID, func(x *api.Session) error { x.Title = &title; return nil })
+	if err != nil || up.Title == nil || *up.Title != title || len(up.Resources) != 2 {
+		t.Fatalf("UpdateSession = %+v, %v", up, err)
+	}
+
+	// Deleting a session stops its work and kills the tokens minted for it.
+	claimed, hash, err := f.claim(f.env, "w1")
+	if err != nil || claimed.ID != workID {
+		t.Fatalf("claim = %+v, %v; want %s", claimed, err, workID)
+	}
+	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("hi")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted session still found: %v", err)
+	}
+	if _, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("events of a deleted session: %v", err)
+	}
+	if w, _ := s.GetWork(ctx, f.env.ID, workID); w.State != api.WorkStopped || w.StoppedAt == nil {
+		t.Fatalf("work of a deleted session = %+v", w)
+	}
+	if _, err := s.CredentialByHash(ctx, hash); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("sessions token of a deleted session still works: %v", err)
+	}
+	if err := s.DeleteSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// echoRuntime answers every user.message with an agent.message quoting it,
+// refuses events of type "refuse", and records the views it saw.
+type echoRuntime struct {
+	mu    sync.Mutex
+	views []storage.SessionView
+}
+
+func (r *echoRuntime) Check(v storage.SessionView, events []api.Event) error {
+	for _, e := range events {
+		if e.Type == "refuse" {
+			return errors.New("refused")
+		}
+	}
+	return nil
+}
+
+func (r *echoRuntime) React(v storage.SessionView) ([]api.Event, error) {
+	r.mu.Lock()
+	r.views = append(r.views, v)
+	r.mu.Unlock()
+	answered := map[string]bool{}
+	var pending []string
+	for _, e := range v.Log {
+		switch e.Type {
+		case api.EventUserMessage:
+			pending = append(pending, e.ID)
+		case api.EventAgentMessage:
+			answered[string(e.Extra["reply_to"])] = true
+		}
+	}
+	for _, id := range pending {
+		if !answered[fmt.Sprintf("%q", id)] {
+			return []api.Event{
+				{Type: api.EventSessionStatusRunning},
+				{Type: api.EventAgentMessage, Content: api.TextContent("echo"), Extra: api.Extra{"reply_to": json.RawMessage(fmt.Sprintf("%q", id))}},
+				{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: api.StopEndTurn}},
+			}, nil
+		}
+	}
+	return nil, nil
+}
+
+func testEvents(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+	sess, _ := f.newSession(f.env)
+	rt := &echoRuntime{}
+
+	sent, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("one"), api.UserMessage("two")}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 || sent[0].ID == "" || sent[0].ProcessedAt == nil || !sent[0].ProcessedAt.Equal(f.clock.now()) || sent[1].Text() != "two" {
+		t.Fatalf("AppendEvents returned %+v", sent)
+	}
+	all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i, e := range all {
+		types = append(types, e.Event.Type)
+		if i > 0 && e.Seq <= all[i-1].Seq {
+			t.Fatalf("sequence not increasing: %d then %d", all[i-1].Seq, e.Seq)
+		}
+	}
+	want := "[user.message user.message session.status_running agent.message session.status_idle session.status_running agent.message session.status_idle]"
+	if fmt.Sprint(types) != want {
+		t.Fatalf("log = %v\nwant  %s", types, want)
+	}
+	if !rt.views[0].WorkLive || len(rt.views[0].Log) != 2 {
+		t.Fatalf("first React saw %d events, WorkLive %v", len(rt.views[0].Log), rt.views[0].WorkLive)
+	}
+	got, _ := s.GetSession(ctx, sess.ID)
+	if got.Status != api.SessionIdle {
+		t.Fatalf("status after the reactions = %s, want idle (set by the last status event)", got.Status)
+	}
+
+	// A refused batch stores nothing, not even its acceptable events.
+	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("three"), {Type: "refuse"}}, rt); err == nil {
+		t.Fatal("Check's refusal was ignored")
+	}
+	if again, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{}); len(again) != len(all) {
+		t.Fatalf("a refused append stored events: %d → %d", len(all), len(again))
+	}
+
+	// Paging both ways, type filters, and the sequence of one event.
+	page, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{AfterSeq: all[1].Seq, Limit: 2})
+	if len(page) != 2 || page[0].Seq != all[2].Seq {
+		t.Fatalf("page after seq %d = %+v", all[1].Seq, page)
+	}
+	desc, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{Desc: true, BeforeSeq: all[7].Seq, Limit: 2})
+	if len(desc) != 2 || desc[0].Seq != all[6].Seq || desc[1].Seq != all[5].Seq {
+		t.Fatalf("descending page = %+v", desc)
+	}
+	msgs, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{Types: []string{api.EventAgentMessage, api.EventUserMessage}})
+	if len(msgs) != 4 {
+		t.Fatalf("type filter returned %d events, want 4", len(msgs))
+	}
+	if seq, err := s.EventSeq(ctx, sess.ID, all[3].Event.ID); err != nil || seq != all[3].Seq {
+		t.Fatalf("EventSeq = %d, %v; want %d", seq, err, all[3].Seq)
+	}
+	if _, err := s.EventSeq(ctx, sess.ID, "sevt_nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("EventSeq of an unknown event: %v", err)
+	}
+	if _, err := s.AppendEvents(ctx, "sesn_nope", []api.Event{api.UserMessage("x")}, rt); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("append to an unknown session: %v", err)
+	}
+	// Unknown fields survive storage.
+	if all[3].Event.Extra["reply_to"] == nil {
+		t.Fatalf("an extra field was lost in storage: %+v", all[3].Event)
+	}
+}
+
+func testWorkQueue(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+
+	if _, _, err := f.claim(f.env, "w1"); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("claim on an empty queue: %v", err)
+	}
+	first, firstWork := f.newSession(f.env)
+	f.clock.advance(time.Second)
+	_, secondWork := f.newSession(f.env)
+	other := f.newEnvironment("other")
+	f.newSession(other)
+
+	st, err := s.WorkStats(ctx, f.env.ID)
+	if err != nil || st.Depth != 2 || st.Pending != 0 || st.OldestQueuedAt == nil || !st.OldestQueuedAt.Equal(f.clock.now().Add(-time.Second)) {
+		t.Fatalf("WorkStats = %+v, %v", st, err)
+	}
+
+	// Oldest first; the claim mints a sessions token scoped to it.
+	w, hash, err := f.claim(f.env, "w1")
+	if err != nil || w.ID != firstWork || w.State != api.WorkQueued || w.ClaimedAt == nil || w.WorkerID != "w1" || w.TokenID == "" {
+		t.Fatalf("first claim = %+v, %v", w, err)
+	}
+	tok, err := s.CredentialByHash(ctx, hash)
+	if err != nil || tok.Kind != storage.SessionsToken || tok.SessionID != first.ID || tok.WorkID != firstWork || tok.ID != w.TokenID {
+		t.Fatalf("minted token = %+v, %v", tok, err)
+	}
+	if st, _ := s.WorkStats(ctx, f.env.ID); st.Depth != 1 || st.Pending != 1 {
+		t.Fatalf("stats after a claim = %+v, want depth 1 pending 1", st)
+	}
+
+	// Ack: claimed → starting; an unclaimed item cannot be acked.
+	if _, err := s.AckWork(ctx, f.env.ID, secondWork); !errors.Is(err, storage.ErrWorkNotClaimed) {
+		t.Fatalf("ack of an unclaimed item: %v", err)
+	}
+	w, err = s.AckWork(ctx, f.env.ID, firstWork)
+	if err != nil || w.State != api.WorkStarting || w.AcknowledgedAt == nil {
+		t.Fatalf("ack = %+v, %v", w, err)
+	}
+	if again, err := s.AckWork(ctx, f.env.ID, firstWork); err != nil || again.State != api.WorkStarting {
+		t.Fatalf("second ack = %+v, %v", again, err)
+	}
+
+	// Heartbeats: NO_HEARTBEAT first, then the last token; anything else is
+	// a mismatch that changes nothing.
+	beat := func(expected, tokenID string, ttl time.Duration) (storage.Work, error) {
+		return s.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: f.env.ID, WorkID: firstWork, Expected: expected, TTL: ttl, TokenID: tokenID})
+	}
+	var mm *storage.LeaseMismatchError
+	if _, err := beat("2026-01-01T00:00:00.000000000Z", w.TokenID, time.Minute); !errors.As(err, &mm) || mm.Current.State != api.WorkStarting {
+		t.Fatalf("a first beat without NO_HEARTBEAT: %v", err)
+	}
+	f.clock.advance(time.Second)
+	w, err = beat(api.NoHeartbeat, w.TokenID, 30*time.Second)
+	if err != nil || w.State != api.WorkActive || w.LatestHeartbeatAt == nil || w.StartedAt == nil || w.LeaseTTLSeconds != 30 ||
+		!w.LeaseExpiresAt.Equal(f.clock.now().Add(30*time.Second)) {
+		t.Fatalf("first beat = %+v, %v", w, err)
+	}
+	last := storage.HeartbeatToken(*w.LatestHeartbeatAt)
+	if _, err := beat(api.NoHeartbeat, w.TokenID, time.Minute); !errors.As(err, &mm) || mm.Current.LatestHeartbeatAt == nil {
+		t.Fatalf("a replayed NO_HEARTBEAT: %v", err)
+	}
+	f.clock.advance(10 * time.Second)
+	w, err = beat(last, w.TokenID, 30*time.Second)
+	if err != nil || storage.HeartbeatToken(*w.LatestHeartbeatAt) == last {
+		t.Fatalf("second beat = %+v, %v", w, err)
+	}
+	last = storage.HeartbeatToken(*w.LatestHeartbeatAt)
+
+	// The lease lapses: the item goes back to the queue at its old place
+	// and the old token loses its lease even with the right expectation.
+	f.clock.advance(31 * time.Second)
+	if stopped, err := s.ExpireLeases(ctx, f.env.ID); err != nil || len(stopped) != 0 {
+		t.Fatalf("ExpireLeases = %v, %v", stopped, err)
+	}
+	w, _ = s.GetWork(ctx, f.env.ID, firstWork)
+	if w.State != api.WorkQueued || w.ClaimedAt != nil || w.TokenID != "" || w.LatestHeartbeatAt != nil || w.AcknowledgedAt != nil {
+		t.Fatalf("lapsed item = %+v, want queued and unclaimed", w)
+	}
+	if _, err := beat(last, tok.ID, time.Minute); !errors.As(err, &mm) {
+		t.Fatalf("the lapsed holder renewed: %v", err)
+	}
+	re, _, err := f.claim(f.env, "w2")
+	if err != nil || re.ID != firstWork || re.WorkerID != "w2" || re.TokenID == tok.ID {
+		t.Fatalf("re-claim = %+v, %v; want %s for w2 with a new token", re, err, firstWork)
+	}
+	if _, err := beat(api.NoHeartbeat, tok.ID, time.Minute); !errors.As(err, &mm) {
+		t.Fatalf("the old token renewed the new claim: %v", err)
+	}
+
+	// reclaim_older_than: a claimed, unacked item is offered again only
+	// once its claim is that old.
+	if _, _, err := f.claim(f.env, "w3"); err != nil {
+		t.Fatalf("claiming the second item: %v", err)
+	}
+	if _, _, err := f.claim(f.env, "w3"); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("everything is claimed, yet: %v", err)
+	}
+	f.clock.advance(5 * time.Second)
+	reclaim := func(older time.Duration) (storage.Work, error) {
+		return s.ClaimWork(ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w4", ClaimTTL: time.Minute, ReclaimOlderThan: older,
+			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: ids.New("h")})
+	}
+	if _, err := reclaim(10 * time.Second); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("reclaimed a 5 s old claim with reclaim_older_than 10 s: %v", err)
+	}
+	if got, err := reclaim(5 * time.Second); err != nil || got.ID != firstWork || got.WorkerID != "w4" {
+		t.Fatalf("reclaim = %+v, %v; want the older claim", got, err)
+	}
+
+	// Stops: graceful on a claimed item → stopping; a lapsed stopping item
+	// is stopped, not re-queued; stopping a stopped item is refused.
+	w, err = s.StopWork(ctx, f.env.ID, secondWork, false)
+	if err != nil || w.State != api.WorkStopping || w.StopRequestedAt == nil || w.StoppedAt != nil {
+		t.Fatalf("graceful stop = %+v, %v", w, err)
+	}
+	f.clock.advance(2 * time.Minute)
+	stopped, err := s.ExpireLeases(ctx, f.env.ID)
+	if err != nil || len(stopped) != 1 || stopped[0].ID != secondWork || stopped[0].State != api.WorkStopped {
+		t.Fatalf("ExpireLeases of a stopping item = %+v, %v", stopped, err)
+	}
+	if _, err := s.StopWork(ctx, f.env.ID, secondWork, true); !errors.Is(err, storage.ErrWorkStopped) {
+		t.Fatalf("stopping a stopped item: %v", err)
+	}
+	if _, err := s.AckWork(ctx, f.env.ID, secondWork); !errors.Is(err, storage.ErrWorkStopped) {
+		t.Fatalf("acking a stopped item: %v", err)
+	}
+	// The first item lapsed too (w4's claim was never renewed) and is
+	// queued again; a forced stop stops it at once.
+	w, err = s.StopWork(ctx, f.env.ID, firstWork, true)
+	if err != nil || w.State != api.WorkStopped || w.StoppedAt == nil {
+		t.Fatalf("forced stop = %+v, %v", w, err)
+	}
+	// A stopped item answers a heartbeat with its state, renewing nothing.
+	if got, err := s.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: f.env.ID, WorkID: firstWork, Expected: api.NoHeartbeat, TTL: time.Minute}); err != nil || got.State != api.WorkStopped || got.LeaseExpiresAt != nil {
+		t.Fatalf("heartbeat of a stopped item = %+v, %v", got, err)
+	}
+
+	// EnsureWork re-queues a session left without a live item, once.
+	w, queued, err := s.EnsureWork(ctx, first.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}}})
+	if err != nil || !queued || w.State != api.WorkQueued || w.Data.ID != first.ID || w.EnvironmentID != f.env.ID {
+		t.Fatalf("EnsureWork = %+v, %v, %v", w, queued, err)
+	}
+	if live, err := s.LiveWorkForSession(ctx, first.ID); err != nil || live.ID != w.ID {
+		t.Fatalf("LiveWorkForSession = %+v, %v", live, err)
+	}
+	if _, queued, _ := s.EnsureWork(ctx, first.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work)}}); queued {
+		t.Fatal("EnsureWork queued a second live item")
+	}
+
+	// Metadata patch and listing.
+	up, err := s.UpdateWork(ctx, f.env.ID, w.ID, func(x *storage.Work) error { x.Metadata["k"] = "v"; return nil })
+	if err != nil || up.Metadata["k"] != "v" {
+		t.Fatalf("UpdateWork = %+v, %v", up, err)
+	}
+	list, err := s.ListWork(ctx, f.env.ID, storage.ListQuery{Limit: 10})
+	if err != nil || len(list) != 3 || list[0].ID != w.ID {
+		t.Fatalf("ListWork = %d items, %v", len(list), err)
+	}
+}
+
+// testConcurrentClaims has many pollers race for fewer items: each item is
+// claimed exactly once.
+func testConcurrentClaims(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	const items, pollers = 6, 12
+	for i := 0; i < items; i++ {
+		f.newSession(f.env)
+	}
+	var (
+		mu    sync.Mutex
+		got   = map[string]string{}
+		wg    sync.WaitGroup
+		errCh = make(chan error, pollers)
+	)
+	for p := 0; p < pollers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			w, _, err := f.claim(f.env, fmt.Sprintf("w%d", p))
+			if errors.Is(err, storage.ErrNoWork) {
+				return
+			}
+			if err != nil {
+				errCh <- err
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, dup := got[w.ID]; dup {
+				errCh <- fmt.Errorf("%s claimed by both %s and w%d", w.ID, prev, p)
+			}
+			got[w.ID] = fmt.Sprintf("w%d", p)
+		}(p)
+	}
+	wg.Wait()
+	close(errCh)
+	for err := range errCh {
+		t.Fatal(err)
+	}
+	if len(got) != items {
+		t.Fatalf("%d items claimed, want %d", len(got), items)
+	}
+}
