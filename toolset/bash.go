@@ -49,10 +49,16 @@ func (t *Toolset) bash(ctx context.Context, input json.RawMessage) Result {
 
 	t.bashMu.Lock()
 	defer t.bashMu.Unlock()
+	t.shellMu.Lock()
+	closed := t.closed
+	t.shellMu.Unlock()
+	if closed {
+		return failf("bash: the toolset has been closed")
+	}
 	if in.Restart {
 		t.dropShell(nil, "restart requested")
 		if in.Command == "" {
-			return ok("bash session restarted")
+			return okf("bash session restarted")
 		}
 	}
 	if in.Command == "" {
@@ -151,7 +157,13 @@ func (t *Toolset) shell() (*shell, error) {
 	if env == nil {
 		env = scrubbedEnv()
 	}
-	sh, err := startShell(t.areas[0].real, env, t.cfg.MaxOutputBytes)
+	// The working directory as configured, not as resolved, so that pwd
+	// shows the path the agent was told about. PWD must match it (later
+	// entries win): os/exec only sets it when Env is nil, and an inherited
+	// one names the worker's own directory.
+	dir := t.areas[0].prefixes[0]
+	env = append(slices.Clip(env), "PWD="+dir)
+	sh, err := startShell(dir, env, t.cfg.MaxOutputBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start the shell: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strings"
@@ -108,7 +109,7 @@ func readLines(r io.Reader, name string, start, end, limit int64) (string, error
 	first := max(start, 1)
 	last := end
 	if last <= 0 {
-		last = 1<<63 - 1
+		last = math.MaxInt64
 	}
 	if last < first {
 		return "", nil
@@ -211,7 +212,7 @@ func (t *Toolset) write(input json.RawMessage) Result {
 	if err := o.replace(in.FilePath, []byte(*in.Content)); err != nil {
 		return failf("write: %v", err)
 	}
-	return ok("wrote %d bytes to %s", len(*in.Content), in.FilePath)
+	return okf("wrote %d bytes to %s", len(*in.Content), in.FilePath)
 }
 
 type editInput struct {
@@ -263,7 +264,7 @@ func (t *Toolset) edit(input json.RawMessage) Result {
 	if err := o.replace(in.FilePath, []byte(strings.ReplaceAll(content, in.OldString, in.NewString))); err != nil {
 		return failf("edit: %v", err)
 	}
-	return ok("edited %s (%d replacement(s))", in.FilePath, count)
+	return okf("edited %s (%d replacement(s))", in.FilePath, count)
 }
 
 // openWritable is open for write and edit: it also refuses read-only stores

@@ -196,3 +196,31 @@ func TestStoreFolderReplacedByALinkIsRefused(t *testing.T) {
 	}
 	wantErr(t, f.run(t, "read", in("file_path", notesPath+"/a.md")), "the memory store mounted at "+notesPath+" cannot be opened: no such file or directory")
 }
+
+// A working directory configured through a link (as /tmp is on some hosts)
+// is reachable by both spellings, and bash shows the configured one.
+func TestWorkdirConfiguredThroughALink(t *testing.T) {
+	t.Setenv("PWD", "/") // the worker's own, which the shell must not inherit
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	mustMkdir(t, real)
+	link := filepath.Join(base, "link")
+	mustSymlink(t, real, link)
+	ts, err := New(Config{Workdir: link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	f := &fixture{ts: ts}
+
+	wantOK(t, f.run(t, "write", in("file_path", "a.txt", "content", "x")))
+	if got := wantOK(t, f.run(t, "read", in("file_path", filepath.Join(real, "a.txt")))); got != "x" {
+		t.Fatalf("read via the resolved path = %q", got)
+	}
+	if got := wantOK(t, f.run(t, "glob", in("pattern", "*.txt"))); got != filepath.Join(link, "a.txt") {
+		t.Fatalf("glob = %q", got)
+	}
+	if got := wantOK(t, f.run(t, "bash", in("command", `pwd; echo "$PWD"`))); got != link+"\n"+link+"\n" {
+		t.Fatalf("bash pwd = %q, want the configured %s", got, link)
+	}
+}

@@ -123,7 +123,7 @@ func (t *Toolset) glob(input json.RawMessage) Result {
 		return failf("glob: %s", fsErr(err))
 	}
 	if len(hits) == 0 {
-		return ok("%s", withWalkNote("no matches", truncated))
+		return Result{Content: withWalkNote("no matches", truncated)}
 	}
 	slices.SortFunc(hits, func(a, b hit) int {
 		if c := b.mtime.Compare(a.mtime); c != 0 {
@@ -140,7 +140,7 @@ func (t *Toolset) glob(input json.RawMessage) Result {
 		out.WriteString(o.display(h.rel))
 		out.WriteByte('\n')
 	}
-	return ok("%s", withWalkNote(strings.TrimSuffix(out.String(), "\n"), truncated))
+	return Result{Content: withWalkNote(strings.TrimSuffix(out.String(), "\n"), truncated)}
 }
 
 // relTo is rel (a path under the walk's start) relative to that start.
@@ -259,5 +259,5 @@ func (t *Toolset) grep(input json.RawMessage) Result {
 	if res == "" {
 		res = "no matches"
 	}
-	return ok("%s", withWalkNote(res, truncated))
+	return Result{Content: withWalkNote(res, truncated)}
 }

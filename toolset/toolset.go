@@ -5,10 +5,39 @@
 // The tools behave the way the official SDK's local executors do, so an agent
 // served by memstore's worker has the same experience as one served by the
 // SDK's EnvironmentWorker: the same input field names, the same result texts
-// ("wrote 12 bytes to notes.md", "edited notes.md (1 replacement(s))",
-// "no matches", "path:line:text" grep lines, "exit code: N" after a failed
-// command) and errors reported as tool results with is_error set, never as
-// Go errors or panics.
+// and errors reported as results with is_error set (their text starts with
+// the tool's name, "edit: old_string not found in notes.md"), never as Go
+// errors or panics.
+//
+// # The tools
+//
+//   - read {file_path, view_range?}: the file's text exactly as stored, no
+//     line numbers. view_range [start, end] is 1-based and inclusive (an end
+//     of 0 or less means the end of the file) and returns those lines joined
+//     by "\n". A file over Config.MaxReadBytes must be read with view_range.
+//     Only UTF-8 text is returned.
+//   - write {file_path, content}: replaces or creates the file, and its
+//     missing folders. Result: "wrote N bytes to <file_path>".
+//   - edit {file_path, old_string, new_string, replace_all?}: old_string must
+//     occur exactly once unless replace_all is set. Result:
+//     "edited <file_path> (N replacement(s))".
+//   - bash {command, timeout_ms?, timeout?, restart?}: runs command in the
+//     persistent shell; the result is its stdout and stderr, interleaved, and
+//     a failed command is an error ending in "exit code: N". See [Toolset.Run]
+//     for timeouts and cancellation.
+//   - glob {pattern, path?}: paths under path (default: the working
+//     directory) matching pattern, one absolute path a line, newest first.
+//     "**" matches any number of folders; other segments use [path.Match]
+//     syntax. "no matches" when there are none.
+//   - grep {pattern, path?}: lines matching pattern, a Go regular expression
+//     (RE2 syntax: "(?i)" for case-insensitive; no backreferences or
+//     lookaround), as "path:line:text" in path then line order; path may be
+//     a folder or a file. Skips .git, node_modules, binary files and files
+//     over 8 MiB.
+//
+// Results that would be too long are cut and say so: bash keeps the head and
+// the tail of its output, glob and grep list the first results and say how
+// many more there were.
 //
 // # Where the file tools may go
 //
@@ -17,8 +46,9 @@
 // against the working directory. A memory store may be named by its advertised
 // mount path (/mnt/memory/<slug>, what the agent's system prompt says) or by
 // the folder it really lives in (the worker's --mount-root can move it), and
-// both name the same files. ".." is resolved lexically and a path that ends up
-// outside every allowed root is refused.
+// both name the same files; results and errors use the agent's own spelling,
+// so a remapped store's real folder is never revealed. ".." is resolved
+// lexically and a path that ends up outside every allowed root is refused.
 //
 // Symbolic links are never followed by the file tools, inside or outside the
 // roots: a path whose component is a link is refused, and glob and grep skip
@@ -31,18 +61,19 @@
 // write and edit refuse every path inside a read-only store with an error
 // that names the store's mount path: it is the only memory error an agent
 // ever sees, and it is better to see it at write time than to find the change
-// silently never synced. Files and folders the tools create are owner-only
-// (0600 and 0700, as the memory folders require and as the SDK does
-// everywhere); an existing file keeps its mode. Writes are atomic (a
-// temporary file beside the target, then a rename), so the sync never
-// uploads half a file.
+// silently never synced. They also refuse the store's marker file. Files and
+// folders the tools create are owner-only (0600 and 0700, as the memory
+// folders require and as the SDK does everywhere); an existing file keeps its
+// mode. Writes are atomic (a temporary file beside the target, then a
+// rename), so the sync never uploads half a file.
 //
 // # bash
 //
-// bash is one persistent shell per Toolset: cwd, variables and functions carry
-// over between calls. It is not confined — run the worker in a sandbox. See
-// the bash tool's documentation on [Toolset.Run] for timeouts and
-// cancellation.
+// bash is one persistent shell per Toolset, started on first use in the
+// working directory: cwd, variables and functions carry over between calls.
+// It runs without a terminal, reads commands from a pipe, and gives each
+// command /dev/null as stdin. It is not confined, and it does not get the
+// worker's ANTHROPIC_* variables. Run the worker in a sandbox.
 //
 // POSIX only.
 package toolset
@@ -243,8 +274,8 @@ func (t *Toolset) Close() error {
 	return nil
 }
 
-// ok and failf build results.
-func ok(format string, a ...any) Result { return Result{Content: fmt.Sprintf(format, a...)} }
+// okf and failf build results.
+func okf(format string, a ...any) Result { return Result{Content: fmt.Sprintf(format, a...)} }
 
 func failf(format string, a ...any) Result {
 	return Result{Content: fmt.Sprintf(format, a...), IsError: true}
