@@ -48,7 +48,9 @@ type ControlPlane interface {
 	// rt.Check may refuse them (nothing is stored then), and rt.React is
 	// called with the log until it has nothing more to add, its events
 	// appended after. Each event gets an id, a processed_at from the store's
-	// clock and the next sequence number; a status event also sets the
+	// clock (nudged a microsecond past the previous event's when the clock
+	// has not moved, so that it strictly increases along the log) and the
+	// next sequence number; a status event also sets the
 	// session's status. It returns the stored copies of events. A nil rt
 	// appends events as they are.
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt SessionRuntime) ([]api.Event, error)
@@ -155,7 +157,8 @@ type Claim struct {
 	// ClaimTTL is how long the claim holds before an ack or heartbeat.
 	ClaimTTL time.Duration
 	// Token is the sessions token credential to mint for the claim (ID set;
-	// Kind, SessionID and WorkID are filled in), stored under TokenHash.
+	// Kind, EnvironmentID, SessionID and WorkID are filled in), stored under
+	// TokenHash.
 	Token     Credential
 	TokenHash string
 }

@@ -513,10 +513,22 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 		}
 	}
 	changed := false
+	// processed_at strictly increases along the log: the official worker
+	// drops every tool call processed at or before the latest interrupt, so
+	// two events sharing a timestamp (a coarse or frozen clock) could hide
+	// a call made after it.
+	var last time.Time
+	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
+		last = *view.Log[n-1].ProcessedAt
+	}
 	insert := func(batch []api.Event) ([]api.Event, error) {
 		out := make([]api.Event, 0, len(batch))
 		for _, e := range batch {
 			now := s.now()
+			if !now.After(last) {
+				now = last.Add(time.Microsecond)
+			}
+			last = now
 			e.ID = ids.NewAt(ids.Event, now)
 			e.ProcessedAt = &now
 			if _, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,

@@ -199,10 +199,9 @@ func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, erro
 		}
 		tok := c.Token
 		tok.Kind = storage.SessionsToken
-		tok.SessionID, tok.WorkID, tok.EnvironmentID = w.Data.ID, w.ID, ""
-		tok.CreatedAt = now
-		if _, err := tx.ExecContext(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)`,
-			tok.ID, string(tok.Kind), tok.Name, c.TokenHash, tok.SessionID, tok.WorkID, formatTime(now)); err != nil {
+		tok.SessionID, tok.WorkID, tok.EnvironmentID = w.Data.ID, w.ID, w.EnvironmentID
+		if _, err := tx.ExecContext(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			tok.ID, string(tok.Kind), tok.Name, c.TokenHash, tok.EnvironmentID, tok.SessionID, tok.WorkID, formatTime(now)); err != nil {
 			return fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
 		}
 		out = w

@@ -396,7 +396,7 @@ func testWorkQueue(t *testing.T, open Factory) {
 		t.Fatalf("first claim = %+v, %v", w, err)
 	}
 	tok, err := s.CredentialByHash(ctx, hash)
-	if err != nil || tok.Kind != storage.SessionsToken || tok.SessionID != first.ID || tok.WorkID != firstWork || tok.ID != w.TokenID {
+	if err != nil || tok.Kind != storage.SessionsToken || tok.EnvironmentID != f.env.ID || tok.SessionID != first.ID || tok.WorkID != firstWork || tok.ID != w.TokenID {
 		t.Fatalf("minted token = %+v, %v", tok, err)
 	}
 	if st, _ := s.WorkStats(ctx, f.env.ID); st.Depth != 1 || st.Pending != 1 {

@@ -1,0 +1,245 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+)
+
+// Tools a script may call: the worker's toolset (SPEC §5). A call to any
+// other name would never be answered by the official worker, which leaves
+// unknown tools to "another client", and the session would wait forever.
+var scriptTools = map[string]bool{"bash": true, "read": true, "write": true, "edit": true, "glob": true, "grep": true}
+
+// MaxScriptToolCalls bounds one script.
+const MaxScriptToolCalls = 1000
+
+// maxResultChars bounds how much of each tool result the summary quotes.
+const maxResultChars = 2000
+
+// turn is one user.message being worked on.
+type turn struct {
+	script      api.ScriptedScript
+	invalid     string // why the message cannot be run; "" for a valid script
+	calls       int    // agent.tool_use events emitted so far
+	outstanding string // id of the agent.tool_use awaiting its result
+	results     []result
+	errored     bool // session.error emitted
+	interrupted bool // a user.interrupt arrived
+	suspended   bool // idle with requires_action: the worker went away mid-call
+}
+
+type result struct {
+	name    string
+	text    string
+	isError bool
+}
+
+// state is what the log says about the session.
+type state struct {
+	terminated bool
+	pending    []api.Event // user.messages waiting for their turn, oldest first
+	cur        *turn
+	names      map[string]string // agent.tool_use id → tool name
+	model      string
+}
+
+// scan folds the log into a state. It is the only place that interprets
+// the log, so the rules below are the runtime's whole memory:
+//   - user.message queues a turn; session.status_running starts the oldest
+//     queued one, or resumes a suspended turn;
+//   - agent.tool_use is the turn's next call, user.tool_result its answer;
+//   - user.interrupt aborts the turn and drops the messages queued so far;
+//   - session.status_idle ends the turn, except with requires_action,
+//     which suspends it until its call is answered;
+//   - session.status_terminated ends everything.
+func scan(log []api.Event, model string) *state {
+	st := &state{names: map[string]string{}, model: model}
+	for _, e := range log {
+		switch e.Type {
+		case api.EventUserMessage:
+			st.pending = append(st.pending, e)
+		case api.EventUserInterrupt:
+			if st.cur != nil {
+				st.cur.interrupted = true
+			}
+			st.pending = nil
+		case api.EventSessionStatusRunning:
+			switch {
+			case st.cur != nil && st.cur.suspended:
+				st.cur.suspended = false
+			case st.cur == nil && len(st.pending) > 0:
+				st.cur = st.start(st.pending[0])
+				st.pending = st.pending[1:]
+			}
+		case api.EventAgentToolUse:
+			st.names[e.ID] = e.Name
+			if st.cur != nil {
+				st.cur.calls++
+				st.cur.outstanding = e.ID
+			}
+		case api.EventUserToolResult:
+			if st.cur != nil && st.cur.outstanding != "" && e.ToolUseID == st.cur.outstanding {
+				isErr := e.IsError != nil && *e.IsError
+				st.cur.results = append(st.cur.results, result{name: st.names[e.ToolUseID], text: e.Text(), isError: isErr})
+				st.cur.outstanding = ""
+			}
+		case api.EventSessionError:
+			if st.cur != nil {
+				st.cur.errored = true
+			}
+		case api.EventSessionStatusIdle:
+			if st.cur != nil && e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
+				st.cur.suspended = true
+			} else {
+				st.cur = nil
+			}
+		case api.EventSessionStatusTerminated:
+			st.terminated = true
+			st.cur = nil
+		}
+	}
+	return st
+}
+
+// start opens the turn of one user.message, parsing its script.
+func (st *state) start(msg api.Event) *turn {
+	t := &turn{}
+	if st.model != api.ScriptedModel {
+		t.invalid = fmt.Sprintf("model %q is not available on this server: memstore runs only the deterministic %q model, so create the agent with model %q (or point this agent at a service that hosts %q)", st.model, api.ScriptedModel, api.ScriptedModel, st.model)
+		return t
+	}
+	script, err := ParseScript(msg.Text())
+	if err != nil {
+		t.invalid = err.Error()
+		return t
+	}
+	t.script = script
+	return t
+}
+
+// ParseScript reads the text of a user.message as a script. The error says
+// what is wrong and shows the expected shape.
+func ParseScript(text string) (api.ScriptedScript, error) {
+	const shape = `{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/notes/a.md","content":"…"}}],"end":"idle"}`
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	var s api.ScriptedScript
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("this agent runs the scripted model, so each user.message must be a JSON script like %s; it could not be read: %v", shape, err)
+	}
+	if dec.More() {
+		return s, fmt.Errorf("the script must be a single JSON object like %s; found more after it", shape)
+	}
+	if len(s.ToolCalls) > MaxScriptToolCalls {
+		return s, fmt.Errorf("the script has %d tool calls; the limit is %d, so split it over several messages", len(s.ToolCalls), MaxScriptToolCalls)
+	}
+	for i, c := range s.ToolCalls {
+		if !scriptTools[c.Name] {
+			return s, fmt.Errorf("tool_calls[%d]: name %q is not a tool of the worker's toolset; use bash, read, write, edit, glob or grep", i, c.Name)
+		}
+		in := bytes.TrimSpace(c.Input)
+		if len(in) == 0 || string(in) == "null" {
+			s.ToolCalls[i].Input = json.RawMessage("{}")
+			continue
+		}
+		if in[0] != '{' {
+			return s, fmt.Errorf("tool_calls[%d] (%s): input must be a JSON object such as {\"file_path\":\"…\"}, got %s", i, c.Name, in)
+		}
+		var compact bytes.Buffer
+		json.Compact(&compact, in)
+		s.ToolCalls[i].Input = compact.Bytes()
+	}
+	switch s.End {
+	case "":
+		s.End = api.ScriptEndIdle
+	case api.ScriptEndIdle, api.ScriptEndTerminate:
+	default:
+		return s, fmt.Errorf("end must be %q or %q, got %q", api.ScriptEndIdle, api.ScriptEndTerminate, s.End)
+	}
+	return s, nil
+}
+
+// next is the agent's move in state st: the events to append now, or none
+// while it waits for a tool result or a message.
+func (st *state) next(workLive bool) []api.Event {
+	if st.terminated {
+		return nil
+	}
+	t := st.cur
+	if t == nil {
+		if len(st.pending) > 0 {
+			return []api.Event{{Type: api.EventSessionStatusRunning}}
+		}
+		return nil
+	}
+	switch {
+	case t.interrupted:
+		return []api.Event{idle(api.StopEndTurn)}
+	case t.suspended:
+		if t.outstanding == "" {
+			// Someone answered the call the worker left behind: carry on.
+			return []api.Event{{Type: api.EventSessionStatusRunning}}
+		}
+		return nil
+	case t.outstanding != "":
+		if !workLive {
+			// The work item stopped while its call was out: nobody will
+			// answer it until a worker is back.
+			e := idle(api.StopRequiresAction)
+			e.StopReason.EventIDs = []string{t.outstanding}
+			return []api.Event{e}
+		}
+		return nil
+	case t.invalid != "":
+		if t.errored {
+			return []api.Event{idle(api.StopEndTurn)}
+		}
+		return []api.Event{{
+			Type:  api.EventSessionError,
+			Error: &api.SessionError{Type: "unknown_error", Message: t.invalid, RetryStatus: &api.RetryStatus{Type: api.RetryExhausted}},
+		}, idle(api.StopEndTurn)}
+	case t.calls < len(t.script.ToolCalls):
+		c := t.script.ToolCalls[t.calls]
+		return []api.Event{{Type: api.EventAgentToolUse, Name: c.Name, Input: c.Input, EvaluatedPermission: "allow"}}
+	default:
+		end := idle(api.StopEndTurn)
+		if t.script.End == api.ScriptEndTerminate {
+			end = api.Event{Type: api.EventSessionStatusTerminated}
+		}
+		return []api.Event{{Type: api.EventAgentMessage, Content: api.TextContent(summary(t.results))}, end}
+	}
+}
+
+func idle(reason string) api.Event {
+	return api.Event{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: reason}, StopDetails: json.RawMessage("null")}
+}
+
+// summary is the agent.message closing a script: one line per call with
+// its outcome, quoting the result so a test or a person can see what the
+// worker did.
+func summary(results []result) string {
+	failed := 0
+	for _, r := range results {
+		if r.isError {
+			failed++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Script finished: %d tool call(s), %d failed.", len(results), failed)
+	for i, r := range results {
+		outcome := "ok"
+		if r.isError {
+			outcome = "error"
+		}
+		text := r.text
+		if n := len([]rune(text)); n > maxResultChars {
+			text = string([]rune(text)[:maxResultChars]) + fmt.Sprintf("… [%d more characters]", n-maxResultChars)
+		}
+		fmt.Fprintf(&b, "\n%d. %s (%s): %s", i+1, r.name, outcome, text)
+	}
+	return b.String()
+}

@@ -1,0 +1,349 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+)
+
+// harness runs the runtime against a real SQLite store, the way the server
+// does: every append goes through storage.AppendEvents with the runtime.
+type harness struct {
+	t     *testing.T
+	ctx   context.Context
+	path  string
+	db    *sqlite.DB
+	env   api.Environment
+	sess  api.Session
+	work  string
+	clock time.Time
+}
+
+func newHarness(t *testing.T, model string) *harness {
+	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	h.open()
+	now := h.clock
+	h.env = api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	if err := h.db.CreateEnvironment(h.ctx, h.env); err != nil {
+		t.Fatal(err)
+	}
+	h.sess = api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: h.env.ID, Status: api.SessionIdle,
+		Agent: api.SessionAgent{ID: ids.New(ids.Agent), Model: api.ModelConfig{ID: model}}, CreatedAt: now, UpdatedAt: now}
+	h.work = ids.New(ids.Work)
+	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil, Runtime{}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) open() {
+	db, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: func() time.Time { return h.clock }})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.db = db
+	h.t.Cleanup(func() { db.Close() })
+}
+
+func (h *harness) send(events ...api.Event) error {
+	h.clock = h.clock.Add(time.Second)
+	_, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, Runtime{})
+	return err
+}
+
+func (h *harness) mustSend(events ...api.Event) {
+	h.t.Helper()
+	if err := h.send(events...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) log() []api.Event {
+	h.t.Helper()
+	all, err := h.db.ListEvents(h.ctx, h.sess.ID, storage.EventQuery{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := make([]api.Event, len(all))
+	for i, e := range all {
+		out[i] = e.Event
+	}
+	return out
+}
+
+// types lists the event types after the first skip events.
+func (h *harness) types(skip int) string {
+	var ts []string
+	for _, e := range h.log()[skip:] {
+		t := e.Type
+		if e.StopReason != nil {
+			t += "(" + e.StopReason.Type + ")"
+		}
+		if e.Type == api.EventAgentToolUse {
+			t += "(" + e.Name + ")"
+		}
+		ts = append(ts, t)
+	}
+	return strings.Join(ts, " ")
+}
+
+func (h *harness) status() string {
+	s, err := h.db.GetSession(h.ctx, h.sess.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s.Status
+}
+
+// lastToolUse is the newest agent.tool_use.
+func (h *harness) lastToolUse() api.Event {
+	log := h.log()
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i].Type == api.EventAgentToolUse {
+			return log[i]
+		}
+	}
+	h.t.Fatal("no agent.tool_use in the log")
+	return api.Event{}
+}
+
+func (h *harness) answer(text string, isErr bool) {
+	h.t.Helper()
+	h.mustSend(api.UserToolResult(h.lastToolUse().ID, text, isErr))
+}
+
+func (h *harness) stopWork() {
+	h.t.Helper()
+	if _, err := h.db.StopWork(h.ctx, h.env.ID, h.work, true); err != nil {
+		h.t.Fatal(err)
+	}
+	h.mustSend() // settle: what the server does after a stop
+}
+
+const twoCalls = `{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/n/a.md","content":"hi"}},{"name":"read","input":{"file_path":"/mnt/memory/n/a.md"}}]}`
+
+func TestScriptRunsOneCallAtATimeThenSummarizes(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(twoCalls))
+	if got := h.types(0); got != "user.message session.status_running agent.tool_use(write)" {
+		t.Fatalf("after the message: %s", got)
+	}
+	if h.status() != api.SessionRunning {
+		t.Fatalf("status = %s, want running", h.status())
+	}
+	call := h.lastToolUse()
+	if string(call.Input) != `{"file_path":"/mnt/memory/n/a.md","content":"hi"}` || call.EvaluatedPermission != "allow" {
+		t.Fatalf("tool_use = %+v", call)
+	}
+	h.answer("wrote 2 bytes to /mnt/memory/n/a.md", false)
+	if got := h.types(3); got != "user.tool_result agent.tool_use(read)" {
+		t.Fatalf("after the first result: %s", got)
+	}
+	h.answer("hi", false)
+	if got := h.types(5); got != "user.tool_result agent.message session.status_idle(end_turn)" {
+		t.Fatalf("after the last result: %s", got)
+	}
+	msg := h.log()[6]
+	want := "Script finished: 2 tool call(s), 0 failed.\n1. write (ok): wrote 2 bytes to /mnt/memory/n/a.md\n2. read (ok): hi"
+	if msg.Text() != want {
+		t.Fatalf("summary:\n%s\nwant:\n%s", msg.Text(), want)
+	}
+	if h.status() != api.SessionIdle {
+		t.Fatalf("status = %s, want idle", h.status())
+	}
+}
+
+func TestScriptTerminateEndsTheSession(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"false"}}],"end":"terminate"}`))
+	h.answer("exit code: 1", true)
+	if got := h.types(3); got != "user.tool_result agent.message session.status_terminated" {
+		t.Fatalf("end: %s", got)
+	}
+	if !strings.Contains(h.log()[4].Text(), "1 failed") || !strings.Contains(h.log()[4].Text(), "bash (error): exit code: 1") {
+		t.Fatalf("summary = %q", h.log()[4].Text())
+	}
+	if h.status() != api.SessionTerminated {
+		t.Fatalf("status = %s", h.status())
+	}
+	n := len(h.log())
+	err := h.send(api.UserMessage(twoCalls))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Type != api.InvalidRequest || !strings.Contains(ae.Message, "terminated") {
+		t.Fatalf("message to a terminated session: %v", err)
+	}
+	if len(h.log()) != n {
+		t.Fatal("a refused event was stored")
+	}
+}
+
+func TestBadScriptIsASessionErrorNotACrash(t *testing.T) {
+	for name, text := range map[string]string{
+		"not json":       "please write a note",
+		"unknown field":  `{"tool_calls":[],"ending":"idle"}`,
+		"unknown tool":   `{"tool_calls":[{"name":"web_fetch","input":{}}]}`,
+		"input not obj":  `{"tool_calls":[{"name":"read","input":"x"}]}`,
+		"bad end":        `{"tool_calls":[],"end":"sleep"}`,
+		"trailing stuff": `{"tool_calls":[]} {}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, api.ScriptedModel)
+			h.mustSend(api.UserMessage(text))
+			if got := h.types(0); got != "user.message session.status_running session.error session.status_idle(end_turn)" {
+				t.Fatalf("log: %s", got)
+			}
+			e := h.log()[2].Error
+			if e == nil || e.Type != "unknown_error" || e.RetryStatus == nil || e.RetryStatus.Type != api.RetryExhausted || e.Message == "" {
+				t.Fatalf("session.error = %+v", e)
+			}
+			// The session stays usable.
+			h.mustSend(api.UserMessage(`{"tool_calls":[]}`))
+			if got := h.types(4); got != "user.message session.status_running agent.message session.status_idle(end_turn)" {
+				t.Fatalf("next turn: %s", got)
+			}
+		})
+	}
+}
+
+func TestOtherModelsAreRefusedWithASessionError(t *testing.T) {
+	h := newHarness(t, "claude-opus-4-1")
+	h.mustSend(api.UserMessage("hello"))
+	log := h.log()
+	if len(log) != 4 || log[2].Type != api.EventSessionError || !strings.Contains(log[2].Error.Message, `"scripted"`) {
+		t.Fatalf("log = %s", h.types(0))
+	}
+}
+
+func TestStoppedWorkLeavesRequiresActionAndAResultResumes(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(twoCalls))
+	call := h.lastToolUse()
+	h.stopWork()
+	log := h.log()
+	last := log[len(log)-1]
+	if last.Type != api.EventSessionStatusIdle || last.StopReason.Type != api.StopRequiresAction || len(last.StopReason.EventIDs) != 1 || last.StopReason.EventIDs[0] != call.ID {
+		t.Fatalf("after the stop: %s (%+v)", h.types(0), last.StopReason)
+	}
+	if h.status() != api.SessionIdle {
+		t.Fatalf("status = %s", h.status())
+	}
+	h.mustSend() // settling again changes nothing
+	if len(h.log()) != len(log) {
+		t.Fatalf("a second settle added events: %s", h.types(len(log)))
+	}
+	// A new worker (a re-queued item) answers the call it finds unanswered:
+	// the turn resumes.
+	if _, queued, err := h.db.EnsureWork(h.ctx, h.sess.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work)}}); err != nil || !queued {
+		t.Fatalf("EnsureWork = %v, %v", queued, err)
+	}
+	h.answer("wrote", false)
+	if got := h.types(len(log)); got != "user.tool_result session.status_running agent.tool_use(read)" {
+		t.Fatalf("after the late answer: %s", got)
+	}
+}
+
+func TestInterruptAbortsTheTurn(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(twoCalls))
+	call := h.lastToolUse()
+	h.mustSend(api.UserInterrupt())
+	if got := h.types(3); got != "user.interrupt session.status_idle(end_turn)" {
+		t.Fatalf("after the interrupt: %s", got)
+	}
+	// A result that arrives late is accepted and ignored.
+	h.mustSend(api.UserToolResult(call.ID, "late", false))
+	if got := h.types(5); got != "user.tool_result" {
+		t.Fatalf("after the late result: %s", got)
+	}
+	h.mustSend(api.UserMessage(`{"tool_calls":[{"name":"glob","input":{"pattern":"**"}}]}`))
+	if got := h.types(6); got != "user.message session.status_running agent.tool_use(glob)" {
+		t.Fatalf("next turn: %s", got)
+	}
+}
+
+func TestInterruptClearsRequiresAction(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(twoCalls))
+	h.stopWork()
+	n := len(h.log())
+	h.mustSend(api.UserInterrupt())
+	if got := h.types(n); got != "user.interrupt session.status_idle(end_turn)" {
+		t.Fatalf("after the interrupt: %s", got)
+	}
+}
+
+func TestMessagesQueueBehindTheRunningTurn(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"echo 1"}}]}`))
+	h.mustSend(api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"echo 2"}}]}`))
+	if got := h.types(3); got != "user.message" {
+		t.Fatalf("the second message did not wait: %s", got)
+	}
+	h.answer("1", false)
+	got := h.types(4)
+	want := "user.tool_result agent.message session.status_idle(end_turn) session.status_running agent.tool_use(bash)"
+	if got != want {
+		t.Fatalf("after the first turn:\n%s\nwant\n%s", got, want)
+	}
+	if in := string(h.lastToolUse().Input); in != `{"command":"echo 2"}` {
+		t.Fatalf("second turn runs %s", in)
+	}
+}
+
+func TestCheckRefusals(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	for _, c := range []struct {
+		e    api.Event
+		want string
+	}{
+		{api.Event{Type: api.EventUserMessage}, "needs content"},
+		{api.UserToolResult("sevt_nope", "x", false), "names no agent.tool_use"},
+		{api.Event{Type: api.EventUserToolResult}, "needs tool_use_id"},
+		{api.Event{Type: "agent.message", Content: api.TextContent("x")}, "cannot be sent"},
+		{api.Event{}, "type is required"},
+	} {
+		err := h.send(api.UserMessage(`{"tool_calls":[]}`), c.e)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Type != api.InvalidRequest || !strings.Contains(ae.Message, c.want) {
+			t.Fatalf("%+v: err = %v, want %q", c.e, err, c.want)
+		}
+	}
+	if n := len(h.log()); n != 0 {
+		t.Fatalf("refused batches stored %d events", n)
+	}
+}
+
+func TestRuntimeResumesFromTheLogAfterARestart(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	h.mustSend(api.UserMessage(twoCalls))
+	call := h.lastToolUse()
+	h.db.Close()
+	h.open()
+	h.mustSend(api.UserToolResult(call.ID, "ok", false))
+	if got := h.types(3); got != "user.tool_result agent.tool_use(read)" {
+		t.Fatalf("after the restart: %s", got)
+	}
+}
+
+func TestParseScriptNormalizesInput(t *testing.T) {
+	s, err := ParseScript(`{"tool_calls":[{"name":"glob"},{"name":"read","input":{ "file_path" : "/x" }}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.ToolCalls[0].Input) != "{}" || string(s.ToolCalls[1].Input) != `{"file_path":"/x"}` || s.End != api.ScriptEndIdle {
+		t.Fatalf("script = %+v", s)
+	}
+	b, _ := json.Marshal(s)
+	if !strings.Contains(string(b), `"end":"idle"`) {
+		t.Fatalf("marshalled: %s", b)
+	}
+}
