@@ -33,7 +33,7 @@ const (
 	policyPath = "/mnt/memory/policy"
 )
 
-func newFixture(t *testing.T, tweak ...func(*Config)) *fixture {
+func newFixture(t testing.TB, tweak ...func(*Config)) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	f := &fixture{
@@ -118,14 +118,14 @@ func wantErr(t *testing.T, res Result, substrs ...string) {
 	}
 }
 
-func mustMkdir(t *testing.T, dir string) {
+func mustMkdir(t testing.TB, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func mustWrite(t *testing.T, name, content string) {
+func mustWrite(t testing.TB, name, content string) {
 	t.Helper()
 	mustMkdir(t, filepath.Dir(name))
 	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
@@ -133,14 +133,14 @@ func mustWrite(t *testing.T, name, content string) {
 	}
 }
 
-func mustSymlink(t *testing.T, target, link string) {
+func mustSymlink(t testing.TB, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readString(t *testing.T, name string) string {
+func readString(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -149,7 +149,7 @@ func readString(t *testing.T, name string) string {
 	return string(b)
 }
 
-func mustNotExist(t *testing.T, name string) {
+func mustNotExist(t testing.TB, name string) {
 	t.Helper()
 	if _, err := os.Lstat(name); !os.IsNotExist(err) {
 		t.Fatalf("%s exists (err=%v), want it absent", name, err)
@@ -158,7 +158,7 @@ func mustNotExist(t *testing.T, name string) {
 
 // snapshot maps every entry under dir to its content ("<dir>" for folders),
 // to show that a refused call changed nothing.
-func snapshot(t *testing.T, dir string) map[string]string {
+func snapshot(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -183,7 +183,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-func sameSnapshot(t *testing.T, before, after map[string]string) {
+func sameSnapshot(t testing.TB, before, after map[string]string) {
 	t.Helper()
 	if len(before) != len(after) {
 		t.Fatalf("tree changed: before %v, after %v", before, after)
