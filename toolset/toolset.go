@@ -86,13 +86,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 )
 
 // Result is what a tool call produced: the text the agent sees, and whether
-// it is an error. It is exactly what the worker posts as the user.tool_result
-// event's content and is_error.
+// it is an error — what the worker posts as the text content and is_error of
+// the user.tool_result event.
 type Result struct {
 	Content string `json:"content"`
 	IsError bool   `json:"is_error"`
@@ -228,16 +229,23 @@ func New(cfg Config) (*Toolset, error) {
 // An unknown tool, malformed input or any failure is an error result; Run
 // never panics on what the agent sends.
 //
-// ctx bounds the call. For bash, cancelling ctx kills the running command's
-// whole process group, restarts the shell and returns an error result
-// promptly, so a worker shutting down on SIGTERM cancels ctx and still has a
-// result to post. The bash input takes the SDK's timeout_ms (milliseconds),
+// Only bash watches ctx (the file tools are short and bounded by their own
+// limits): cancelling it kills the running command's whole process group,
+// restarts the shell and returns an error result promptly, so a worker
+// shutting down on SIGTERM cancels ctx and still has a result to post. The bash input takes the SDK's timeout_ms (milliseconds),
 // or timeout (seconds, as a number) for scripts written by hand; zero or
 // absent means Config.BashTimeout, and no call may exceed
 // Config.MaxBashTimeout.
-func (t *Toolset) Run(ctx context.Context, name string, input json.RawMessage) Result {
+func (t *Toolset) Run(ctx context.Context, name string, input json.RawMessage) (res Result) {
 	start := time.Now()
-	var res Result
+	// A bug here must cost one tool call, not the worker's whole session
+	// loop; it is logged loudly so it gets fixed.
+	defer func() {
+		if p := recover(); p != nil {
+			t.log.Error("tool panicked", slog.String("tool", name), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			res = failf("%s: internal error in the tool; the call did nothing useful and can be retried", name)
+		}
+	}()
 	switch name {
 	case "read":
 		res = t.read(input)

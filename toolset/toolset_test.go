@@ -261,3 +261,11 @@ func TestTempFilesAreOnesTheSyncSkips(t *testing.T) {
 		t.Fatalf("confined does not recognise %q as a temporary file", tempPrefix)
 	}
 }
+
+// A bug inside a tool costs that call, not the worker: a Toolset not made by
+// New has no roots, which panics deep inside path resolution.
+func TestRunTurnsAPanicIntoAnErrorResult(t *testing.T) {
+	ts := &Toolset{log: slog.New(slog.DiscardHandler)}
+	res := ts.Run(context.Background(), "read", json.RawMessage(`{"file_path": "x"}`))
+	wantErr(t, res, "read: internal error in the tool")
+}
