@@ -36,7 +36,7 @@ type bashInput struct {
 // a half-finished command would otherwise write into the next call's output.
 func (t *Toolset) bash(ctx context.Context, input json.RawMessage) Result {
 	var in bashInput
-	if res, ok := decode("bash", input, &in, `{"command": string, "timeout_ms"?: integer, "restart"?: boolean}`); !ok {
+	if res, ok := decode("bash", input, &in, `{"command": string, "timeout_ms"?: integer, "timeout"?: seconds, "restart"?: boolean}`); !ok {
 		return res
 	}
 	timeout, capped, err := t.bashTimeout(in)
@@ -49,10 +49,7 @@ func (t *Toolset) bash(ctx context.Context, input json.RawMessage) Result {
 
 	t.bashMu.Lock()
 	defer t.bashMu.Unlock()
-	t.shellMu.Lock()
-	closed := t.closed
-	t.shellMu.Unlock()
-	if closed {
+	if t.isClosed() {
 		return failf("bash: the toolset has been closed")
 	}
 	if in.Restart {
@@ -91,10 +88,7 @@ func (t *Toolset) bash(ctx context.Context, input json.RawMessage) Result {
 		return Result{Content: appendLine(out, fmt.Sprintf("[cancelled (%v): %s]", context.Cause(ctx), killedNote)), IsError: true}
 	default: // endExited
 		t.dropShell(sh, "exited")
-		t.shellMu.Lock()
-		closed := t.closed
-		t.shellMu.Unlock()
-		if closed {
+		if t.isClosed() {
 			return Result{Content: appendLine(out, "[bash was shut down while the command ran; it was killed]"), IsError: true}
 		}
 		return Result{
@@ -132,6 +126,12 @@ func (t *Toolset) bashTimeout(in bashInput) (d time.Duration, capped bool, err e
 		return t.cfg.MaxBashTimeout, true, nil
 	}
 	return d, false, nil
+}
+
+func (t *Toolset) isClosed() bool {
+	t.shellMu.Lock()
+	defer t.shellMu.Unlock()
+	return t.closed
 }
 
 // shell returns the running shell, starting one in the working directory if
