@@ -1,0 +1,173 @@
+package memsync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/memstore/memstore/confined"
+)
+
+// Kind is what an [Action] does. Only the kinds for which IO reports true
+// need apply to do anything; the others record a decision (already reflected
+// in [Plan.Next]) so it can be tested and counted.
+type Kind uint8
+
+const (
+	// Download writes the server's content to the file, if the file still
+	// matches Local (absent, or holding Local.SHA256). Apply fetches the
+	// memory by MemoryID (its content may be newer than RemoteSHA), writes it
+	// with confined's precondition, then calls State.MarkSynced with the
+	// fetched content's sha. A 404 means the memory was deleted after the
+	// listing: do nothing, the next sync sees it.
+	Download Kind = iota + 1
+	// Create uploads the file as a new memory. Apply reads the file, checks
+	// that the bytes still hash to Local.SHA256 (otherwise skips: the next
+	// sync sees the newer edit), calls State.MarkSent, sends, and on success
+	// calls State.MarkSynced with the returned sha. A 400 or 413 calls
+	// State.MarkRefused. A 409 (the path is taken) means another writer won:
+	// do nothing, the next listing settles it.
+	Create
+	// Update uploads the file over memory MemoryID with a content_sha256
+	// precondition of RemoteSHA; the file is checked as for Create. A 409
+	// means the server changed since the listing and wins: do nothing. A 404
+	// means the memory was deleted meanwhile: create it instead.
+	Update
+	// DeleteRemote deletes memory MemoryID on the server with
+	// expected_content_sha256 RemoteSHA. Apply must first re-check that the
+	// file is still absent and that the folder's marker still names the
+	// store (the folder may have been destroyed since the scan), then call
+	// State.MarkDeleteSent before sending. Success or 404 calls
+	// State.MarkGone; a 409 means the server changed and wins: do nothing,
+	// the next sync restores the file.
+	DeleteRemote
+	// RemoveLocal removes the file, whose memory the server deleted, only if
+	// it still holds Local.SHA256 (a fresh edit survives and is re-created
+	// by the next sync), pruning emptied folders; then State.MarkGone.
+	RemoveLocal
+
+	// Adopt: both sides already hold the same content; it became the base.
+	Adopt
+	// WaitCorroboration: the file is gone locally but has not stayed gone
+	// for the corroboration window yet; the server delete waits.
+	WaitCorroboration
+	// DeleteCapped: a corroborated server delete held back by the per-sync
+	// cap; a later sync sends it.
+	DeleteCapped
+	// LogOnlyDelete: a corroborated server delete that deletion mode
+	// log_only reports instead of sending.
+	LogOnlyDelete
+	// KeepRemote: the file was deleted locally but deletion mode disabled
+	// keeps the memory on the server.
+	KeepRemote
+	// KeepUnsynced: a change in a read-only store's folder (an edit, a new
+	// file, a deletion) that is never pushed; the next server change to the
+	// memory overwrites it.
+	KeepUnsynced
+	// SkipUnsyncable: the file cannot be a memory (not UTF-8, or larger than
+	// MaxContentBytes); it stays in the folder, unsynced, until it changes.
+	SkipUnsyncable
+	// SkipRefused: the server refused this exact content before; it is not
+	// sent again until the file changes.
+	SkipRefused
+	// SkipCaseCollision: on a case-insensitive filesystem this path differs
+	// only in case from another one (or lives in such a folder); neither is
+	// synced, so two memories are never merged into one file.
+	SkipCaseCollision
+	// SkipObscured: the path, or a folder above it, is not a regular file or
+	// directory in the folder (a symlink, a FIFO) or could not be read; the
+	// memory is left untouched on both sides.
+	SkipObscured
+	// SkipInvalidPath: the path cannot be a memory and a file at once (the
+	// server listed something invalid, or the reserved marker path).
+	SkipInvalidPath
+)
+
+var kindNames = [...]string{
+	Download:          "download",
+	Create:            "create",
+	Update:            "update",
+	DeleteRemote:      "delete_remote",
+	RemoveLocal:       "remove_local",
+	Adopt:             "adopt",
+	WaitCorroboration: "wait_corroboration",
+	DeleteCapped:      "delete_capped",
+	LogOnlyDelete:     "log_only_delete",
+	KeepRemote:        "keep_remote",
+	KeepUnsynced:      "keep_unsynced",
+	SkipUnsyncable:    "skip_unsyncable",
+	SkipRefused:       "skip_refused",
+	SkipCaseCollision: "skip_case_collision",
+	SkipObscured:      "skip_obscured",
+	SkipInvalidPath:   "skip_invalid_path",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// IO reports whether apply has work to do for this kind.
+func (k Kind) IO() bool { return k >= Download && k <= RemoveLocal }
+
+// Action is one decision about one path.
+type Action struct {
+	Kind Kind
+	// Path is the memory path, "/a/b.md"; the file is at the same path
+	// relative to the folder.
+	Path string
+	// MemoryID is the server's memory (Download, Update, DeleteRemote).
+	MemoryID string
+	// RemoteSHA is the server content the action is based on: the listed
+	// sha for Download, the update's content_sha256 precondition for Update,
+	// the delete's expected_content_sha256 for DeleteRemote.
+	RemoteSHA string
+	// Local is what the file must be immediately before apply acts: absent
+	// (Download of a memory the folder lacks, DeleteRemote), or holding a
+	// sha (the content a Download overwrites, the bytes a Create or Update
+	// sends, the file RemoveLocal removes).
+	Local confined.Precondition
+}
+
+// Note is a message for the operator about a decision.
+type Note struct {
+	Level slog.Level
+	// Path is the memory path concerned, or "" for the whole folder.
+	Path string
+	Msg  string
+	// Err is the underlying problem, if any.
+	Err error
+}
+
+// Plan is the outcome of [Reconcile].
+type Plan struct {
+	// Rebuild means the folder is to be rebuilt from the server: apply must
+	// create the folder if it is gone, write the marker, then run the
+	// downloads. Nothing is uploaded or deleted.
+	Rebuild bool
+	// Actions, in path order, at most one per path.
+	Actions []Action
+	// Notes to log, in the order the decisions were made.
+	Notes []Note
+	// Next is the state to keep after this sync, as if every action with IO
+	// failed without effect; apply advances it with the Mark methods for
+	// the ones that succeed. Reconcile never modifies its input state.
+	Next State
+}
+
+// Log writes the plan's notes to logger, each with the store's id and the
+// path it is about, so an operator can find the folder and the memory.
+func (p Plan) Log(ctx context.Context, logger *slog.Logger, memoryStoreID string) {
+	for _, n := range p.Notes {
+		attrs := []slog.Attr{slog.String("memory_store_id", memoryStoreID)}
+		if n.Path != "" {
+			attrs = append(attrs, slog.String("path", n.Path))
+		}
+		if n.Err != nil {
+			attrs = append(attrs, slog.Any("error", n.Err))
+		}
+		logger.LogAttrs(ctx, n.Level, n.Msg, attrs...)
+	}
+}

@@ -1,0 +1,83 @@
+package memsync
+
+import (
+	"maps"
+	"time"
+)
+
+// State is what a sync remembers about one store between cycles, by memory
+// path ("/a/b.md"). It starts empty at mount (filled by MarkSynced for each
+// memory written to the folder), is replaced by each [Plan.Next], and is
+// advanced by apply through the Mark methods as actions succeed. It lives
+// for one session: a new session mounts a fresh folder.
+type State map[string]PathState
+
+// PathState is the memory of one path. The zero value means "nothing known"
+// and is never stored.
+type PathState struct {
+	// Base is the content_sha256 both sides held after the last successful
+	// sync of this path; "" if they never agreed (a new file, a failed
+	// download). Changes are detected against it on each side.
+	Base string
+	// MissingSince is when a sync first saw the file gone from the folder
+	// while its memory was unchanged on the server: the start of the
+	// corroboration window, and how a wiped folder (everything gone at once)
+	// is told apart from files deleted one by one.
+	MissingSince time.Time
+	// Held is the sha of local content that is not to be pushed: the server
+	// refused it (400/413), it cannot be a memory (not UTF-8, too large), or
+	// the store is read-only. It is warned about once and not retried until
+	// the file's content changes.
+	Held string
+	// Sent is the sha of content whose upload was sent but whose response
+	// never arrived: it may have landed. The next listing settles it — a
+	// memory holding exactly this sha is that upload — so a lost response
+	// causes neither a duplicate create nor a false conflict.
+	Sent string
+	// DeleteSent records a server delete that was sent but whose response
+	// never arrived. If the next listing no longer has the memory, the
+	// delete landed: the base is dropped, so a file re-created since (even
+	// with the same content) reads as new and is uploaded, not removed as a
+	// leftover of a memory deleted on the server.
+	DeleteSent bool
+}
+
+func (ps PathState) isZero() bool { return ps == PathState{} }
+
+// Clone returns an independent copy.
+func (s State) Clone() State { return maps.Clone(s) }
+
+// MarkSynced records that the folder and the server both hold content sha at
+// path: after a download was written, an upload answered, or at mount.
+func (s State) MarkSynced(path, sha string) { s[path] = PathState{Base: sha} }
+
+// MarkGone records that neither side has path any more: after a server
+// delete succeeded (or found the memory already gone), or a local file was
+// removed because its memory was deleted.
+func (s State) MarkGone(path string) { delete(s, path) }
+
+// MarkRefused records that the server refused content localSHA for path with
+// a 400 or 413; it is not sent again until the file changes.
+func (s State) MarkRefused(path, localSHA string) {
+	ps := s[path]
+	ps.Held, ps.Sent = localSHA, ""
+	s[path] = ps
+}
+
+// MarkDeleteSent records, before a server delete request goes out, that
+// its outcome is unknown until a response arrives (MarkGone) or the next
+// listing settles it.
+func (s State) MarkDeleteSent(path string) {
+	ps := s[path]
+	ps.DeleteSent = true
+	s[path] = ps
+}
+
+// MarkSent records, before an upload request goes out, the sha of the bytes
+// sent. If the response is lost the record stays and the next sync's listing
+// settles it; a successful response's MarkSynced clears it.
+func (s State) MarkSent(path, sha string) {
+	ps := s[path]
+	ps.Sent = sha
+	s[path] = ps
+}
