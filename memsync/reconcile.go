@@ -118,10 +118,13 @@ func Reconcile(state State, local Local, remote Remote, opts Options) Plan {
 
 	if local.Marker != MarkerTrusted {
 		if !local.empty() {
-			r.note(slog.LevelWarn, "", fmt.Sprintf("the folder's marker file %s is %s, so the folder may not be this store's: "+
+			problem := "is missing"
+			if local.Marker == MarkerMismatch {
+				problem = "is not this store's"
+			}
+			r.note(slog.LevelWarn, "", fmt.Sprintf("the folder's marker file %s %s, so the folder may not be this store's: "+
 				"it is left exactly as found, and nothing is uploaded from it or deleted because of it; "+
-				"move the folder away to have it rebuilt from the server, whose copy is intact",
-				MarkerName, map[MarkerState]string{MarkerMissing: "missing", MarkerMismatch: "not this store's"}[local.Marker]), nil)
+				"move the folder away to have it rebuilt from the server, whose copy is intact", MarkerName, problem), nil)
 			r.plan.Next = state.Clone()
 			return r.plan
 		}
@@ -415,7 +418,7 @@ func (r *reconciler) localDeletion(p string, ps PathState, rm RemoteMemory) {
 	if first.IsZero() {
 		ps.MissingSince = r.opts.Now
 	}
-	defer r.keep(p, ps)
+	r.keep(p, ps)
 	switch {
 	case r.opts.ReadOnly:
 		if first.IsZero() {
