@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -23,6 +24,16 @@ type Config struct {
 	// MaxMemoriesPerStore is the memory count limit of one store (default
 	// api.DefaultMaxMemories).
 	MaxMemoriesPerStore int
+	// PublicBaseURL is the base URL workers reach this server at; it goes
+	// into every work secret as api_base_url.
+	PublicBaseURL string
+	// MountPrefix is the folder under which sessions mount their stores
+	// (mount_path = MountPrefix/<slug>); default api.DefaultMountPrefix.
+	// Tests point it at a temporary folder.
+	MountPrefix string
+	// StreamKeepalive is how often an idle event stream sends a comment
+	// (default 15 s), so proxies do not cut it.
+	StreamKeepalive time.Duration
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -32,6 +43,7 @@ type Server struct {
 	log   *slog.Logger
 	now   func() time.Time
 	mux   *http.ServeMux
+	cp    *controlPlane
 }
 
 // DefaultMaxBodyBytes is the request body cap: room for a 100 KiB memory
@@ -49,12 +61,19 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MountPrefix == "" {
+		cfg.MountPrefix = api.DefaultMountPrefix
+	}
+	if cfg.StreamKeepalive <= 0 {
+		cfg.StreamKeepalive = 15 * time.Second
+	}
 	s := &Server{
 		cfg:   cfg,
 		store: cfg.Store,
 		log:   cfg.Logger,
 		now:   func() time.Time { return cfg.Now().UTC() },
 		mux:   http.NewServeMux(),
+		cp:    newControlPlane(),
 	}
 	s.routes()
 	return s
@@ -71,6 +90,11 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
+	s.environmentRoutes()
+	s.workRoutes()
+	s.agentRoutes()
+	s.sessionRoutes()
+	s.eventRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -77,7 +77,8 @@ type ControlPlane interface {
 	// acknowledged returns it unchanged. ErrWorkNotClaimed, ErrWorkStopped.
 	AckWork(ctx context.Context, environmentID, workID string) (Work, error)
 	// HeartbeatWork renews a lease. A LeaseMismatchError when the
-	// expectation is stale or the token is not the current holder's.
+	// expectation is stale (not checked while stopping) or the token is not
+	// the current holder's. A stopped item is returned unchanged.
 	HeartbeatWork(ctx context.Context, h Heartbeat) (Work, error)
 	// StopWork stops an item: force → stopped; otherwise an item with a
 	// worker → stopping, one without → stopped. ErrWorkStopped when it

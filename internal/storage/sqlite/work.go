@@ -260,7 +260,10 @@ func (s *DB) HeartbeatWork(ctx context.Context, h storage.Heartbeat) (storage.Wo
 		if w.LatestHeartbeatAt != nil {
 			want = storage.HeartbeatToken(*w.LatestHeartbeatAt)
 		}
-		if h.Expected != want {
+		// A stopping item is not compared, as in the hosted API: its worker
+		// must learn of the stop on its next beat, not lose the lease to a
+		// 412 and leave without its final sync.
+		if h.Expected != want && w.State != api.WorkStopping {
 			return &storage.LeaseMismatchError{Current: w}
 		}
 		now := s.now()

@@ -488,6 +488,10 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if err != nil || w.State != api.WorkStopping || w.StopRequestedAt == nil || w.StoppedAt != nil {
 		t.Fatalf("graceful stop = %+v, %v", w, err)
 	}
+	// Its worker learns of the stop on its next beat, whatever it expects.
+	if got, err := s.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: f.env.ID, WorkID: secondWork, Expected: "stale", TTL: time.Minute}); err != nil || got.State != api.WorkStopping {
+		t.Fatalf("heartbeat of a stopping item with a stale expectation = %+v, %v; want stopping", got, err)
+	}
 	f.clock.advance(2 * time.Minute)
 	stopped, err := s.ExpireLeases(ctx, f.env.ID)
 	if err != nil || len(stopped) != 1 || stopped[0].ID != secondWork || stopped[0].State != api.WorkStopped {

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+const maxAgentDescriptionChars = 2048
+
+func (s *Server) agentRoutes() {
+	s.mux.HandleFunc("POST /v1/agents", s.authed(s.createAgent))
+	s.mux.HandleFunc("GET /v1/agents", s.authed(s.listAgents))
+	s.mux.HandleFunc("GET /v1/agents/{agent}", s.authed(s.getAgent))
+	s.mux.HandleFunc("POST /v1/agents/{agent}/archive", s.authed(s.archiveAgent))
+}
+
+func agentID(r *http.Request) (string, error) {
+	id := r.PathValue("agent")
+	if !ids.Valid(ids.Agent, id) {
+		return "", apiErrorf(notFound, "no agent %q: agent ids look like agent_… (list them with GET /v1/agents)", id)
+	}
+	return id, nil
+}
+
+// wireAgent fills the fields an agent always shows.
+func wireAgent(a api.Agent) api.Agent {
+	a.Type = "agent"
+	for _, f := range []*[]json.RawMessage{&a.Tools, &a.Skills, &a.MCPServers} {
+		if *f == nil {
+			*f = []json.RawMessage{}
+		}
+	}
+	if a.Metadata == nil {
+		a.Metadata = map[string]string{}
+	}
+	if a.ExecutionIdentity.Type == "" {
+		a.ExecutionIdentity.Type = "service_account"
+	}
+	return a
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var req api.CreateAgentRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := checkName("name", req.Name, api.MaxAgentNameChars); err != nil {
+		return err
+	}
+	if req.Model.ID == "" {
+		return apiErrorf(invalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
+	}
+	if err := checkName("model.id", req.Model.ID, 256); err != nil {
+		return err
+	}
+	a := api.Agent{Name: req.Name, Model: req.Model, Tools: req.Tools, Metadata: req.Metadata}
+	if req.Description != nil {
+		if err := checkText("description", *req.Description, maxAgentDescriptionChars); err != nil {
+			return err
+		}
+		a.Description = *req.Description
+	}
+	if req.System != nil {
+		if err := checkText("system", *req.System, api.MaxAgentSystemChars); err != nil {
+			return err
+		}
+		a.System = *req.System
+	}
+	for i, t := range req.Tools {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if len(bytes.TrimSpace(t)) == 0 || bytes.TrimSpace(t)[0] != '{' || json.Unmarshal(t, &head) != nil || head.Type == "" {
+			return apiErrorf(invalidRequest, "tools[%d] must be an object with a type, such as {\"type\":\"agent_toolset_20260401\"}", i)
+		}
+	}
+	if err := checkMetadata("metadata", req.Metadata); err != nil {
+		return err
+	}
+	now := s.now()
+	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = ids.NewAt(ids.Agent, now), 1, now, now
+	a = wireAgent(a)
+	if err := s.store.CreateAgent(r.Context(), a); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "agent created", "request_id", requestID(r.Context()), "agent_id", a.ID, "model", a.Model.ID)
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := agentID(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.store.GetAgent(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no agent %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	if v := r.URL.Query().Get("version"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n != a.Version {
+			return apiErrorf(notFound, "agent %s has no version %s; its current version is %d", id, v, a.Version)
+		}
+	}
+	writeJSON(w, http.StatusOK, wireAgent(a))
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	after, err := pageParam(q, "agents")
+	if err != nil {
+		return err
+	}
+	archived, err := boolParam(q, "include_archived")
+	if err != nil {
+		return err
+	}
+	list, err := s.store.ListAgents(r.Context(), storage.ListQuery{After: after, Limit: limit + 1, IncludeArchived: archived})
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Agent]{Data: []api.Agent{}}
+	for i, a := range list {
+		if i == limit {
+			page.NextPage = encodePage("agents", list[limit-1].ID)
+			break
+		}
+		page.Data = append(page.Data, wireAgent(a))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// archiveAgent retires an agent: existing sessions keep their snapshot, new
+// sessions cannot name it.
+func (s *Server) archiveAgent(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := agentID(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.store.UpdateAgent(r.Context(), id, func(a *api.Agent) error {
+		if a.ArchivedAt == nil {
+			now := s.now()
+			a.ArchivedAt, a.UpdatedAt = &now, now
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no agent %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireAgent(a))
+	return nil
+}

@@ -1,0 +1,367 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// controlPlane is the in-process state of the environments, work and
+// sessions endpoints: the wake-ups of long polls and event streams, and who
+// has been polling. Everything durable is in storage.
+type controlPlane struct {
+	runtime agent.Runtime
+	// sessions wakes event streams when a session's log changes; queues
+	// wakes long polls when an environment's queue gains an item.
+	sessions notifier
+	queues   notifier
+	pollers  pollers
+}
+
+func newControlPlane() *controlPlane {
+	return &controlPlane{
+		sessions: notifier{chans: map[string]chan struct{}{}},
+		queues:   notifier{chans: map[string]chan struct{}{}},
+		pollers:  pollers{seen: map[string]map[string]time.Time{}},
+	}
+}
+
+// notifier wakes goroutines waiting for a key to change, without polling:
+// a waiter takes the key's channel before it reads the state, and a writer
+// closes it after committing, so no change can slip between the read and
+// the wait.
+type notifier struct {
+	mu    sync.Mutex
+	chans map[string]chan struct{}
+}
+
+// wait returns a channel closed at the next notify of key.
+func (n *notifier) wait(key string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.chans[key]
+	if !ok {
+		ch = make(chan struct{})
+		n.chans[key] = ch
+	}
+	return ch
+}
+
+// notify wakes every waiter of key.
+func (n *notifier) notify(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ch, ok := n.chans[key]; ok {
+		close(ch)
+		delete(n.chans, key)
+	}
+}
+
+// pollers remembers when each worker (Anthropic-Worker-ID) last polled each
+// environment, for workers_polling in the queue stats. It lives in memory:
+// it only covers the last 30 seconds, so a restart loses at most that much
+// of it, and it spares the database a write per poll.
+type pollers struct {
+	mu   sync.Mutex
+	seen map[string]map[string]time.Time // environment → worker → last poll
+}
+
+func (p *pollers) saw(env, worker string, now time.Time) {
+	if worker == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.seen[env]
+	if m == nil {
+		m = map[string]time.Time{}
+		p.seen[env] = m
+	}
+	m[worker] = now
+}
+
+// count returns how many workers polled env in the window before now,
+// forgetting the older ones.
+func (p *pollers) count(env string, now time.Time) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for w, t := range p.seen[env] {
+		if now.Sub(t) > api.WorkersPollingWindow {
+			delete(p.seen[env], w)
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// settle lets the runtime react to a session's log without new events:
+// after a work item stopped (its call may now need a worker) or anything
+// else that changes what the agent should do. It wakes the session's
+// streams if the log changed.
+func (s *Server) settle(ctx context.Context, sessionID string) {
+	if _, err := s.store.AppendEvents(ctx, sessionID, nil, s.cp.runtime); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		s.log.ErrorContext(ctx, "settling session failed", "session_id", sessionID, "err", err)
+	}
+	s.cp.sessions.notify(sessionID)
+}
+
+// ---- credentials and scopes (SPEC §6) ----
+
+func kindName(k storage.CredentialKind) string { return strings.ReplaceAll(string(k), "_", " ") }
+
+// requireEnvironmentScope admits an API key, or an environment key of env.
+func requireEnvironmentScope(p Principal, env string) error {
+	switch {
+	case p.Kind == storage.APIKey:
+		return nil
+	case p.Kind == storage.EnvironmentKey && p.EnvironmentID == env:
+		return nil
+	case p.Kind == storage.EnvironmentKey:
+		return apiErrorf(permission, "this environment key belongs to environment %s, not %s; use that environment's key or an API key", p.EnvironmentID, env)
+	default:
+		return apiErrorf(permission, "a %s cannot call this endpoint; use the environment key of %s or an API key", kindName(p.Kind), env)
+	}
+}
+
+// tokenWork returns the work item a sessions token was minted for, if the
+// token still works: its item is not stopped and it is the item's current
+// claim. (A deleted session revokes its tokens, so they never get here.)
+func (s *Server) tokenWork(ctx context.Context, p Principal) (storage.Work, error) {
+	w, err := s.store.GetWork(ctx, p.EnvironmentID, p.WorkID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return w, apiErrorf(permission, "this sessions token's work item %s no longer exists; the token no longer grants access", p.WorkID)
+	}
+	if err != nil {
+		return w, err
+	}
+	if w.State == api.WorkStopped {
+		return w, apiErrorf(permission, "work item %s is stopped, so the sessions token minted for it no longer works; a new claim of the session brings a new token", w.ID)
+	}
+	if w.TokenID != p.ID {
+		return w, apiErrorf(permission, "this sessions token belongs to an earlier claim of work item %s (its lease lapsed or it was reclaimed); it no longer works", w.ID)
+	}
+	return w, nil
+}
+
+// requireSessionScope admits an API key, an environment key of the
+// session's environment, or a live sessions token of that session.
+func (s *Server) requireSessionScope(ctx context.Context, p Principal, sess api.Session) error {
+	switch p.Kind {
+	case storage.APIKey:
+		return nil
+	case storage.EnvironmentKey:
+		if p.EnvironmentID != sess.EnvironmentID {
+			return apiErrorf(permission, "this environment key belongs to environment %s; session %s runs on %s", p.EnvironmentID, sess.ID, sess.EnvironmentID)
+		}
+		return nil
+	case storage.SessionsToken:
+		if p.SessionID != sess.ID {
+			return apiErrorf(permission, "this sessions token reaches only its own session %s, not %s", p.SessionID, sess.ID)
+		}
+		_, err := s.tokenWork(ctx, p)
+		return err
+	}
+	return apiErrorf(permission, "a %s cannot reach sessions", kindName(p.Kind))
+}
+
+// memoryStoreAccess decides whether p may use memory store storeID (write
+// says whether the request changes it), for the memory-store endpoints:
+// an API key may do everything; an environment key nothing; a sessions
+// token only the stores attached to its session, writing only where the
+// attachment is read_write, and only while its work item runs.
+func (s *Server) memoryStoreAccess(ctx context.Context, p Principal, storeID string, write bool) error {
+	switch p.Kind {
+	case storage.APIKey:
+		return nil
+	case storage.EnvironmentKey:
+		return apiErrorf(permission, "an environment key cannot reach memory stores; the worker uses the sessions token from the work secret, and operators an API key")
+	case storage.SessionsToken:
+	default:
+		return apiErrorf(permission, "a %s cannot reach memory stores", kindName(p.Kind))
+	}
+	if _, err := s.tokenWork(ctx, p); err != nil {
+		return err
+	}
+	sess, err := s.store.GetSession(ctx, p.SessionID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(permission, "this sessions token's session %s is deleted; the token no longer works", p.SessionID)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range sess.Resources {
+		if r.Type != api.ResourceMemoryStore || r.MemoryStoreID != storeID {
+			continue
+		}
+		if write && r.Access != api.AccessReadWrite {
+			return apiErrorf(permission, "memory store %s is attached to session %s read_only; this sessions token may read it but not change it", storeID, sess.ID)
+		}
+		return nil
+	}
+	return apiErrorf(permission, "memory store %s is not attached to session %s; a sessions token reaches only its session's stores", storeID, sess.ID)
+}
+
+// ---- lists ----
+
+// listLimitParam reads limit: absent is def, otherwise 1 to max. clamp
+// lowers a larger value to max instead of refusing it (the event list,
+// which the official worker reads 1,000 at a time).
+func listLimitParam(q url.Values, def, max int, clamp bool) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, apiErrorf(invalidRequest, "limit must be a whole number from 1 to %d, got %q", max, v)
+	}
+	if n > max {
+		if clamp {
+			return max, nil
+		}
+		return 0, apiErrorf(invalidRequest, "limit must be a whole number from 1 to %d, got %d; page through with next_page", max, n)
+	}
+	return n, nil
+}
+
+// pageCursor is the opaque next_page of the control-plane lists: the kind
+// of list (so a cursor is not reused on another) and the last position.
+type pageCursor struct {
+	Kind string `json:"k"`
+	Pos  string `json:"p"`
+}
+
+func encodePage(kind, pos string) *string {
+	b, _ := json.Marshal(pageCursor{kind, pos})
+	s := base64.RawURLEncoding.EncodeToString(b)
+	return &s
+}
+
+// pageParam decodes page for a list of kind: "" when absent.
+func pageParam(q url.Values, kind string) (string, error) {
+	v := q.Get("page")
+	if v == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	var c pageCursor
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Kind != kind || c.Pos == "" {
+		return "", apiErrorf(invalidRequest, "page %q is not a cursor of this list; pass the next_page value of the previous response unchanged", v)
+	}
+	return c.Pos, nil
+}
+
+func boolParam(q url.Values, name string) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, apiErrorf(invalidRequest, "%s must be true or false, got %q", name, v)
+	}
+	return b, nil
+}
+
+// arrayParam reads a repeated query parameter in either spelling: the
+// official SDKs send name[]=a&name[]=b, curl users often name=a&name=b.
+func arrayParam(q url.Values, name string) []string {
+	return append(append([]string(nil), q[name+"[]"]...), q[name]...)
+}
+
+// ---- validation of names, descriptions and metadata ----
+
+func checkName(field, v string, max int) error {
+	n := utf8.RuneCountInString(v)
+	switch {
+	case !utf8.ValidString(v):
+		return apiErrorf(invalidRequest, "%s is not valid UTF-8", field)
+	case strings.TrimSpace(v) == "":
+		return apiErrorf(invalidRequest, "%s is required and must not be blank; send 1 to %d characters", field, max)
+	case n > max:
+		return apiErrorf(invalidRequest, "%s is %d characters long; the limit is %d, so shorten it", field, n, max)
+	}
+	for _, r := range v {
+		if unicode.Is(unicode.Cc, r) {
+			return apiErrorf(invalidRequest, "%s contains the control character %U; names are one line of text, so remove it", field, r)
+		}
+	}
+	return nil
+}
+
+func checkText(field, v string, max int) error {
+	if !utf8.ValidString(v) {
+		return apiErrorf(invalidRequest, "%s is not valid UTF-8", field)
+	}
+	if n := utf8.RuneCountInString(v); n > max {
+		return apiErrorf(invalidRequest, "%s is %d characters long; the limit is %d, so shorten it", field, n, max)
+	}
+	return nil
+}
+
+func checkMetadata(field string, m map[string]string) error {
+	if len(m) > api.MaxMetadataPairs {
+		return apiErrorf(invalidRequest, "%s has %d key-value pairs; at most %d are allowed, so remove some", field, len(m), api.MaxMetadataPairs)
+	}
+	for k, v := range m {
+		kn := utf8.RuneCountInString(k)
+		if kn == 0 || kn > api.MaxMetadataKeyChars || !utf8.ValidString(k) {
+			return apiErrorf(invalidRequest, "%s key %q must be 1 to %d characters of valid UTF-8", field, k, api.MaxMetadataKeyChars)
+		}
+		if vn := utf8.RuneCountInString(v); vn > api.MaxMetadataValueChars || !utf8.ValidString(v) {
+			return apiErrorf(invalidRequest, "%s value of key %q must be at most %d characters of valid UTF-8 (it has %d)", field, k, api.MaxMetadataValueChars, vn)
+		}
+	}
+	return nil
+}
+
+// patchMetadata merges a patch into stored metadata: a key mapped to null
+// or "" is deleted, any other value set. The result is checked whole.
+func patchMetadata(field string, stored map[string]string, patch map[string]*string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range stored {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if v == nil || *v == "" {
+			delete(out, k)
+		} else {
+			out[k] = *v
+		}
+	}
+	if err := checkMetadata(field, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decodeOptionalJSON is decodeJSON for endpoints whose body may be absent
+// (the official SDK sends no body on some POSTs).
+func decodeOptionalJSON(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decodeJSON(r, v)
+}

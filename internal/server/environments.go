@@ -1,0 +1,300 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// EnvironmentKeyPrefix starts every environment key, so a leaked one is
+// recognisable.
+const EnvironmentKeyPrefix = "sk-memstore-env-"
+
+// Environment limits (the hosted API's own are not documented; these match
+// the memory stores').
+const (
+	maxEnvironmentNameChars = api.MaxStoreNameChars
+	maxEnvironmentDescChars = api.MaxDescriptionChars
+)
+
+func (s *Server) environmentRoutes() {
+	s.mux.HandleFunc("POST /v1/environments", s.authed(s.createEnvironment))
+	s.mux.HandleFunc("GET /v1/environments", s.authed(s.listEnvironments))
+	s.mux.HandleFunc("GET /v1/environments/{env}", s.authed(s.getEnvironment))
+	s.mux.HandleFunc("POST /v1/environments/{env}", s.authed(s.updateEnvironment))
+	s.mux.HandleFunc("DELETE /v1/environments/{env}", s.authed(s.deleteEnvironment))
+	s.mux.HandleFunc("POST /v1/environments/{env}/archive", s.authed(s.archiveEnvironment))
+	s.mux.HandleFunc("POST /v1/environments/{env}/keys", s.authed(s.createEnvironmentKey))
+}
+
+// environmentID validates the {env} path segment.
+func environmentID(r *http.Request) (string, error) {
+	id := r.PathValue("env")
+	if !ids.Valid(ids.Environment, id) {
+		return "", apiErrorf(notFound, "no environment %q: environment ids look like env_… (list them with GET /v1/environments)", id)
+	}
+	return id, nil
+}
+
+// loadEnvironment reads {env}, answering 404 with its id.
+func (s *Server) loadEnvironment(r *http.Request) (api.Environment, error) {
+	id, err := environmentID(r)
+	if err != nil {
+		return api.Environment{}, err
+	}
+	e, err := s.store.GetEnvironment(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return e, apiErrorf(notFound, "no environment %s (it may have been deleted)", id)
+	}
+	return e, err
+}
+
+func checkEnvironmentConfig(c *api.EnvironmentConfig) error {
+	if c == nil || c.Type == api.EnvironmentConfigSelfHosted {
+		return nil
+	}
+	if c.Type == "cloud" {
+		return apiErrorf(invalidRequest, "config.type \"cloud\" is Anthropic's hosted sandbox; memstore runs self-hosted environments only, so send {\"type\":\"self_hosted\"}")
+	}
+	return apiErrorf(invalidRequest, "config.type %q is unknown; send {\"type\":\"self_hosted\"}", c.Type)
+}
+
+func checkScope(scope string) error {
+	switch scope {
+	case "", "organization", "account":
+		return nil
+	}
+	return apiErrorf(invalidRequest, "scope must be \"organization\" or \"account\", got %q", scope)
+}
+
+func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var req api.CreateEnvironmentRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := checkName("name", req.Name, maxEnvironmentNameChars); err != nil {
+		return err
+	}
+	if req.Description != nil {
+		if err := checkText("description", *req.Description, maxEnvironmentDescChars); err != nil {
+			return err
+		}
+	}
+	if err := checkEnvironmentConfig(req.Config); err != nil {
+		return err
+	}
+	if err := checkScope(req.Scope); err != nil {
+		return err
+	}
+	if err := checkMetadata("metadata", req.Metadata); err != nil {
+		return err
+	}
+	now := s.now()
+	e := api.Environment{
+		ID: ids.NewAt(ids.Environment, now), Type: "environment", Name: req.Name, Description: req.Description,
+		Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Scope: req.Scope, Metadata: req.Metadata,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if e.Scope == "" {
+		e.Scope = "organization"
+	}
+	if e.Metadata == nil {
+		e.Metadata = map[string]string{}
+	}
+	if err := s.store.CreateEnvironment(r.Context(), e); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "environment created", "request_id", requestID(r.Context()), "environment_id", e.ID)
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	after, err := pageParam(q, "environments")
+	if err != nil {
+		return err
+	}
+	archived, err := boolParam(q, "include_archived")
+	if err != nil {
+		return err
+	}
+	list, err := s.store.ListEnvironments(r.Context(), storage.ListQuery{After: after, Limit: limit + 1, IncludeArchived: archived})
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Environment]{Data: list}
+	if len(list) > limit {
+		page.Data = list[:limit]
+		page.NextPage = encodePage("environments", list[limit-1].ID)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, id); err != nil {
+		return err
+	}
+	e, err := s.loadEnvironment(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateEnvironmentRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Name != nil {
+		if err := checkName("name", *req.Name, maxEnvironmentNameChars); err != nil {
+			return err
+		}
+	}
+	if req.Description.Set && !req.Description.Null {
+		if err := checkText("description", req.Description.Value, maxEnvironmentDescChars); err != nil {
+			return err
+		}
+	}
+	if err := checkEnvironmentConfig(req.Config); err != nil {
+		return err
+	}
+	if err := checkScope(req.Scope); err != nil {
+		return err
+	}
+	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *api.Environment) error {
+		if req.Name != nil {
+			e.Name = *req.Name
+		}
+		if req.Description.Set {
+			if req.Description.Null {
+				e.Description = nil
+			} else {
+				d := req.Description.Value
+				e.Description = &d
+			}
+		}
+		if req.Scope != "" {
+			e.Scope = req.Scope
+		}
+		md, err := patchMetadata("metadata", e.Metadata, req.Metadata)
+		if err != nil {
+			return err
+		}
+		e.Metadata = md
+		e.UpdatedAt = s.now()
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no environment %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *api.Environment) error {
+		if e.ArchivedAt == nil {
+			now := s.now()
+			e.ArchivedAt, e.UpdatedAt = &now, now
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no environment %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "environment archived", "request_id", requestID(r.Context()), "environment_id", id)
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	switch err := s.store.DeleteEnvironment(r.Context(), id); {
+	case errors.Is(err, storage.ErrNotFound):
+		return apiErrorf(notFound, "no environment %s", id)
+	case errors.Is(err, storage.ErrEnvironmentInUse):
+		return apiErrorf(api.Conflict, "environment %s still has sessions; delete them first (GET /v1/sessions?environment_id=%s lists them), or archive the environment instead", id, id)
+	case err != nil:
+		return err
+	}
+	s.log.InfoContext(r.Context(), "environment deleted", "request_id", requestID(r.Context()), "environment_id", id)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.EnvironmentDeletedType})
+	return nil
+}
+
+// createEnvironmentKey mints a key that serves one environment's queue.
+// Only its hash is kept: the key is in this response and nowhere else.
+func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	e, err := s.loadEnvironment(r)
+	if err != nil {
+		return err
+	}
+	var req api.CreateEnvironmentKeyRequest
+	if err := decodeOptionalJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Name != "" {
+		if err := checkName("name", req.Name, maxEnvironmentNameChars); err != nil {
+			return err
+		}
+	}
+	now := s.now()
+	key := NewSecret(EnvironmentKeyPrefix)
+	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: req.Name, EnvironmentID: e.ID, CreatedAt: now}
+	if err := s.store.CreateCredential(r.Context(), c, HashSecret(key)); err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", c.ID)
+	writeJSON(w, http.StatusOK, api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: e.ID, Name: c.Name, Key: key, CreatedAt: now})
+	return nil
+}

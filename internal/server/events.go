@@ -1,0 +1,244 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+const (
+	maxEventsPerSend = 50
+	// streamBatch is how many events a stream reads per query while it
+	// catches up.
+	streamBatch = 500
+)
+
+func (s *Server) eventRoutes() {
+	s.mux.HandleFunc("GET /v1/sessions/{session}/events", s.authed(s.listEvents))
+	s.mux.HandleFunc("POST /v1/sessions/{session}/events", s.authed(s.sendEvents))
+	s.mux.HandleFunc("GET /v1/sessions/{session}/events/stream", s.authed(s.streamEvents))
+}
+
+// listEvents pages through a session's log, oldest first by default. The
+// limit goes up to 1,000 and larger values are lowered to it rather than
+// refused: the official worker asks for 1,000 and would otherwise lose the
+// history it reconciles against.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sess, err := s.loadSession(r, p)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxEventListLimit, true)
+	if err != nil {
+		return err
+	}
+	eq := storage.EventQuery{Limit: limit + 1, Types: arrayParam(q, "types")}
+	switch q.Get("order") {
+	case "", "asc":
+	case "desc":
+		eq.Desc = true
+	default:
+		return apiErrorf(invalidRequest, "order must be asc or desc, got %q", q.Get("order"))
+	}
+	kind := "events_asc"
+	if eq.Desc {
+		kind = "events_desc"
+	}
+	pos, err := pageParam(q, kind)
+	if err != nil {
+		return err
+	}
+	if pos != "" {
+		seq, err := strconv.ParseInt(pos, 10, 64)
+		if err != nil {
+			return apiErrorf(invalidRequest, "page is not a cursor of this list; pass next_page unchanged")
+		}
+		if eq.Desc {
+			eq.BeforeSeq = seq
+		} else {
+			eq.AfterSeq = seq
+		}
+	}
+	list, err := s.store.ListEvents(r.Context(), sess.ID, eq)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no session %s", sess.ID)
+	}
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Event]{Data: []api.Event{}}
+	for i, e := range list {
+		if i == limit {
+			page.NextPage = encodePage(kind, strconv.FormatInt(list[limit-1].Seq, 10))
+			break
+		}
+		page.Data = append(page.Data, e.Event)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// sendEvents appends the client's events; the agent reacts in the same
+// transaction. A message or an interrupt for a session that no worker
+// serves queues a work item, so the session is picked up again.
+func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sess, err := s.loadSession(r, p)
+	if err != nil {
+		return err
+	}
+	var req api.SendEventsRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if len(req.Events) == 0 {
+		return apiErrorf(invalidRequest, "events is required: send {\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"…\"}]}]}")
+	}
+	if len(req.Events) > maxEventsPerSend {
+		return apiErrorf(invalidRequest, "events has %d entries; send at most %d per request", len(req.Events), maxEventsPerSend)
+	}
+	wake := false
+	for i := range req.Events {
+		req.Events[i].ID, req.Events[i].ProcessedAt = "", nil
+		if t := req.Events[i].Type; t == api.EventUserMessage || t == api.EventUserInterrupt {
+			wake = true
+		}
+	}
+	ctx := r.Context()
+	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, s.cp.runtime)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no session %s (it was deleted)", sess.ID)
+	}
+	if err != nil {
+		return err
+	}
+	s.cp.sessions.notify(sess.ID)
+	if wake {
+		now := s.now()
+		work, queued, err := s.store.EnsureWork(ctx, sess.ID, storage.Work{Work: api.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}})
+		if err != nil {
+			return err
+		}
+		if queued {
+			s.log.InfoContext(ctx, "work re-queued for session", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", work.EnvironmentID, "work_id", work.ID)
+			s.cp.queues.notify(work.EnvironmentID)
+		}
+	}
+	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
+	return nil
+}
+
+// streamEvents serves a session's log as Server-Sent Events: one frame per
+// event with id (the event id), event (its type) and data (its JSON). A
+// fresh connection starts with the events appended after it; one that sends
+// Last-Event-ID resumes right after that event, so a reconnecting client
+// loses nothing. An idle stream sends a comment every StreamKeepalive. It
+// ends when the client goes, when the session is deleted (after a
+// session.deleted frame), or when a sessions token stops working.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sess, err := s.loadSession(r, p)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	var after int64
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		if !ids.Valid(ids.Event, last) {
+			return apiErrorf(invalidRequest, "Last-Event-ID %q is not an event id; reconnect without it and list the events to catch up", last)
+		}
+		after, err = s.store.EventSeq(ctx, sess.ID, last)
+		if errors.Is(err, storage.ErrNotFound) {
+			return apiErrorf(invalidRequest, "Last-Event-ID %s is not an event of session %s; reconnect without it and list the events to catch up", last, sess.ID)
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		latest, err := s.store.ListEvents(ctx, sess.ID, storage.EventQuery{Desc: true, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(latest) > 0 {
+			after = latest[0].Seq
+		}
+	}
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// Headers go out now: the official worker waits for them before it
+	// lists the history it reconciles against.
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	log := s.log.With("request_id", requestID(ctx), "session_id", sess.ID)
+	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
+	defer keepalive.Stop()
+	for {
+		wake := s.cp.sessions.wait(sess.ID)
+		batch, err := s.store.ListEvents(ctx, sess.ID, storage.EventQuery{AfterSeq: after, Limit: streamBatch})
+		if errors.Is(err, storage.ErrNotFound) {
+			writeFrame(w, sessionDeletedEvent(s.now()))
+			rc.Flush()
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				log.ErrorContext(ctx, "event stream read failed; closing it", "err", err)
+			}
+			return nil
+		}
+		for _, e := range batch {
+			if err := writeFrame(w, e.Event); err != nil {
+				return nil
+			}
+			after = e.Seq
+		}
+		if len(batch) > 0 {
+			if err := rc.Flush(); err != nil {
+				return nil
+			}
+		}
+		if len(batch) == streamBatch {
+			continue
+		}
+		if p.Kind == storage.SessionsToken {
+			if _, err := s.tokenWork(ctx, p); err != nil {
+				return nil
+			}
+		}
+		select {
+		case <-wake:
+		case <-keepalive.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return nil
+			}
+			if err := rc.Flush(); err != nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// writeFrame writes one event as an SSE frame. Event JSON holds no raw
+// newline (encoding/json escapes them), so one data line carries it.
+func writeFrame(w http.ResponseWriter, e api.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", e.ID, e.Type, b)
+	return err
+}

@@ -1,0 +1,464 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Session limits.
+const (
+	maxSessionTitleChars = 1000
+	maxInitialEvents     = 50
+)
+
+func (s *Server) sessionRoutes() {
+	s.mux.HandleFunc("POST /v1/sessions", s.authed(s.createSession))
+	s.mux.HandleFunc("GET /v1/sessions", s.authed(s.listSessions))
+	s.mux.HandleFunc("GET /v1/sessions/{session}", s.authed(s.getSession))
+	s.mux.HandleFunc("POST /v1/sessions/{session}", s.authed(s.updateSession))
+	s.mux.HandleFunc("DELETE /v1/sessions/{session}", s.authed(s.deleteSession))
+	s.mux.HandleFunc("POST /v1/sessions/{session}/archive", s.authed(s.archiveSession))
+}
+
+func sessionID(r *http.Request) (string, error) {
+	id := r.PathValue("session")
+	if !ids.Valid(ids.Session, id) {
+		return "", apiErrorf(notFound, "no session %q: session ids look like sesn_…", id)
+	}
+	return id, nil
+}
+
+// loadSession reads {session} and checks that p may reach it.
+func (s *Server) loadSession(r *http.Request, p Principal) (api.Session, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return api.Session{}, err
+	}
+	sess, err := s.store.GetSession(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return sess, apiErrorf(notFound, "no session %s (it may have been deleted)", id)
+	}
+	if err != nil {
+		return sess, err
+	}
+	return sess, s.requireSessionScope(r.Context(), p, sess)
+}
+
+// wireSession fills what a session shows beyond what is stored: its
+// timing statistics and the always-present empty collections.
+func (s *Server) wireSession(sess api.Session) api.Session {
+	sess.Type = "session"
+	end := s.now()
+	if sess.Status == api.SessionTerminated {
+		end = sess.UpdatedAt
+	}
+	sess.Stats.DurationSeconds = max(0, end.Sub(sess.CreatedAt).Seconds())
+	if sess.Resources == nil {
+		sess.Resources = []api.SessionResource{}
+	}
+	if sess.OutcomeEvaluations == nil {
+		sess.OutcomeEvaluations = []json.RawMessage{}
+	}
+	if sess.VaultIDs == nil {
+		sess.VaultIDs = []string{}
+	}
+	if sess.Metadata == nil {
+		sess.Metadata = map[string]string{}
+	}
+	return sess
+}
+
+// MountSlug is the folder name of a store in a session (SPEC §4): the
+// name lowercased, every run of characters other than a-z and 0-9 turned
+// into one "-", with leading and trailing "-" trimmed; the store id when
+// nothing is left.
+func MountSlug(name, storeID string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	if slug := strings.Trim(b.String(), "-"); slug != "" {
+		return slug
+	}
+	return storeID
+}
+
+// mountPaths gives each attached store its folder under prefix, in
+// attachment order. Two stores whose names slug alike get "-2", "-3", …
+// (the first keeps the bare slug), skipping any suffix already taken, so
+// every folder of a session is distinct.
+func mountPaths(prefix string, names, storeIDs []string) []string {
+	used := map[string]bool{}
+	out := make([]string, len(names))
+	for i := range names {
+		slug := MountSlug(names[i], storeIDs[i])
+		cand := slug
+		for n := 2; used[cand]; n++ {
+			cand = fmt.Sprintf("%s-%d", slug, n)
+		}
+		used[cand] = true
+		out[i] = path.Join(prefix, cand)
+	}
+	return out
+}
+
+// memoryStoreForAttach reads a store a session wants to attach.
+func (s *Server) memoryStoreForAttach(ctx context.Context, id string) (api.MemoryStore, error) {
+	type memoryStoreReader interface {
+		GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error)
+	}
+	ms, ok := s.store.(memoryStoreReader)
+	if !ok {
+		return api.MemoryStore{}, storage.ErrNotFound
+	}
+	return ms.GetMemoryStore(ctx, id)
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var req api.CreateSessionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	ctx := r.Context()
+
+	if req.Agent.ID == "" {
+		return apiErrorf(invalidRequest, "agent is required: send the id of an agent (create one with POST /v1/agents)")
+	}
+	if !ids.Valid(ids.Agent, req.Agent.ID) {
+		return apiErrorf(notFound, "agent: no agent %q (agent ids look like agent_…)", req.Agent.ID)
+	}
+	ag, err := s.store.GetAgent(ctx, req.Agent.ID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "agent: no agent %s", req.Agent.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if ag.ArchivedAt != nil {
+		return apiErrorf(invalidRequest, "agent %s is archived; new sessions cannot use it", ag.ID)
+	}
+	if req.Agent.Version != 0 && req.Agent.Version != ag.Version {
+		return apiErrorf(notFound, "agent %s has no version %d; its current version is %d", ag.ID, req.Agent.Version, ag.Version)
+	}
+
+	if req.EnvironmentID == "" {
+		return apiErrorf(invalidRequest, "environment_id is required: the self-hosted environment whose workers will serve the session")
+	}
+	if !ids.Valid(ids.Environment, req.EnvironmentID) {
+		return apiErrorf(notFound, "environment_id: no environment %q (environment ids look like env_…)", req.EnvironmentID)
+	}
+	env, err := s.store.GetEnvironment(ctx, req.EnvironmentID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "environment_id: no environment %s", req.EnvironmentID)
+	}
+	if err != nil {
+		return err
+	}
+	if env.ArchivedAt != nil {
+		return apiErrorf(invalidRequest, "environment %s is archived; new sessions cannot start on it", env.ID)
+	}
+
+	if req.Title != nil {
+		if err := checkText("title", *req.Title, maxSessionTitleChars); err != nil {
+			return err
+		}
+	}
+	if err := checkMetadata("metadata", req.Metadata); err != nil {
+		return err
+	}
+	if len(req.VaultIDs) > 0 {
+		return apiErrorf(invalidRequest, "vault_ids: memstore has no vaults; leave vault_ids out")
+	}
+	if len(req.InitialEvents) > maxInitialEvents {
+		return apiErrorf(invalidRequest, "initial_events has %d events; at most %d are allowed", len(req.InitialEvents), maxInitialEvents)
+	}
+	for i, e := range req.InitialEvents {
+		if e.Type != api.EventUserMessage {
+			return apiErrorf(invalidRequest, "initial_events[%d]: type %q is not accepted; a session starts from user.message events only", i, e.Type)
+		}
+	}
+
+	res, err := s.sessionResources(ctx, req.Resources)
+	if err != nil {
+		return err
+	}
+
+	now := s.now()
+	sess := api.Session{
+		ID: ids.NewAt(ids.Session, now), Type: "session", EnvironmentID: env.ID, Title: req.Title, Metadata: req.Metadata,
+		Agent: api.SessionAgent{
+			ID: ag.ID, Type: "agent", Name: ag.Name, Description: ag.Description, Model: ag.Model, System: ag.System,
+			Tools: ag.Tools, Skills: ag.Skills, MCPServers: ag.MCPServers, Multiagent: ag.Multiagent,
+			ExecutionIdentity: ag.ExecutionIdentity, Version: ag.Version,
+		},
+		Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now,
+	}
+	for i := range sess.Resources {
+		sess.Resources[i].CreatedAt, sess.Resources[i].UpdatedAt = now, now
+		sess.Resources[i].ID = ids.NewAt(ids.Resource, now)
+	}
+	work := storage.Work{Work: api.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}}
+	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents, s.cp.runtime)
+	if err != nil {
+		return err
+	}
+	s.cp.queues.notify(env.ID)
+	s.cp.sessions.notify(sess.ID)
+	s.log.InfoContext(ctx, "session created", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", env.ID,
+		"work_id", work.ID, "agent_id", ag.ID, "memory_stores", len(res))
+	writeJSON(w, http.StatusOK, s.wireSession(sess))
+	return nil
+}
+
+// sessionResources validates the requested resources and resolves them to
+// attachments with their snapshots and mount paths.
+func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourceParams) ([]api.SessionResource, error) {
+	var (
+		out      []api.SessionResource
+		names    []string
+		storeIDs []string
+		seen     = map[string]int{}
+	)
+	for i, rp := range reqs {
+		if rp.Type != api.ResourceMemoryStore {
+			if rp.Type == "" {
+				return nil, apiErrorf(invalidRequest, "resources[%d]: type is required; send {\"type\":\"memory_store\",\"memory_store_id\":\"memstore_…\"}", i)
+			}
+			return nil, apiErrorf(invalidRequest, "resources[%d]: type %q is not accepted on a self-hosted environment; only memory_store resources are", i, rp.Type)
+		}
+		if len(out) == api.MaxSessionMemoryStores {
+			return nil, apiErrorf(invalidRequest, "resources: a session attaches at most %d memory stores; got %d", api.MaxSessionMemoryStores, len(reqs))
+		}
+		if rp.MemoryStoreID == "" {
+			return nil, apiErrorf(invalidRequest, "resources[%d].memory_store_id is required", i)
+		}
+		if j, dup := seen[rp.MemoryStoreID]; dup {
+			return nil, apiErrorf(invalidRequest, "resources[%d]: memory store %s is already attached as resources[%d]; attach each store once", i, rp.MemoryStoreID, j)
+		}
+		seen[rp.MemoryStoreID] = i
+		access := rp.Access
+		switch access {
+		case "":
+			access = api.AccessReadWrite
+		case api.AccessReadWrite, api.AccessReadOnly:
+		default:
+			return nil, apiErrorf(invalidRequest, "resources[%d].access must be %q or %q, got %q", i, api.AccessReadWrite, api.AccessReadOnly, rp.Access)
+		}
+		if rp.Instructions != nil {
+			if n := utf8.RuneCountInString(*rp.Instructions); n > api.MaxResourceInstructions {
+				return nil, apiErrorf(invalidRequest, "resources[%d].instructions is %d characters long; the limit is %d, so shorten it", i, n, api.MaxResourceInstructions)
+			}
+			if err := checkText(fmt.Sprintf("resources[%d].instructions", i), *rp.Instructions, api.MaxResourceInstructions); err != nil {
+				return nil, err
+			}
+		}
+		store, err := s.memoryStoreForAttach(ctx, rp.MemoryStoreID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, apiErrorf(notFound, "resources[%d].memory_store_id: no memory store %s", i, rp.MemoryStoreID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if store.ArchivedAt != nil {
+			return nil, apiErrorf(invalidRequest, "resources[%d]: memory store %s is archived; archived stores cannot be attached to new sessions", i, store.ID)
+		}
+		out = append(out, api.SessionResource{
+			Type: api.ResourceMemoryStore, MemoryStoreID: store.ID, Access: access,
+			Name: store.Name, Description: store.Description, Instructions: rp.Instructions,
+		})
+		names = append(names, store.Name)
+		storeIDs = append(storeIDs, store.ID)
+	}
+	for i, mp := range mountPaths(s.cfg.MountPrefix, names, storeIDs) {
+		out[i].MountPath = mp
+	}
+	return out, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sess, err := s.loadSession(r, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.wireSession(sess))
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	sq := storage.SessionQuery{AgentID: q.Get("agent_id"), EnvironmentID: q.Get("environment_id"), MemoryStoreID: q.Get("memory_store_id"), Statuses: arrayParam(q, "statuses")}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		sq.Asc = true
+	default:
+		return apiErrorf(invalidRequest, "order must be asc or desc, got %q", q.Get("order"))
+	}
+	for _, st := range sq.Statuses {
+		switch st {
+		case api.SessionRescheduling, api.SessionRunning, api.SessionIdle, api.SessionTerminated:
+		default:
+			return apiErrorf(invalidRequest, "statuses: %q is not a session status (rescheduling, running, idle, terminated)", st)
+		}
+	}
+	kind := "sessions_desc"
+	if sq.Asc {
+		kind = "sessions_asc"
+	}
+	if sq.After, err = pageParam(q, kind); err != nil {
+		return err
+	}
+	if sq.IncludeArchived, err = boolParam(q, "include_archived"); err != nil {
+		return err
+	}
+	sq.Limit = limit + 1
+	list, err := s.store.ListSessions(r.Context(), sq)
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Session]{Data: []api.Session{}}
+	for i, x := range list {
+		if i == limit {
+			page.NextPage = encodePage(kind, list[limit-1].ID)
+			break
+		}
+		page.Data = append(page.Data, s.wireSession(x))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) updateSession(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateSessionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Title.Set && !req.Title.Null {
+		if err := checkText("title", req.Title.Value, maxSessionTitleChars); err != nil {
+			return err
+		}
+	}
+	sess, err := s.store.UpdateSession(r.Context(), id, func(x *api.Session) error {
+		if req.Title.Set {
+			if req.Title.Null {
+				x.Title = nil
+			} else {
+				t := req.Title.Value
+				x.Title = &t
+			}
+		}
+		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
+		x.Metadata = md
+		x.UpdatedAt = s.now()
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no session %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.wireSession(sess))
+	return nil
+}
+
+// archiveSession terminates a session (so its worker winds down, with its
+// final sync) and hides it from default listings. Irreversible.
+func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	sess, err := s.store.GetSession(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no session %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	if sess.Status != api.SessionTerminated {
+		if _, err := s.store.AppendEvents(ctx, id, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
+			return err
+		}
+	}
+	sess, err = s.store.UpdateSession(ctx, id, func(x *api.Session) error {
+		if x.ArchivedAt == nil {
+			now := s.now()
+			x.ArchivedAt, x.UpdatedAt = &now, now
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.cp.sessions.notify(id)
+	s.log.InfoContext(ctx, "session archived", "request_id", requestID(ctx), "session_id", id)
+	writeJSON(w, http.StatusOK, s.wireSession(sess))
+	return nil
+}
+
+// deleteSession removes a session and its events; its work items stop and
+// their sessions tokens stop working at once.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteSession(r.Context(), id); errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no session %s", id)
+	} else if err != nil {
+		return err
+	}
+	s.cp.sessions.notify(id)
+	s.log.InfoContext(r.Context(), "session deleted", "request_id", requestID(r.Context()), "session_id", id)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
+	return nil
+}
+
+// sessionDeletedEvent is what a stream sends when its session is deleted
+// under it (the log itself is gone).
+func sessionDeletedEvent(now time.Time) api.Event {
+	return api.Event{ID: ids.NewAt(ids.Event, now), Type: api.EventSessionDeleted, ProcessedAt: &now}
+}

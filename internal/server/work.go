@@ -1,0 +1,431 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// SessionsTokenPrefix starts every sessions token.
+const SessionsTokenPrefix = "sk-memstore-sess-"
+
+// Work queue timing.
+const (
+	// defaultReclaimAfter is reclaim_older_than_ms when a poll does not send
+	// it, as in the hosted API: a claim not acknowledged within 5 s is
+	// offered again.
+	defaultReclaimAfter = 5 * time.Second
+	// claimTTL is the lease a claim starts with, until the first heartbeat
+	// sets its own.
+	claimTTL = api.DefaultLeaseTTLSeconds * time.Second
+)
+
+func (s *Server) workRoutes() {
+	s.mux.HandleFunc("GET /v1/environments/{env}/work/poll", s.authed(s.pollWork))
+	s.mux.HandleFunc("GET /v1/environments/{env}/work/stats", s.authed(s.workStats))
+	s.mux.HandleFunc("GET /v1/environments/{env}/work", s.authed(s.listWork))
+	s.mux.HandleFunc("GET /v1/environments/{env}/work/{work}", s.authed(s.getWork))
+	s.mux.HandleFunc("POST /v1/environments/{env}/work/{work}", s.authed(s.updateWork))
+	s.mux.HandleFunc("POST /v1/environments/{env}/work/{work}/ack", s.authed(s.ackWork))
+	s.mux.HandleFunc("POST /v1/environments/{env}/work/{work}/heartbeat", s.authed(s.heartbeatWork))
+	s.mux.HandleFunc("POST /v1/environments/{env}/work/{work}/stop", s.authed(s.stopWork))
+}
+
+// workPath validates {env} and {work}.
+func workPath(r *http.Request) (env, work string, err error) {
+	if env, err = environmentID(r); err != nil {
+		return "", "", err
+	}
+	work = r.PathValue("work")
+	if !ids.Valid(ids.Work, work) {
+		return "", "", apiErrorf(notFound, "no work item %q: work ids look like work_…", work)
+	}
+	return env, work, nil
+}
+
+func workNotFound(env, work string) error {
+	return apiErrorf(notFound, "no work item %s in environment %s", work, env)
+}
+
+// wireWork is the wire form of a stored item; secret is set only by poll.
+func wireWork(w storage.Work) api.Work {
+	out := w.Work
+	out.Type = "work"
+	out.Secret = nil
+	if out.Metadata == nil {
+		out.Metadata = map[string]string{}
+	}
+	return out
+}
+
+// expire settles env's lapsed leases before a queue operation reads them,
+// and lets the runtime react for every item that stopped on the way.
+func (s *Server) expire(ctx context.Context, env string) error {
+	stopped, err := s.store.ExpireLeases(ctx, env)
+	if err != nil {
+		return err
+	}
+	for _, w := range stopped {
+		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
+		s.settle(ctx, w.Data.ID)
+	}
+	return nil
+}
+
+// requireEnvironment checks that env exists (404 otherwise).
+func (s *Server) requireEnvironment(ctx context.Context, env string) error {
+	_, err := s.store.GetEnvironment(ctx, env)
+	if errors.Is(err, storage.ErrNotFound) {
+		return apiErrorf(notFound, "no environment %s (it may have been deleted)", env)
+	}
+	return err
+}
+
+// pollWork claims the oldest claimable item, waiting up to block_ms for
+// one. The wait is woken by the environment's queue notifier, not by
+// re-reading the database on a timer.
+func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var block time.Duration
+	if v := q.Get("block_ms"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxPollBlockMS {
+			return apiErrorf(invalidRequest, "block_ms must be a whole number from 1 to %d (milliseconds to wait for work), got %q; omit it for a poll that does not wait", api.MaxPollBlockMS, v)
+		}
+		block = time.Duration(n) * time.Millisecond
+	}
+	reclaim := defaultReclaimAfter
+	if v := q.Get("reclaim_older_than_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return apiErrorf(invalidRequest, "reclaim_older_than_ms must be a positive whole number of milliseconds, got %q", v)
+		}
+		reclaim = time.Duration(n) * time.Millisecond
+	}
+	ctx := r.Context()
+	if err := s.requireEnvironment(ctx, env); err != nil {
+		return err
+	}
+	s.cp.pollers.saw(env, r.Header.Get("Anthropic-Worker-ID"), s.now())
+
+	deadline := time.Now().Add(block)
+	for {
+		wake := s.cp.queues.wait(env)
+		if err := s.expire(ctx, env); err != nil {
+			return err
+		}
+		secret := NewSecret(SessionsTokenPrefix)
+		claimed, err := s.store.ClaimWork(ctx, storage.Claim{
+			EnvironmentID: env, WorkerID: r.Header.Get("Anthropic-Worker-ID"), ReclaimOlderThan: reclaim, ClaimTTL: claimTTL,
+			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, s.now()), Name: "work secret"}, TokenHash: HashSecret(secret),
+		})
+		if err == nil {
+			out := wireWork(claimed)
+			enc := api.WorkSecret{SessionsToken: secret, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
+			out.Secret = &enc
+			s.log.InfoContext(ctx, "work claimed", "request_id", requestID(ctx), "environment_id", env, "work_id", claimed.ID,
+				"session_id", claimed.Data.ID, "worker_id", claimed.WorkerID)
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+		if !errors.Is(err, storage.ErrNoWork) {
+			return err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			// "No work" is a 200 with a JSON null: the official SDK fails to
+			// decode an empty 204 and would back off as if the server broke.
+			writeJSON(w, http.StatusOK, nil)
+			return nil
+		}
+		t := time.NewTimer(remaining)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (s *Server) ackWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, work, err := workPath(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	if err := s.expire(r.Context(), env); err != nil {
+		return err
+	}
+	got, err := s.store.AckWork(r.Context(), env, work)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return workNotFound(env, work)
+	case errors.Is(err, storage.ErrWorkStopped):
+		return apiErrorf(api.Conflict, "work item %s is stopped; there is nothing to acknowledge", work)
+	case errors.Is(err, storage.ErrWorkNotClaimed):
+		return apiErrorf(api.Conflict, "work item %s is not claimed (never polled, or its claim lapsed); poll the queue to claim it before acknowledging", work)
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireWork(got))
+	return nil
+}
+
+// requireWorkScope admits an API key, an environment key of env, or a
+// sessions token of this work item; tokenID is the token's id ("" for the
+// others). Whether the token is still the item's current one is the
+// heartbeat's and the stop's business: they answer a stale token with 412
+// and 409 as the official worker expects.
+func requireWorkScope(p Principal, env, work string) (tokenID string, err error) {
+	if p.Kind == storage.SessionsToken {
+		if p.WorkID != work || p.EnvironmentID != env {
+			return "", apiErrorf(permission, "this sessions token reaches only its own work item %s", p.WorkID)
+		}
+		return p.ID, nil
+	}
+	return "", requireEnvironmentScope(p, env)
+}
+
+func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, work, err := workPath(r)
+	if err != nil {
+		return err
+	}
+	tokenID, err := requireWorkScope(p, env, work)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	expected := q.Get("expected_last_heartbeat")
+	if expected == "" {
+		return apiErrorf(invalidRequest, "expected_last_heartbeat is required: send %s on the first heartbeat of a lease, then the last_heartbeat of the previous response", api.NoHeartbeat)
+	}
+	ttl := int64(api.DefaultLeaseTTLSeconds)
+	if v := q.Get("desired_ttl_seconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return apiErrorf(invalidRequest, "desired_ttl_seconds must be a positive whole number of seconds, got %q", v)
+		}
+		ttl = min(max(n, api.MinLeaseTTLSeconds), api.MaxLeaseTTLSeconds)
+	}
+	ctx := r.Context()
+	if err := s.expire(ctx, env); err != nil {
+		return err
+	}
+	got, err := s.store.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: env, WorkID: work, Expected: expected, TTL: time.Duration(ttl) * time.Second, TokenID: tokenID})
+	var mm *storage.LeaseMismatchError
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return workNotFound(env, work)
+	case errors.As(err, &mm):
+		cur := leaseState(mm.Current)
+		last := "none"
+		if cur.LastHeartbeat != nil {
+			last = *cur.LastHeartbeat
+		}
+		ae := apiErrorf(api.PreconditionFailed, "heartbeat precondition failed: expected_last_heartbeat %q does not match the lease of work item %s (state %s, last heartbeat %s); this worker no longer holds it, so stop serving the item without stopping it", expected, work, cur.State, last)
+		ae.Details = api.HeartbeatPreconditionDetails{ErrorCode: api.HeartbeatPreconditionFailed, CurrentState: cur}.Map()
+		s.log.InfoContext(ctx, "stale heartbeat refused", "request_id", requestID(ctx), "environment_id", env, "work_id", work, "state", cur.State)
+		return ae
+	case err != nil:
+		return err
+	}
+	resp := api.WorkHeartbeat{Type: "work_heartbeat", State: got.State}
+	if got.LatestHeartbeatAt != nil {
+		resp.LastHeartbeat = storage.HeartbeatToken(*got.LatestHeartbeatAt)
+	}
+	if got.State != api.WorkStopped {
+		resp.LeaseExtended, resp.TTLSeconds = true, got.LeaseTTLSeconds
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// leaseState is a stored lease as a 412 shows it.
+func leaseState(w storage.Work) api.WorkLeaseState {
+	st := api.WorkLeaseState{State: w.State, TTLSeconds: w.LeaseTTLSeconds}
+	if w.LatestHeartbeatAt != nil {
+		t := storage.HeartbeatToken(*w.LatestHeartbeatAt)
+		st.LastHeartbeat = &t
+	}
+	return st
+}
+
+// stopWork asks an item to stop: gracefully (stopping, seen by its worker
+// on the next heartbeat) or, with force, at once. 204 as in the hosted API;
+// an item already stopped is a 409, which the official worker ignores.
+func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, work, err := workPath(r)
+	if err != nil {
+		return err
+	}
+	tokenID, err := requireWorkScope(p, env, work)
+	if err != nil {
+		return err
+	}
+	var req api.StopWorkRequest
+	if err := decodeOptionalJSON(r, &req); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := s.expire(ctx, env); err != nil {
+		return err
+	}
+	if tokenID != "" {
+		cur, err := s.store.GetWork(ctx, env, work)
+		if err != nil {
+			return err
+		}
+		if cur.State != api.WorkStopped && cur.TokenID != tokenID {
+			return apiErrorf(permission, "this sessions token belongs to an earlier claim of work item %s (its lease lapsed or it was reclaimed); it cannot stop the item now", work)
+		}
+	}
+	got, err := s.store.StopWork(ctx, env, work, req.Force)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return workNotFound(env, work)
+	case errors.Is(err, storage.ErrWorkStopped):
+		return apiErrorf(api.Conflict, "work item %s is already stopped", work)
+	case err != nil:
+		return err
+	}
+	s.log.InfoContext(ctx, "work stop requested", "request_id", requestID(ctx), "environment_id", env, "work_id", work,
+		"session_id", got.Data.ID, "force", req.Force, "state", got.State)
+	if got.State == api.WorkStopped {
+		s.settle(ctx, got.Data.ID)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, work, err := workPath(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	if err := s.expire(r.Context(), env); err != nil {
+		return err
+	}
+	got, err := s.store.GetWork(r.Context(), env, work)
+	if errors.Is(err, storage.ErrNotFound) {
+		return workNotFound(env, work)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireWork(got))
+	return nil
+}
+
+func (s *Server) updateWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, work, err := workPath(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	var req api.UpdateWorkRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	got, err := s.store.UpdateWork(r.Context(), env, work, func(x *storage.Work) error {
+		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
+		x.Metadata = md
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return workNotFound(env, work)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireWork(got))
+	return nil
+}
+
+func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	after, err := pageParam(q, "work")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := s.requireEnvironment(ctx, env); err != nil {
+		return err
+	}
+	if err := s.expire(ctx, env); err != nil {
+		return err
+	}
+	list, err := s.store.ListWork(ctx, env, storage.ListQuery{After: after, Limit: limit + 1})
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Work]{Data: []api.Work{}}
+	for i, x := range list {
+		if i == limit {
+			page.NextPage = encodePage("work", list[limit-1].ID)
+			break
+		}
+		page.Data = append(page.Data, wireWork(x))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) workStats(w http.ResponseWriter, r *http.Request, p Principal) error {
+	env, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := s.requireEnvironment(ctx, env); err != nil {
+		return err
+	}
+	if err := s.expire(ctx, env); err != nil {
+		return err
+	}
+	st, err := s.store.WorkStats(ctx, env)
+	if err != nil {
+		return err
+	}
+	st.WorkersPolling = s.cp.pollers.count(env, s.now())
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
