@@ -24,6 +24,17 @@ func (c *Client) GetAgent(ctx context.Context, agentID string) (*api.Agent, erro
 	return out, c.do(ctx, request{method: http.MethodGet, path: path}, out)
 }
 
+// ArchiveAgent retires an agent: new sessions can no longer name it, and
+// sessions already running keep their snapshot of it.
+func (c *Client) ArchiveAgent(ctx context.Context, agentID string) (*api.Agent, error) {
+	path, err := route("/v1/agents/{agent_id}/archive", agentID)
+	if err != nil {
+		return nil, err
+	}
+	out := new(api.Agent)
+	return out, c.do(ctx, request{method: http.MethodPost, path: path}, out)
+}
+
 // ListAgents returns one page of agents.
 func (c *Client) ListAgents(ctx context.Context, p api.AgentListParams) (*api.Page[api.Agent], error) {
 	out := new(api.Page[api.Agent])
