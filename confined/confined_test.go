@@ -372,12 +372,60 @@ func TestSymlinkAsTheFolder(t *testing.T) {
 	}
 }
 
+// TestSwapBetweenCalls swaps a folder for a symlink to the outside between
+// two calls, back and forth: every call made while the link is in place
+// refuses, and none reaches outside.
+func TestSwapBetweenCalls(t *testing.T) {
+	r, outside := newRoot(t)
+	dir, aside := filepath.Join(r.Dir(), "d"), filepath.Join(filepath.Dir(r.Dir()), "aside")
+	mustWrite(t, r, "d/f", "mine")
+	files, _, err := r.Walk()
+	if err != nil || len(files) != 1 {
+		t.Fatalf("Walk = %v, %v", files, err)
+	}
+	cache := NewHashCache(nil)
+	for range 3 {
+		if err := os.Rename(dir, aside); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, dir); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ReadFile("d/f", 100); !errors.Is(err, ErrSymlink) {
+			t.Fatalf("ReadFile = %v, want ErrSymlink", err)
+		}
+		if err := r.WriteFile("d/f", []byte("x"), Precondition{}); !errors.Is(err, ErrSymlink) {
+			t.Fatalf("WriteFile = %v, want ErrSymlink", err)
+		}
+		if err := r.RemoveFile("d/f", Precondition{}, true); !errors.Is(err, ErrSymlink) {
+			t.Fatalf("RemoveFile = %v, want ErrSymlink", err)
+		}
+		// The stat from before the swap must not let the cache read the link.
+		if _, err := cache.Sum(r, "d/f", files[0].Info); !errors.Is(err, ErrSymlink) {
+			t.Fatalf("Sum = %v, want ErrSymlink", err)
+		}
+		if got, skipped, err := r.Walk(); err != nil || len(got) != 0 || len(skipped) != 1 || !errors.Is(skipped[0].Err, ErrSymlink) {
+			t.Fatalf("Walk with the link in place = %v, %v, %v", got, skipped, err)
+		}
+		assertOutsideIntact(t, outside)
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(aside, dir); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.ReadFile("d/f", 100); err != nil || string(got) != "mine" {
+			t.Fatalf("ReadFile after swapping back = %q, %v", got, err)
+		}
+	}
+}
+
 // TestSwapRaceNeverEscapes swaps a folder for a symlink to the outside, over
 // and over, while every operation runs against paths inside it. Whatever the
 // interleaving, nothing outside may be read, written or removed.
 func TestSwapRaceNeverEscapes(t *testing.T) {
 	r, outside := newRoot(t)
-	dir := filepath.Join(r.Dir(), "d")
+	dir, aside := filepath.Join(r.Dir(), "d"), filepath.Join(r.Dir(), "aside")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -386,14 +434,21 @@ func TestSwapRaceNeverEscapes(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		aside := filepath.Join(r.Dir(), "aside")
 		for !stop.Load() {
-			// Swap the real folder out for a link, then back.
-			if os.Rename(dir, aside) == nil {
-				_ = os.Symlink(outside, dir)
-				_ = os.Remove(dir)
-				_ = os.Rename(aside, dir)
+			// A write landing while d is briefly absent re-creates it, so
+			// each step clears whatever is in the way (os.RemoveAll removes
+			// a link itself, never its target).
+			_ = os.RemoveAll(aside)
+			if os.Rename(dir, aside) != nil {
+				_ = os.Mkdir(dir, 0o700)
+				continue
 			}
+			_ = os.RemoveAll(dir)
+			_ = os.Symlink(outside, dir)
+			time.Sleep(100 * time.Microsecond)
+			_ = os.RemoveAll(dir)
+			_ = os.Rename(aside, dir)
+			time.Sleep(100 * time.Microsecond)
 		}
 	}()
 	cache := NewHashCache(nil)
