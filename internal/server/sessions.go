@@ -240,15 +240,15 @@ func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourc
 		storeIDs []string
 		seen     = map[string]int{}
 	)
+	if len(reqs) > api.MaxSessionMemoryStores {
+		return nil, apiErrorf(invalidRequest, "resources: a session attaches at most %d memory stores; got %d", api.MaxSessionMemoryStores, len(reqs))
+	}
 	for i, rp := range reqs {
 		if rp.Type != api.ResourceMemoryStore {
 			if rp.Type == "" {
 				return nil, apiErrorf(invalidRequest, "resources[%d]: type is required; send {\"type\":\"memory_store\",\"memory_store_id\":\"memstore_…\"}", i)
 			}
 			return nil, apiErrorf(invalidRequest, "resources[%d]: type %q is not accepted on a self-hosted environment; only memory_store resources are", i, rp.Type)
-		}
-		if len(out) == api.MaxSessionMemoryStores {
-			return nil, apiErrorf(invalidRequest, "resources: a session attaches at most %d memory stores; got %d", api.MaxSessionMemoryStores, len(reqs))
 		}
 		if rp.MemoryStoreID == "" {
 			return nil, apiErrorf(invalidRequest, "resources[%d].memory_store_id is required", i)

@@ -1,0 +1,378 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
+func TestMountSlugsAndCollisions(t *testing.T) {
+	for name, want := range map[string]string{
+		"User Preferences":   "user-preferences",
+		"  --Notes!!  2026 ": "notes-2026",
+		"Ünïcode café":       "n-code-caf",
+		"a_b.c/d":            "a-b-c-d",
+		"":                   "memstore_X",
+		"!!!":                "memstore_X",
+	} {
+		if got := MountSlug(name, "memstore_X"); got != want {
+			t.Errorf("MountSlug(%q) = %q, want %q", name, got, want)
+		}
+	}
+	got := mountPaths("/mnt/memory", []string{"Notes", "notes", "Notes 2", "NOTES", "", ""}, []string{"m1", "m2", "m3", "m4", "m5", "m6"})
+	want := []string{"/mnt/memory/notes", "/mnt/memory/notes-2", "/mnt/memory/notes-2-2", "/mnt/memory/notes-3", "/mnt/memory/m5", "/mnt/memory/m6"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("mountPaths = %v\nwant          %v", got, want)
+	}
+}
+
+func TestCreateSessionRefusals(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	ag := e.scriptedAgent()
+	archivedEnv := e.environment("old")
+	e.must(200, "POST", "/v1/environments/"+archivedEnv.ID+"/archive", e.apiKey, nil, nil)
+	archivedAgent := e.scriptedAgent()
+	e.must(200, "POST", "/v1/agents/"+archivedAgent.ID+"/archive", e.apiKey, nil, nil)
+	nine := make([]map[string]any, 9)
+	for i := range nine {
+		nine[i] = map[string]any{"type": "memory_store", "memory_store_id": "memstore_01JZZZZZZZZZZZZZZZZZZZZZZ" + string(rune('A'+i))}
+	}
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		want   string
+	}{
+		{"no agent", map[string]any{"environment_id": env.ID}, 400, "agent is required"},
+		{"unknown agent", map[string]any{"agent": "agent_01JZZZZZZZZZZZZZZZZZZZZZZZ", "environment_id": env.ID}, 404, "no agent"},
+		{"archived agent", map[string]any{"agent": archivedAgent.ID, "environment_id": env.ID}, 400, "archived"},
+		{"wrong version", map[string]any{"agent": map[string]any{"type": "agent", "id": ag.ID, "version": 2}, "environment_id": env.ID}, 404, "no version 2"},
+		{"no environment", map[string]any{"agent": ag.ID}, 400, "environment_id is required"},
+		{"archived environment", map[string]any{"agent": ag.ID, "environment_id": archivedEnv.ID}, 400, "archived"},
+		{"file resource", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "file", "file_id": "f"}}}, 400, "only memory_store"},
+		{"nine stores", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": nine}, 400, "at most 8"},
+		{"bad access", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "access": "write"}}}, 400, "access"},
+		{"long instructions", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "instructions": strings.Repeat("i", api.MaxResourceInstructions+1)}}}, 400, "4096"},
+		{"unknown store", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_01JZZZZZZZZZZZZZZZZZZZZZZZ"}}}, 404, "no memory store"},
+		{"vaults", map[string]any{"agent": ag.ID, "environment_id": env.ID, "vault_ids": []string{"v"}}, 400, "vault"},
+		{"non-message initial event", map[string]any{"agent": ag.ID, "environment_id": env.ID, "initial_events": []any{map[string]any{"type": "user.interrupt"}}}, 400, "user.message"},
+		{"bad metadata", map[string]any{"agent": ag.ID, "environment_id": env.ID, "metadata": map[string]string{"": "x"}}, 400, "metadata"},
+	} {
+		r := e.call("POST", "/v1/sessions", e.apiKey, c.body)
+		if r.status != c.status || !strings.Contains(string(r.body), c.want) {
+			t.Errorf("%s: %d %s; want %d containing %q", c.name, r.status, r.body, c.status, c.want)
+		}
+	}
+	var page api.Page[api.Session]
+	e.must(200, "GET", "/v1/sessions?include_archived=true", e.apiKey, nil, &page)
+	var work api.Page[api.Work]
+	e.must(200, "GET", "/v1/environments/"+env.ID+"/work", e.apiKey, nil, &work)
+	if len(page.Data) != 0 || len(work.Data) != 0 {
+		t.Fatalf("refused creates left %d sessions and %d work items", len(page.Data), len(work.Data))
+	}
+}
+
+func TestSessionLifecycleAndList(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	ag := e.scriptedAgent()
+	s1 := e.session(env.ID, ag.ID, map[string]any{"title": "one", "metadata": map[string]string{"k": "v"}})
+	if s1.Status != api.SessionIdle || s1.Title == nil || *s1.Title != "one" || s1.Agent.Model.ID != api.ScriptedModel || s1.Agent.Version != 1 || len(s1.Resources) != 0 {
+		t.Fatalf("created = %+v", s1)
+	}
+	e.clock.advance(time.Second)
+	s2 := e.session(env.ID, ag.ID, map[string]any{"initial_events": []any{api.UserMessage(`{"tool_calls":[]}`)}})
+	if s2.Status != api.SessionIdle {
+		t.Fatalf("a script with no calls should end idle at once, status %s", s2.Status)
+	}
+	if evs := e.events(s2.ID); len(evs) != 4 || evs[2].Type != api.EventAgentMessage {
+		t.Fatalf("initial events log: %+v", evs)
+	}
+	var page api.Page[api.Session]
+	e.must(200, "GET", "/v1/sessions?limit=1", e.apiKey, nil, &page)
+	if len(page.Data) != 1 || page.Data[0].ID != s2.ID || page.NextPage == nil {
+		t.Fatalf("first page = %+v", page)
+	}
+	var page2 api.Page[api.Session]
+	e.must(200, "GET", "/v1/sessions?limit=1&page="+*page.NextPage, e.apiKey, nil, &page2)
+	if len(page2.Data) != 1 || page2.Data[0].ID != s1.ID || page2.NextPage != nil {
+		t.Fatalf("second page = %+v", page2)
+	}
+	if r := e.call("GET", "/v1/sessions?order=asc&page="+*page.NextPage, e.apiKey, nil); r.status != 400 {
+		t.Fatalf("a desc cursor on an asc list: %d", r.status)
+	}
+
+	var up api.Session
+	e.must(200, "POST", "/v1/sessions/"+s1.ID, e.apiKey, map[string]any{"title": nil, "metadata": map[string]any{"k": nil, "n": "1"}}, &up)
+	if up.Title != nil || up.Metadata["n"] != "1" || len(up.Metadata) != 1 {
+		t.Fatalf("updated = %+v", up)
+	}
+
+	var arch api.Session
+	e.must(200, "POST", "/v1/sessions/"+s1.ID+"/archive", e.apiKey, nil, &arch)
+	if arch.Status != api.SessionTerminated || arch.ArchivedAt == nil {
+		t.Fatalf("archived = %+v", arch)
+	}
+	if r := e.call("POST", "/v1/sessions/"+s1.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserMessage("x")}}); r.status != 400 {
+		t.Fatalf("message to an archived session: %d %s", r.status, r.body)
+	}
+	e.must(200, "GET", "/v1/sessions", e.apiKey, nil, &page)
+	if len(page.Data) != 1 || page.Data[0].ID != s2.ID {
+		t.Fatalf("default list shows archived sessions: %+v", page.Data)
+	}
+
+	var del api.Deleted
+	e.must(200, "DELETE", "/v1/sessions/"+s2.ID, e.apiKey, nil, &del)
+	if del.ID != s2.ID || del.Type != "session_deleted" {
+		t.Fatalf("deleted = %+v", del)
+	}
+	if r := e.call("GET", "/v1/sessions/"+s2.ID, e.apiKey, nil); r.status != 404 {
+		t.Fatalf("deleted session: %d", r.status)
+	}
+	if r := e.call("DELETE", "/v1/environments/"+env.ID, e.apiKey, nil); r.status != 409 {
+		t.Fatalf("deleting an environment in use: %d", r.status)
+	}
+}
+
+func TestMessageToASessionWithoutWorkRequeuesIt(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	key := e.envKey(env.ID)
+	sess := e.session(env.ID, e.scriptedAgent().ID, map[string]any{"initial_events": []any{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)}})
+	w, _ := e.poll(env.ID, key, "a")
+	// The worker fails the item: it force-stops it without answering.
+	e.must(204, "POST", "/v1/environments/"+env.ID+"/work/"+w.ID+"/stop", key, api.StopWorkRequest{Force: true}, nil)
+	evs := e.events(sess.ID)
+	last := evs[len(evs)-1]
+	if last.Type != api.EventSessionStatusIdle || last.StopReason.Type != api.StopRequiresAction || last.StopReason.EventIDs[0] != evs[2].ID {
+		t.Fatalf("after the failed item: %+v", last)
+	}
+	var got api.Session
+	e.must(200, "GET", "/v1/sessions/"+sess.ID, e.apiKey, nil, &got)
+	if got.Status != api.SessionIdle {
+		t.Fatalf("status = %s", got.Status)
+	}
+	// An interrupt ends the turn and queues a new item for the session.
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserInterrupt()}}, nil)
+	w2, _ := e.poll(env.ID, key, "b")
+	if w2 == nil || w2.ID == w.ID || w2.Data.ID != sess.ID {
+		t.Fatalf("after the interrupt, poll = %+v", w2)
+	}
+	evs = e.events(sess.ID)
+	if last := evs[len(evs)-1]; last.Type != api.EventSessionStatusIdle || last.StopReason.Type != api.StopEndTurn {
+		t.Fatalf("after the interrupt: %+v", last)
+	}
+	// A message while an item is live queues nothing more.
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserMessage(`{"tool_calls":[]}`)}}, nil)
+	var page api.Page[api.Work]
+	e.must(200, "GET", "/v1/environments/"+env.ID+"/work", e.apiKey, nil, &page)
+	if len(page.Data) != 2 {
+		t.Fatalf("%d work items, want 2", len(page.Data))
+	}
+}
+
+func TestEventListPagingOrderAndTypes(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	for i := 0; i < 3; i++ {
+		e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserMessage(`{"tool_calls":[]}`)}}, nil)
+	}
+	all := e.events(sess.ID)
+	if len(all) != 12 {
+		t.Fatalf("%d events, want 12", len(all))
+	}
+	var ids []string
+	page := "limit=5"
+	for {
+		var p api.Page[api.Event]
+		e.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?"+page, e.apiKey, nil, &p)
+		for _, ev := range p.Data {
+			ids = append(ids, ev.ID)
+		}
+		if p.NextPage == nil {
+			break
+		}
+		page = "limit=5&page=" + *p.NextPage
+	}
+	for i := range all {
+		if ids[i] != all[i].ID {
+			t.Fatalf("paged ids differ at %d", i)
+		}
+		if i > 0 && !all[i].ProcessedAt.After(*all[i-1].ProcessedAt) {
+			t.Fatalf("processed_at not increasing at %d on a frozen clock", i)
+		}
+	}
+	var desc api.Page[api.Event]
+	e.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?order=desc&limit=2&types[]=agent.message&types[]=user.message", e.apiKey, nil, &desc)
+	if len(desc.Data) != 2 || desc.Data[0].Type != api.EventAgentMessage || desc.Data[1].Type != api.EventUserMessage || desc.Data[0].ID != all[10].ID {
+		t.Fatalf("desc filtered page = %+v", desc.Data)
+	}
+	var big api.Page[api.Event]
+	e.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?limit=5000", e.apiKey, nil, &big)
+	if len(big.Data) != 12 {
+		t.Fatalf("limit=5000 (clamped) returned %d", len(big.Data))
+	}
+	for _, q := range []string{"limit=0", "order=up", "page=garbage"} {
+		if r := e.call("GET", "/v1/sessions/"+sess.ID+"/events?"+q, e.apiKey, nil); r.status != 400 {
+			t.Fatalf("%s: %d", q, r.status)
+		}
+	}
+}
+
+// sseFrame is one parsed Server-Sent Events frame.
+type sseFrame struct {
+	id, event, data string
+	comment         bool
+}
+
+// openStream connects to a session's stream and returns a channel of its
+// frames.
+func (e *cpEnv) openStream(t *testing.T, ctx context.Context, sessionID, cred, lastEventID string) (<-chan sseFrame, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.hs.URL+"/v1/sessions/"+sessionID+"/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Accept", "application/json") // as the official SDK sends it
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan sseFrame, 64)
+	go func() {
+		defer close(frames)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		var f sseFrame
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if f != (sseFrame{}) {
+					frames <- f
+				}
+				f = sseFrame{}
+			case strings.HasPrefix(line, ":"):
+				frames <- sseFrame{comment: true}
+			case strings.HasPrefix(line, "id: "):
+				f.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				f.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				f.data += line[6:]
+			}
+		}
+	}()
+	return frames, res
+}
+
+func nextFrame(t *testing.T, frames <-chan sseFrame) sseFrame {
+	t.Helper()
+	select {
+	case f, ok := <-frames:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame within 10 s")
+	}
+	return sseFrame{}
+}
+
+func TestStreamFramesResumeAndEnd(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	frames, res := e.openStream(t, ctx, sess.ID, e.apiKey, "")
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream answered %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"read","input":{"file_path":"/x"}}]}`)}}, nil)
+	var got []sseFrame
+	for len(got) < 3 {
+		got = append(got, nextFrame(t, frames))
+	}
+	want := []string{api.EventUserMessage, api.EventSessionStatusRunning, api.EventAgentToolUse}
+	all := e.events(sess.ID)
+	for i, f := range got {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if f.event != want[i] || ev.Type != want[i] || f.id != ev.ID || f.id != all[i].ID {
+			t.Fatalf("frame %d = %+v, want event %s with id %s", i, f, want[i], all[i].ID)
+		}
+	}
+	cancel()
+
+	// A reconnect with Last-Event-ID gets exactly what came after.
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, api.SendEventsRequest{Events: []api.Event{api.UserToolResult(all[2].ID, "content", false)}}, nil)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	frames2, _ := e.openStream(t, ctx2, sess.ID, e.apiKey, got[1].id)
+	var resumed []string
+	for len(resumed) < 4 {
+		resumed = append(resumed, nextFrame(t, frames2).event)
+	}
+	if strings.Join(resumed, " ") != "agent.tool_use user.tool_result agent.message session.status_idle" {
+		t.Fatalf("resumed = %v", resumed)
+	}
+	// Deleting the session ends the stream with session.deleted.
+	e.must(200, "DELETE", "/v1/sessions/"+sess.ID, e.apiKey, nil, nil)
+	if f := nextFrame(t, frames2); f.event != api.EventSessionDeleted {
+		t.Fatalf("after delete: %+v", f)
+	}
+	if _, ok := <-frames2; ok {
+		t.Fatal("the stream stayed open after session.deleted")
+	}
+
+	if r := e.call("GET", "/v1/sessions/"+sess.ID+"/events/stream", e.apiKey, nil); r.status != 404 {
+		t.Fatalf("stream of a deleted session: %d", r.status)
+	}
+}
+
+func TestStreamRefusesAnUnknownLastEventIDAndKeepsAlive(t *testing.T) {
+	e := newCPEnv(t, func(c *Config) { c.StreamKeepalive = 20 * time.Millisecond })
+	env := e.environment("e")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	r := e.call("GET", "/v1/sessions/"+sess.ID+"/events/stream", e.apiKey, nil, "Last-Event-ID", "sevt_01JZZZZZZZZZZZZZZZZZZZZZZZ")
+	if r.status != 400 || !strings.Contains(string(r.body), "list the events") {
+		t.Fatalf("unknown Last-Event-ID: %d %s", r.status, r.body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	frames, _ := e.openStream(t, ctx, sess.ID, e.apiKey, "")
+	if f := nextFrame(t, frames); !f.comment {
+		t.Fatalf("idle stream sent %+v, want a keepalive comment", f)
+	}
+}
+
+func TestStreamEndsWhenTheTokensWorkStops(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	key := e.envKey(env.ID)
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	w, sec := e.poll(env.ID, key, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	frames, res := e.openStream(t, ctx, sess.ID, sec.SessionsToken, "")
+	if res.StatusCode != 200 {
+		t.Fatalf("token stream: %d", res.StatusCode)
+	}
+	e.must(204, "POST", "/v1/environments/"+env.ID+"/work/"+w.ID+"/stop", e.apiKey, api.StopWorkRequest{Force: true}, nil)
+	for f := range frames {
+		_ = f // drain until the server closes it
+	}
+}
