@@ -26,6 +26,11 @@ type serveOptions struct {
 	dataDir     string
 	maxMemories int
 	logFormat   string
+	// publicURL is the base URL workers are told to use (the work secret's
+	// api_base_url); "" means the URL the server listens on.
+	publicURL string
+	// mountPrefix replaces /mnt/memory in the mount_path sessions advertise.
+	mountPrefix string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,6 +40,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the SQLite database and admin.key (env MEMSTORE_DATA)")
 	fs.IntVar(&o.maxMemories, "max-memories-per-store", 0, "memory count limit per store (default 10000)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
+	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,7 +95,17 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		return nil, fmt.Errorf("listen on %s: %w (pick a free address with --addr)", o.addr, err)
 	}
 	baseURL := "http://" + ln.Addr().String()
-	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories})
+	publicURL := o.publicURL
+	if publicURL == "" {
+		publicURL = baseURL
+	}
+	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix})
+	// Sessions pick up where their event logs say they were.
+	if err := srv.Resume(ctx); err != nil {
+		ln.Close()
+		db.Close()
+		return nil, fmt.Errorf("resume sessions: %w", err)
+	}
 
 	key, generated, err := srv.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -364,4 +365,28 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	return decodeJSON(r, v)
+}
+
+// Resume lets the runtime react once to every session that is not
+// terminated, at startup. Appends and reactions share one transaction, so
+// nothing is ever half-done; what a restart can leave behind is a work
+// item stopped just before the crash, whose session has not yet been told
+// that its call needs a worker.
+func (s *Server) Resume(ctx context.Context) error {
+	q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRescheduling, api.SessionRunning, api.SessionIdle}}
+	for {
+		list, err := s.store.ListSessions(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, sess := range list {
+			if _, err := s.store.AppendEvents(ctx, sess.ID, nil, s.cp.runtime); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return fmt.Errorf("session %s: %w", sess.ID, err)
+			}
+		}
+		if len(list) < q.Limit {
+			return nil
+		}
+		q.After = list[len(list)-1].ID
+	}
 }

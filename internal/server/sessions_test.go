@@ -376,3 +376,32 @@ func TestStreamEndsWhenTheTokensWorkStops(t *testing.T) {
 		_ = f // drain until the server closes it
 	}
 }
+
+func TestResumeSettlesASessionWhoseItemStoppedBeforeACrash(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	key := e.envKey(env.ID)
+	sess := e.session(env.ID, e.scriptedAgent().ID, map[string]any{"initial_events": []any{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)}})
+	w, _ := e.poll(env.ID, key, "a")
+	// The stop committed, then the server died before telling the session.
+	if _, err := e.db.StopWork(context.Background(), env.ID, w.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.events(sess.ID); evs[len(evs)-1].Type != api.EventAgentToolUse {
+		t.Fatalf("unexpected log before the restart: %+v", evs[len(evs)-1])
+	}
+	restarted := New(Config{Store: e.db, Logger: e.srv.log, Now: e.clock.now})
+	if err := restarted.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.events(sess.ID)
+	if last := evs[len(evs)-1]; last.Type != api.EventSessionStatusIdle || last.StopReason.Type != api.StopRequiresAction {
+		t.Fatalf("after Resume: %+v", last)
+	}
+	if err := restarted.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.events(sess.ID); len(again) != len(evs) {
+		t.Fatal("a second Resume added events")
+	}
+}
