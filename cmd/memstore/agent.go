@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/memstore/memstore/api"
+)
+
+func init() {
+	commands["agent"] = command{summary: "manage agents (create, list, get, archive)", run: noun("agent", map[string]verb{
+		"create":  {summary: "create an agent", run: agentCreate},
+		"list":    {summary: "list agents", run: agentList},
+		"get":     {summary: "show an agent", run: agentGet},
+		"archive": {summary: "archive an agent (no new sessions)", run: agentArchive},
+	})}
+}
+
+func agentCreate(ctx context.Context, cli *cliContext, args []string) error {
+	fs := cli.flags()
+	model := fs.String("model", api.ScriptedModel, "model id; memstore runs \"scripted\", whose messages are JSON scripts of tool calls")
+	system := fs.String("system", "", "system prompt")
+	desc := fs.String("description", "", "description")
+	tools := fs.String("tools", `[{"type":"agent_toolset_20260401"}]`, "tools as a JSON array")
+	md := kvFlag{}
+	fs.Var(md, "metadata", "metadata key=value (repeatable)")
+	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
+	if err != nil {
+		return err
+	}
+	req := api.CreateAgentRequest{Name: pos[0], Model: api.ModelConfig{ID: *model}, Metadata: md}
+	if err := json.Unmarshal([]byte(*tools), &req.Tools); err != nil {
+		return fmt.Errorf("--tools must be a JSON array of tool objects: %w", err)
+	}
+	if *system != "" {
+		req.System = system
+	}
+	if *desc != "" {
+		req.Description = desc
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	a, err := c.CreateAgent(ctx, req)
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, a)
+}
+
+func agentList(ctx context.Context, cli *cliContext, args []string) error {
+	fs := cli.flags()
+	archived := fs.Bool("archived", false, "include archived agents")
+	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	out := []api.Agent{}
+	for a, err := range c.ListAllAgents(ctx, api.AgentListParams{IncludeArchived: *archived, Limit: api.MaxListLimit}) {
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+	}
+	return printJSON(cli.stdout, out)
+}
+
+func agentGet(ctx context.Context, cli *cliContext, args []string) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <agent-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	a, err := c.GetAgent(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, a)
+}
+
+func agentArchive(ctx context.Context, cli *cliContext, args []string) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <agent-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	a, err := c.ArchiveAgent(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, a)
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/memstore/memstore/api"
+)
+
+// cliServer starts a real server (as `memstore serve` does) on a free port
+// with a fresh data folder.
+func cliServer(t *testing.T) (*runningServer, string) {
+	t.Helper()
+	data := t.TempDir()
+	t.Setenv("MEMSTORE_ADMIN_KEY", "")
+	t.Setenv("MEMSTORE_API_KEY", "")
+	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: data}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.shutdown() })
+	return rs, data
+}
+
+// memstore runs the binary's entry point with args and returns stdout; it
+// fails the test unless the exit status is want.
+func memstoreCLI(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != want {
+		t.Fatalf("memstore %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+func decodeOut(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("output is not the expected JSON: %v\n%s", err, out)
+	}
+}
+
+func TestCLIEnvironmentsAgentsAndSessions(t *testing.T) {
+	rs, data := cliServer(t)
+	conn := []string{"--base-url", rs.baseURL, "--api-key", rs.adminKey}
+
+	var env api.Environment
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"env", "create", "build farm", "--metadata", "team=infra"}, conn...)...), &env)
+	if env.Name != "build farm" || env.Config.Type != api.EnvironmentConfigSelfHosted || env.Metadata["team"] != "infra" {
+		t.Fatalf("env create printed %+v", env)
+	}
+	var key api.EnvironmentKey
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"env", "key", "create", env.ID, "--name", "ci"}, conn...)...), &key)
+	if !strings.HasPrefix(key.Key, "sk-memstore-env-") || key.EnvironmentID != env.ID {
+		t.Fatalf("env key create printed %+v", key)
+	}
+	// Without --api-key, the admin.key of the data folder is used.
+	var envs []api.Environment
+	decodeOut(t, memstoreCLI(t, 0, "env", "list", "--base-url", rs.baseURL, "--data", data), &envs)
+	if len(envs) != 1 || envs[0].ID != env.ID {
+		t.Fatalf("env list printed %+v", envs)
+	}
+
+	var ag api.Agent
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"agent", "create", "notes-bot"}, conn...)...), &ag)
+	if ag.Model.ID != api.ScriptedModel || len(ag.Tools) != 1 {
+		t.Fatalf("agent create printed %+v", ag)
+	}
+
+	script := `{"tool_calls":[{"name":"bash","input":{"command":"echo hi"}}]}`
+	var sess api.Session
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"session", "create", "--env", env.ID, "--agent", ag.ID, "--title", "first", "--message", script}, conn...)...), &sess)
+	if sess.Status != api.SessionRunning || sess.Title == nil || *sess.Title != "first" {
+		t.Fatalf("session create printed %+v", sess)
+	}
+	lines := memstoreCLI(t, 0, append([]string{"session", "events", sess.ID}, conn...)...)
+	if !strings.Contains(lines, "agent.tool_use") || !strings.Contains(lines, `bash {"command":"echo hi"}`) {
+		t.Fatalf("session events printed:\n%s", lines)
+	}
+	memstoreCLI(t, 0, append([]string{"session", "interrupt", sess.ID}, conn...)...)
+	defer func(old io.Reader) { stdin = old }(stdin)
+	stdin = strings.NewReader(`{"tool_calls":[]}`)
+	memstoreCLI(t, 0, append([]string{"session", "send", sess.ID, "-"}, conn...)...)
+	jsonLines := memstoreCLI(t, 0, append([]string{"session", "events", "--json", "--type", "agent.message", sess.ID}, conn...)...)
+	var last api.Event
+	decodeOut(t, strings.TrimSpace(jsonLines), &last)
+	if last.Type != api.EventAgentMessage || !strings.HasPrefix(last.Text(), "Script finished: 0 tool call(s)") {
+		t.Fatalf("session events --json printed:\n%s", jsonLines)
+	}
+
+	var got api.Session
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"session", "get", sess.ID}, conn...)...), &got)
+	if got.Status != api.SessionIdle {
+		t.Fatalf("session get: status %s", got.Status)
+	}
+	var list []api.Session
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"session", "list", "--env", env.ID, "--status", "idle"}, conn...)...), &list)
+	if len(list) != 1 {
+		t.Fatalf("session list printed %d sessions", len(list))
+	}
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"session", "archive", sess.ID}, conn...)...), &got)
+	if got.Status != api.SessionTerminated {
+		t.Fatalf("session archive: status %s", got.Status)
+	}
+	// The environment still has a session: the server's refusal is shown.
+	var errb bytes.Buffer
+	if code := run(context.Background(), append([]string{"env", "delete", env.ID}, conn...), io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "still has sessions") {
+		t.Fatalf("env delete of an environment in use: exit %d, %s", code, errb.String())
+	}
+	memstoreCLI(t, 0, append([]string{"session", "delete", sess.ID}, conn...)...)
+	memstoreCLI(t, 0, append([]string{"env", "delete", env.ID}, conn...)...)
+	memstoreCLI(t, 0, append([]string{"agent", "archive", ag.ID}, conn...)...)
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	memstoreCLI(t, 2, "env")
+	memstoreCLI(t, 2, "env", "frobnicate")
+	memstoreCLI(t, 2, "env", "get")
+	memstoreCLI(t, 2, "session", "send", "only-one-arg")
+	var errb bytes.Buffer
+	t.Setenv("MEMSTORE_API_KEY", "")
+	t.Setenv("MEMSTORE_ADMIN_KEY", "")
+	if code := run(context.Background(), []string{"env", "list", "--data", t.TempDir()}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "no API key") {
+		t.Fatalf("missing key: exit %d, %s", code, errb.String())
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/memstore/memstore/api"
+)
+
+func init() {
+	commands["env"] = command{summary: "manage environments and their keys (create, list, get, archive, delete, key create)", run: noun("env", map[string]verb{
+		"create":  {summary: "create a self-hosted environment", run: envCreate},
+		"list":    {summary: "list environments", run: envList},
+		"get":     {summary: "show an environment", run: envGet},
+		"archive": {summary: "archive an environment (no new sessions)", run: envArchive},
+		"delete":  {summary: "delete an environment without sessions", run: envDelete},
+		"key": {summary: "environment keys: key create", sub: map[string]verb{
+			"create": {summary: "mint an environment key for the workers (shown once)", run: envKeyCreate},
+		}},
+	})}
+}
+
+func envCreate(ctx context.Context, cli *cliContext, args []string) error {
+	fs := cli.flags()
+	desc := fs.String("description", "", "description")
+	md := kvFlag{}
+	fs.Var(md, "metadata", "metadata key=value (repeatable)")
+	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	req := api.CreateEnvironmentRequest{Name: pos[0], Config: &api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Metadata: md}
+	if *desc != "" {
+		req.Description = desc
+	}
+	e, err := c.CreateEnvironment(ctx, req)
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, e)
+}
+
+func envList(ctx context.Context, cli *cliContext, args []string) error {
+	fs := cli.flags()
+	archived := fs.Bool("archived", false, "include archived environments")
+	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	out := []api.Environment{}
+	for e, err := range c.ListAllEnvironments(ctx, api.EnvironmentListParams{IncludeArchived: *archived, Limit: api.MaxListLimit}) {
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+	}
+	return printJSON(cli.stdout, out)
+}
+
+func envGet(ctx context.Context, cli *cliContext, args []string) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	e, err := c.GetEnvironment(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, e)
+}
+
+func envArchive(ctx context.Context, cli *cliContext, args []string) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	e, err := c.ArchiveEnvironment(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, e)
+}
+
+func envDelete(ctx context.Context, cli *cliContext, args []string) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	d, err := c.DeleteEnvironment(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(cli.stdout, d)
+}
+
+func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {
+	fs := cli.flags()
+	name := fs.String("name", "", "a name to recognise the key by")
+	pos, err := cli.parse(fs, args, "[flags] <environment-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	k, err := c.CreateEnvironmentKey(ctx, pos[0], api.CreateEnvironmentKeyRequest{Name: *name})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cli.stderr, "The key is shown only now: give it to the workers of this environment (--environment-key or ANTHROPIC_ENVIRONMENT_KEY).")
+	return printJSON(cli.stdout, k)
+}
