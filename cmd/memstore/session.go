@@ -298,4 +298,3 @@ func eventLine(e api.Event) string {
 	}
 	return strings.TrimRight(fmt.Sprintf("%s  %-20s %-26s %s", at, e.ID, e.Type, detail), " ")
 }
-
