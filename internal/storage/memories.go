@@ -1,5 +1,220 @@
 package storage
 
-// MemoryStores persists memory stores, memories and their versions
-// (SPEC §2). Filled in by the memory-stores work.
-type MemoryStores interface{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
+// MemoryStores persists memory stores, their memories and the immutable
+// versions of those memories (SPEC §2).
+//
+// The stored objects are the wire objects (api.MemoryStore, api.Memory,
+// api.MemoryVersion): the API exposes every stored field, so a second set
+// of structs would only be a copy to keep in step. Inputs are validated by
+// the caller (internal/validate); a backend enforces only the rules that
+// need the current state and therefore atomicity, and reports them as the
+// typed errors below.
+//
+// Every method is one transaction. Methods addressing a memory or version
+// take its store id too and answer ErrNotFound when the object lives in
+// another store, so an id from one store never reaches into another.
+type MemoryStores interface {
+	// CreateMemoryStore stores a new store with a fresh id.
+	CreateMemoryStore(ctx context.Context, in NewMemoryStore) (api.MemoryStore, error)
+	// GetMemoryStore returns one store, archived or not.
+	GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error)
+	// ListMemoryStores lists stores newest first.
+	ListMemoryStores(ctx context.Context, q MemoryStoreQuery) (Page[api.MemoryStore], error)
+	// UpdateMemoryStore applies a patch. It refuses an archived store
+	// (ErrStoreArchived) and a patch that would leave more than
+	// api.MaxMetadataPairs metadata pairs (*MetadataLimitError). A patch
+	// that changes nothing leaves updated_at alone.
+	UpdateMemoryStore(ctx context.Context, id string, p MemoryStorePatch) (api.MemoryStore, error)
+	// ArchiveMemoryStore makes a store read-only for good. Archiving an
+	// archived store returns it unchanged.
+	ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore, error)
+	// DeleteMemoryStore deletes a store with all its memories and versions.
+	DeleteMemoryStore(ctx context.Context, id string) error
+
+	// CreateMemory adds a memory at a free path and writes its "created"
+	// version. It never overwrites: a path that is taken, or that collides
+	// with a memory used as its directory (/a beside /a/b), is a
+	// *PathConflictError. It refuses an archived store (ErrStoreArchived) and
+	// a store already holding in.MaxMemories memories (*StoreFullError).
+	CreateMemory(ctx context.Context, in NewMemory) (api.Memory, error)
+	// GetMemory returns one memory with its content.
+	GetMemory(ctx context.Context, storeID, memoryID string) (api.Memory, error)
+	// UpdateMemory changes a memory's content, path or both and writes one
+	// "modified" version; the id never changes. When the stored content and
+	// path already equal the request it writes nothing and returns
+	// changed=false, whatever the precondition says (a retried request
+	// whose first attempt landed succeeds). Otherwise a precondition that
+	// does not match is a *PreconditionFailedError, a path that is taken is
+	// a *PathConflictError, and an archived store is ErrStoreArchived. A
+	// full store still accepts updates.
+	UpdateMemory(ctx context.Context, in MemoryUpdate) (m api.Memory, changed bool, err error)
+	// DeleteMemory removes a memory and writes its "deleted" version; the
+	// earlier versions stay. When expectedSHA256 is set and differs from the
+	// stored content's hash nothing is deleted (*PreconditionFailedError).
+	// Allowed on archived stores.
+	DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by api.Actor) error
+	// ListMemories lists a store's memories in byte-wise path order, with
+	// deeper paths rolled up into prefixes when q.Depth > 0.
+	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
+	// CountMemories counts a store's live memories.
+	CountMemories(ctx context.Context, storeID string) (int, error)
+
+	// GetMemoryVersion returns one version with its content (nil when
+	// redacted or a deletion).
+	GetMemoryVersion(ctx context.Context, storeID, versionID string) (api.MemoryVersion, error)
+	// ListMemoryVersions lists a store's versions newest first.
+	ListMemoryVersions(ctx context.Context, q MemoryVersionQuery) (Page[api.MemoryVersion], error)
+	// RedactMemoryVersion clears a version's content, hash, size and path
+	// and records who did it; the audit row stays. The version a live
+	// memory currently points at cannot be redacted (ErrRedactHead): that
+	// would leave the memory without content. Redacting a redacted version
+	// returns it unchanged. Allowed on archived stores.
+	RedactMemoryVersion(ctx context.Context, storeID, versionID string, by api.Actor) (api.MemoryVersion, error)
+}
+
+// NewMemoryStore is the input of CreateMemoryStore.
+type NewMemoryStore struct {
+	Name        string
+	Description string
+	Metadata    map[string]string
+}
+
+// MemoryStorePatch is the input of UpdateMemoryStore: nil fields are left
+// alone, and a metadata key mapped to nil is deleted.
+type MemoryStorePatch struct {
+	Name        *string
+	Description *string
+	Metadata    map[string]*string
+}
+
+// MemoryStoreQuery selects stores for ListMemoryStores.
+type MemoryStoreQuery struct {
+	Limit           int
+	Cursor          string // a Page.Next from the same listing, or ""
+	IncludeArchived bool
+	CreatedGTE      *time.Time
+	CreatedLTE      *time.Time
+}
+
+// NewMemory is the input of CreateMemory.
+type NewMemory struct {
+	StoreID string
+	Path    string
+	Content string
+	By      api.Actor
+	// MaxMemories is the store's memory limit; the server's configuration
+	// decides it.
+	MaxMemories int
+}
+
+// MemoryUpdate is the input of UpdateMemory. At least one of Content and
+// Path is set.
+type MemoryUpdate struct {
+	StoreID  string
+	MemoryID string
+	Content  *string
+	Path     *string
+	// IfSHA256, when set, is the precondition: the stored content must
+	// hash to it.
+	IfSHA256 string
+	By       api.Actor
+}
+
+// MemoryQuery selects memories for ListMemories.
+type MemoryQuery struct {
+	StoreID string
+	// Prefix restricts the listing to paths under it; it ends in "/" ("/"
+	// lists the whole store).
+	Prefix string
+	// Depth 0 lists the whole subtree; Depth n lists paths at most n
+	// segments below Prefix and rolls deeper ones up into one
+	// api.MemoryPrefix per directory n segments down.
+	Depth       int
+	Limit       int
+	Cursor      string
+	WithContent bool
+}
+
+// MemoryVersionQuery selects versions for ListMemoryVersions. Empty filters
+// match everything.
+type MemoryVersionQuery struct {
+	StoreID     string
+	MemoryID    string
+	Operation   string
+	ActorType   string // with ActorID: only versions created by that actor
+	ActorID     string
+	CreatedGTE  *time.Time
+	CreatedLTE  *time.Time
+	Limit       int
+	Cursor      string
+	WithContent bool
+}
+
+// Page is one page of a listing. Next is an opaque cursor for the following
+// page, "" on the last one.
+type Page[T any] struct {
+	Items []T
+	Next  string
+}
+
+// ErrStoreArchived reports a write to an archived memory store.
+var ErrStoreArchived = errors.New("storage: memory store is archived")
+
+// ErrRedactHead reports an attempt to redact the version that a live memory
+// currently points at.
+var ErrRedactHead = errors.New("storage: the head version of a live memory cannot be redacted")
+
+// ErrBadCursor reports a page cursor this listing did not issue.
+var ErrBadCursor = errors.New("storage: malformed page cursor")
+
+// PathConflictError reports that a memory already occupies the requested
+// path, or a path that would make one of the two a directory of the other.
+type PathConflictError struct {
+	// Path is the path that blocks the write: the requested path itself,
+	// or an ancestor or descendant of it.
+	Path     string
+	MemoryID string
+}
+
+func (e *PathConflictError) Error() string {
+	return fmt.Sprintf("storage: path conflicts with memory %s at %s", e.MemoryID, e.Path)
+}
+
+// PreconditionFailedError reports that the stored content no longer hashes
+// to what the caller expected.
+type PreconditionFailedError struct {
+	CurrentSHA256 string
+}
+
+func (e *PreconditionFailedError) Error() string {
+	return "storage: content precondition failed; current content_sha256 is " + e.CurrentSHA256
+}
+
+// StoreFullError reports a create into a store that already holds its
+// limit of memories.
+type StoreFullError struct {
+	Limit int
+}
+
+func (e *StoreFullError) Error() string {
+	return fmt.Sprintf("storage: memory store holds its limit of %d memories", e.Limit)
+}
+
+// MetadataLimitError reports a store patch that would leave more metadata
+// pairs than allowed.
+type MetadataLimitError struct {
+	Count int
+}
+
+func (e *MetadataLimitError) Error() string {
+	return fmt.Sprintf("storage: metadata would hold %d pairs (limit %d)", e.Count, api.MaxMetadataPairs)
+}

@@ -1,0 +1,854 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// readTx runs fn in a read-only transaction: one consistent snapshot for a
+// listing that takes several queries, without taking the write lock (WAL
+// readers never block the writer).
+func (s *DB) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func contentHash(c string) string {
+	sum := sha256.Sum256([]byte(c))
+	return hex.EncodeToString(sum[:])
+}
+
+// actorID is the one id an actor carries, whichever its type.
+func actorID(a api.Actor) string {
+	switch a.Type {
+	case api.SessionActor:
+		return a.SessionID
+	case api.UserActor:
+		return a.UserID
+	default:
+		return a.APIKeyID
+	}
+}
+
+func actorFrom(typ, id string) api.Actor {
+	a := api.Actor{Type: typ}
+	switch typ {
+	case api.SessionActor:
+		a.SessionID = id
+	case api.UserActor:
+		a.UserID = id
+	default:
+		a.APIKeyID = id
+	}
+	return a
+}
+
+func checkActor(a api.Actor) error {
+	if a.Type == "" || actorID(a) == "" {
+		return fmt.Errorf("sqlite: a write needs an actor with a type and an id, got %+v", a)
+	}
+	return nil
+}
+
+// ---- stores ----
+
+const storeColumns = `id, name, description, metadata, created_at, updated_at, archived_at`
+
+func scanStore(row rowScanner) (api.MemoryStore, error) {
+	var (
+		st               api.MemoryStore
+		meta             string
+		created, updated string
+		archived         sql.NullString
+	)
+	if err := row.Scan(&st.ID, &st.Name, &st.Description, &meta, &created, &updated, &archived); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return st, storage.ErrNotFound
+		}
+		return st, err
+	}
+	st.Type = "memory_store"
+	if err := json.Unmarshal([]byte(meta), &st.Metadata); err != nil {
+		return st, fmt.Errorf("memory store %s: metadata: %w", st.ID, err)
+	}
+	if st.Metadata == nil {
+		st.Metadata = map[string]string{}
+	}
+	var err error
+	if st.CreatedAt, err = parseTime(created); err != nil {
+		return st, err
+	}
+	if st.UpdatedAt, err = parseTime(updated); err != nil {
+		return st, err
+	}
+	st.ArchivedAt, err = nullTime(archived)
+	return st, err
+}
+
+func getStore(ctx context.Context, q queryer, id string) (api.MemoryStore, error) {
+	return scanStore(q.QueryRowContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE id = ?`, id))
+}
+
+// writableStore loads a store for a write to its memories and returns its
+// live memory count.
+func writableStore(ctx context.Context, tx *sql.Tx, id string) (count int, err error) {
+	var archived sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT memory_count, archived_at FROM memory_stores WHERE id = ?`, id).Scan(&count, &archived)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, storage.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	if archived.Valid {
+		return 0, storage.ErrStoreArchived
+	}
+	return count, nil
+}
+
+func encodeMetadata(m map[string]string) (string, error) {
+	if m == nil {
+		m = map[string]string{}
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// CreateMemoryStore implements storage.MemoryStores.
+func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (api.MemoryStore, error) {
+	meta, err := encodeMetadata(in.Metadata)
+	if err != nil {
+		return api.MemoryStore{}, err
+	}
+	var st api.MemoryStore
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		id := ids.NewAt(ids.MemoryStore, now)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, in.Name, in.Description, meta, formatTime(now), formatTime(now)); err != nil {
+			return fmt.Errorf("create memory store: %w", err)
+		}
+		st, err = getStore(ctx, tx, id)
+		return err
+	})
+	return st, err
+}
+
+// GetMemoryStore implements storage.MemoryStores.
+func (s *DB) GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
+	return getStore(ctx, s.db, id)
+}
+
+// ListMemoryStores implements storage.MemoryStores. Ids sort by creation
+// time, so id order is newest first and the last id seen is the cursor.
+func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (storage.Page[api.MemoryStore], error) {
+	var page storage.Page[api.MemoryStore]
+	where := []string{"1 = 1"}
+	var args []any
+	if q.Cursor != "" {
+		after, err := storage.DecodeCursor(storage.CursorMemoryStores, q.Cursor)
+		if err != nil {
+			return page, err
+		}
+		where, args = append(where, "id < ?"), append(args, after)
+	}
+	if !q.IncludeArchived {
+		where = append(where, "archived_at IS NULL")
+	}
+	if q.CreatedGTE != nil {
+		where, args = append(where, "created_at >= ?"), append(args, formatTime(*q.CreatedGTE))
+	}
+	if q.CreatedLTE != nil {
+		where, args = append(where, "created_at <= ?"), append(args, formatTime(*q.CreatedLTE))
+	}
+	limit := listLimit(q.Limit)
+	args = append(args, limit+1)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return page, fmt.Errorf("list memory stores: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		st, err := scanStore(rows)
+		if err != nil {
+			return page, err
+		}
+		page.Items = append(page.Items, st)
+	}
+	if err := rows.Err(); err != nil {
+		return page, err
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = storage.EncodeCursor(storage.CursorMemoryStores, page.Items[limit-1].ID)
+	}
+	return page, nil
+}
+
+func listLimit(n int) int {
+	if n <= 0 {
+		return api.DefaultListLimit
+	}
+	return n
+}
+
+// UpdateMemoryStore implements storage.MemoryStores.
+func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryStorePatch) (api.MemoryStore, error) {
+	var st api.MemoryStore
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := getStore(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if cur.ArchivedAt != nil {
+			return storage.ErrStoreArchived
+		}
+		next := cur
+		next.Metadata = make(map[string]string, len(cur.Metadata))
+		for k, v := range cur.Metadata {
+			next.Metadata[k] = v
+		}
+		if p.Name != nil {
+			next.Name = *p.Name
+		}
+		if p.Description != nil {
+			next.Description = *p.Description
+		}
+		metaChanged := false
+		for k, v := range p.Metadata {
+			old, had := next.Metadata[k]
+			switch {
+			case v == nil && had:
+				delete(next.Metadata, k)
+				metaChanged = true
+			case v != nil && (!had || old != *v):
+				next.Metadata[k] = *v
+				metaChanged = true
+			}
+		}
+		if len(next.Metadata) > api.MaxMetadataPairs {
+			return &storage.MetadataLimitError{Count: len(next.Metadata)}
+		}
+		if next.Name == cur.Name && next.Description == cur.Description && !metaChanged {
+			st = cur
+			return nil
+		}
+		meta, err := encodeMetadata(next.Metadata)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET name = ?, description = ?, metadata = ?, updated_at = ? WHERE id = ?`,
+			next.Name, next.Description, meta, formatTime(s.now()), id); err != nil {
+			return fmt.Errorf("update memory store %s: %w", id, err)
+		}
+		st, err = getStore(ctx, tx, id)
+		return err
+	})
+	return st, err
+}
+
+// ArchiveMemoryStore implements storage.MemoryStores.
+func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
+	var st api.MemoryStore
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := formatTime(s.now())
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET archived_at = ?, updated_at = ? WHERE id = ? AND archived_at IS NULL`, now, now, id); err != nil {
+			return fmt.Errorf("archive memory store %s: %w", id, err)
+		}
+		var err error
+		st, err = getStore(ctx, tx, id)
+		return err
+	})
+	return st, err
+}
+
+// DeleteMemoryStore implements storage.MemoryStores. The foreign keys
+// cascade to the store's memories and versions inside the same
+// transaction.
+func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM memory_stores WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("delete memory store %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return storage.ErrNotFound
+		}
+		return nil
+	})
+}
+
+// ---- memories ----
+
+// memoryRow is a memories row; content is loaded only when asked for.
+type memoryRow struct {
+	id, storeID, path, sha, versionID string
+	size                              int64
+	created, updated                  string
+	content                           sql.NullString
+}
+
+func (r memoryRow) toAPI() (api.Memory, error) {
+	m := api.Memory{
+		ID:               r.id,
+		Type:             "memory",
+		MemoryStoreID:    r.storeID,
+		Path:             r.path,
+		ContentSHA256:    r.sha,
+		ContentSizeBytes: r.size,
+		MemoryVersionID:  r.versionID,
+	}
+	if r.content.Valid {
+		c := r.content.String
+		m.Content = &c
+	}
+	var err error
+	if m.CreatedAt, err = parseTime(r.created); err != nil {
+		return m, err
+	}
+	m.UpdatedAt, err = parseTime(r.updated)
+	return m, err
+}
+
+const memoryColumns = `m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at`
+
+// memoryWithContent selects a memory and its head version's content.
+const memoryWithContent = `SELECT ` + memoryColumns + `, v.content FROM memories m JOIN memory_versions v ON v.id = m.version_id`
+
+func scanMemory(row rowScanner, withContent bool) (memoryRow, error) {
+	var r memoryRow
+	dest := []any{&r.id, &r.storeID, &r.path, &r.sha, &r.size, &r.versionID, &r.created, &r.updated}
+	if withContent {
+		dest = append(dest, &r.content)
+	}
+	err := row.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, storage.ErrNotFound
+	}
+	return r, err
+}
+
+func getMemory(ctx context.Context, q queryer, storeID, memoryID string) (api.Memory, error) {
+	r, err := scanMemory(q.QueryRowContext(ctx, memoryWithContent+` WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), true)
+	if err != nil {
+		return api.Memory{}, err
+	}
+	return r.toAPI()
+}
+
+// pathConflict returns the memory, other than self, that occupies p, is a
+// file where p needs a directory (an ancestor of p), or is a file inside p
+// (a descendant): the three ways two paths cannot coexist in one store.
+func pathConflict(ctx context.Context, tx *sql.Tx, storeID, p, self string) error {
+	var id, at string
+	check := func(query string, args ...any) (bool, error) {
+		err := tx.QueryRowContext(ctx, query, args...).Scan(&id, &at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	// The path itself and each ancestor ("/a", "/a/b" for "/a/b/c"): point
+	// lookups on the (store_id, path) index.
+	candidates := []any{storeID, self, p}
+	marks := "?"
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			candidates = append(candidates, p[:i])
+			marks += ", ?"
+		}
+	}
+	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`) ORDER BY path = ? DESC, path LIMIT 1`, append(candidates, p)...)
+	if err != nil || found {
+		if found {
+			return &storage.PathConflictError{Path: at, MemoryID: id}
+		}
+		return err
+	}
+	// Descendants: the key range [p+"/", p+"0").
+	found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, p+"/", p+"0")
+	if found {
+		return &storage.PathConflictError{Path: at, MemoryID: id}
+	}
+	return err
+}
+
+type versionRow struct {
+	id, storeID, memoryID, op string
+	path                      *string
+	content                   *string
+	sha                       *string
+	size                      *int64
+	by                        api.Actor
+	at                        time.Time
+}
+
+func insertVersion(ctx context.Context, tx *sql.Tx, v versionRow) error {
+	var content any
+	if v.content != nil {
+		content = []byte(*v.content)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, actorID(v.by))
+	if err != nil {
+		return fmt.Errorf("write memory version: %w", err)
+	}
+	return nil
+}
+
+// CreateMemory implements storage.MemoryStores.
+func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory, error) {
+	if err := checkActor(in.By); err != nil {
+		return api.Memory{}, err
+	}
+	limit := in.MaxMemories
+	if limit <= 0 {
+		limit = api.DefaultMaxMemories
+	}
+	var m api.Memory
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		count, err := writableStore(ctx, tx, in.StoreID)
+		if err != nil {
+			return err
+		}
+		// The conflict comes first: a client retrying a create whose
+		// response it lost learns the memory's id even when the store has
+		// filled up since.
+		if err := pathConflict(ctx, tx, in.StoreID, in.Path, ""); err != nil {
+			return err
+		}
+		if count >= limit {
+			return &storage.StoreFullError{Limit: limit}
+		}
+		now := s.now()
+		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
+		sha, size := contentHash(in.Content), int64(len(in.Content))
+		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: memID, op: api.OperationCreated,
+			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now}); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			memID, in.StoreID, in.Path, sha, size, verID, formatTime(now), formatTime(now)); err != nil {
+			return fmt.Errorf("create memory: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET memory_count = memory_count + 1 WHERE id = ?`, in.StoreID); err != nil {
+			return err
+		}
+		m, err = getMemory(ctx, tx, in.StoreID, memID)
+		return err
+	})
+	return m, err
+}
+
+// GetMemory implements storage.MemoryStores.
+func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memory, error) {
+	return getMemory(ctx, s.db, storeID, memoryID)
+}
+
+// UpdateMemory implements storage.MemoryStores.
+func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Memory, bool, error) {
+	if err := checkActor(in.By); err != nil {
+		return api.Memory{}, false, err
+	}
+	var (
+		m       api.Memory
+		changed bool
+	)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
+			return err
+		}
+		cur, err := getMemory(ctx, tx, in.StoreID, in.MemoryID)
+		if err != nil {
+			return err
+		}
+		newPath, newContent := cur.Path, *cur.Content
+		if in.Path != nil {
+			newPath = *in.Path
+		}
+		if in.Content != nil {
+			newContent = *in.Content
+		}
+		newSHA := cur.ContentSHA256
+		if in.Content != nil {
+			newSHA = contentHash(newContent)
+		}
+		if newPath == cur.Path && newSHA == cur.ContentSHA256 {
+			// Already in the requested state: nothing to write, and a stale
+			// precondition does not matter (a retry of a request that
+			// landed must not fail).
+			m = cur
+			return nil
+		}
+		if in.IfSHA256 != "" && in.IfSHA256 != cur.ContentSHA256 {
+			return &storage.PreconditionFailedError{CurrentSHA256: cur.ContentSHA256}
+		}
+		if newPath != cur.Path {
+			if err := pathConflict(ctx, tx, in.StoreID, newPath, cur.ID); err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		verID := ids.NewAt(ids.MemoryVersion, now)
+		size := int64(len(newContent))
+		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: cur.ID, op: api.OperationModified,
+			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now}); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`,
+			newPath, newSHA, size, verID, formatTime(now), cur.ID); err != nil {
+			return fmt.Errorf("update memory %s: %w", cur.ID, err)
+		}
+		changed = true
+		m, err = getMemory(ctx, tx, in.StoreID, cur.ID)
+		return err
+	})
+	return m, changed, err
+}
+
+// DeleteMemory implements storage.MemoryStores.
+func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by api.Actor) error {
+	if err := checkActor(by); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), false)
+		if err != nil {
+			return err
+		}
+		if expectedSHA256 != "" && expectedSHA256 != cur.sha {
+			return &storage.PreconditionFailedError{CurrentSHA256: cur.sha}
+		}
+		now := s.now()
+		if err := insertVersion(ctx, tx, versionRow{id: ids.NewAt(ids.MemoryVersion, now), storeID: storeID, memoryID: memoryID,
+			op: api.OperationDeleted, path: &cur.path, by: by, at: now}); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, memoryID); err != nil {
+			return fmt.Errorf("delete memory %s: %w", memoryID, err)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE memory_stores SET memory_count = memory_count - 1 WHERE id = ?`, storeID)
+		return err
+	})
+}
+
+// CountMemories implements storage.MemoryStores.
+func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT memory_count FROM memory_stores WHERE id = ?`, storeID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, storage.ErrNotFound
+	}
+	return n, err
+}
+
+// ListMemories implements storage.MemoryStores.
+//
+// The page is built by walking the (store_id, path) index from a lower
+// bound. A memory within the depth is an item; the first memory deeper
+// than that stands for its whole directory, which is emitted as one prefix
+// item, and the walk jumps past the directory's key range. The cursor is
+// the next lower bound, so a page may end right after a prefix, or right
+// before one, without the next page repeating or losing anything.
+func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.Page[api.MemoryListItem], error) {
+	var page storage.Page[api.MemoryListItem]
+	prefix := q.Prefix
+	if prefix == "" {
+		prefix = "/"
+	}
+	// Every path under prefix lies in [prefix, upper).
+	upper := prefix[:len(prefix)-1] + "0"
+	from := bound{key: prefix}
+	if q.Cursor != "" {
+		key, err := storage.DecodeCursor(storage.CursorMemories, q.Cursor)
+		if err != nil {
+			return page, err
+		}
+		if from, err = decodeBound(key); err != nil {
+			return page, err
+		}
+		if from.key < prefix {
+			from = bound{key: prefix}
+		}
+	}
+	limit := listLimit(q.Limit)
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
+			return err
+		}
+		for len(page.Items) < limit {
+			want := limit - len(page.Items)
+			batch, err := memoryBatch(ctx, tx, q, from, upper, want)
+			if err != nil {
+				return err
+			}
+			rolledUp := false
+			for _, r := range batch {
+				rel := r.path[len(prefix):]
+				if q.Depth > 0 && strings.Count(rel, "/") >= q.Depth {
+					dir := prefix + nthSlashPrefix(rel, q.Depth)
+					page.Items = append(page.Items, api.MemoryListItem{Prefix: &api.MemoryPrefix{Type: "memory_prefix", Path: dir}})
+					from = bound{key: dir[:len(dir)-1] + "0"}
+					rolledUp = true
+					break
+				}
+				m, err := r.toAPI()
+				if err != nil {
+					return err
+				}
+				page.Items = append(page.Items, api.MemoryListItem{Memory: &m})
+				from = bound{key: r.path, exclusive: true}
+			}
+			if !rolledUp && len(batch) < want {
+				return nil // the range is exhausted
+			}
+		}
+		// The page is full; it has a successor only if something is left.
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM memories WHERE store_id = ? AND path `+from.op()+` ? AND path < ? LIMIT 1`, q.StoreID, from.key, upper).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		page.Next = storage.EncodeCursor(storage.CursorMemories, from.encode())
+		return nil
+	})
+	return page, err
+}
+
+// bound is where a memory listing resumes: at key, or just after it.
+type bound struct {
+	key       string
+	exclusive bool
+}
+
+func (b bound) op() string {
+	if b.exclusive {
+		return ">"
+	}
+	return ">="
+}
+
+func (b bound) encode() string {
+	if b.exclusive {
+		return ">" + b.key
+	}
+	return "=" + b.key
+}
+
+func decodeBound(s string) (bound, error) {
+	if len(s) < 2 || !strings.HasPrefix(s[1:], "/") {
+		return bound{}, storage.ErrBadCursor
+	}
+	switch s[0] {
+	case '>':
+		return bound{key: s[1:], exclusive: true}, nil
+	case '=':
+		return bound{key: s[1:]}, nil
+	}
+	return bound{}, storage.ErrBadCursor
+}
+
+func memoryBatch(ctx context.Context, tx *sql.Tx, q storage.MemoryQuery, from bound, upper string, n int) ([]memoryRow, error) {
+	sel := `SELECT ` + memoryColumns + ` FROM memories m`
+	if q.WithContent {
+		sel = memoryWithContent
+	}
+	rows, err := tx.QueryContext(ctx, sel+` WHERE m.store_id = ? AND m.path `+from.op()+` ? AND m.path < ? ORDER BY m.path LIMIT ?`, q.StoreID, from.key, upper, n)
+	if err != nil {
+		return nil, fmt.Errorf("list memories: %w", err)
+	}
+	defer rows.Close()
+	var out []memoryRow
+	for rows.Next() {
+		r, err := scanMemory(rows, q.WithContent)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// nthSlashPrefix returns rel up to and including its n-th slash.
+func nthSlashPrefix(rel string, n int) string {
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			n--
+			if n == 0 {
+				return rel[:i+1]
+			}
+		}
+	}
+	return rel
+}
+
+// ---- versions ----
+
+const versionColumns = `id, store_id, memory_id, operation, path, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, redacted_at, redacted_by_type, redacted_by_id`
+
+func scanVersion(row rowScanner, withContent bool) (api.MemoryVersion, error) {
+	var (
+		v                      api.MemoryVersion
+		path, sha, content     sql.NullString
+		size                   sql.NullInt64
+		created, byType, byID  string
+		redacted, rbType, rbID sql.NullString
+	)
+	dest := []any{&v.ID, &v.MemoryStoreID, &v.MemoryID, &v.Operation, &path, &sha, &size, &created, &byType, &byID, &redacted, &rbType, &rbID}
+	if withContent {
+		dest = append(dest, &content)
+	}
+	if err := row.Scan(dest...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return v, storage.ErrNotFound
+		}
+		return v, err
+	}
+	v.Type = "memory_version"
+	if path.Valid {
+		v.Path = &path.String
+	}
+	if sha.Valid {
+		v.ContentSHA256 = &sha.String
+	}
+	if size.Valid {
+		v.ContentSizeBytes = &size.Int64
+	}
+	if content.Valid {
+		v.Content = &content.String
+	}
+	v.CreatedBy = actorFrom(byType, byID)
+	if rbType.Valid {
+		a := actorFrom(rbType.String, rbID.String)
+		v.RedactedBy = &a
+	}
+	var err error
+	if v.CreatedAt, err = parseTime(created); err != nil {
+		return v, err
+	}
+	v.RedactedAt, err = nullTime(redacted)
+	return v, err
+}
+
+func getVersion(ctx context.Context, q queryer, storeID, versionID string) (api.MemoryVersion, error) {
+	return scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+`, content FROM memory_versions WHERE id = ? AND store_id = ?`, versionID, storeID), true)
+}
+
+// GetMemoryVersion implements storage.MemoryStores.
+func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (api.MemoryVersion, error) {
+	return getVersion(ctx, s.db, storeID, versionID)
+}
+
+// ListMemoryVersions implements storage.MemoryStores. Version ids are
+// minted inside the write transaction that commits them, so id order is
+// commit order and "newest first" is id descending.
+func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuery) (storage.Page[api.MemoryVersion], error) {
+	var page storage.Page[api.MemoryVersion]
+	where := []string{"store_id = ?"}
+	args := []any{q.StoreID}
+	if q.Cursor != "" {
+		after, err := storage.DecodeCursor(storage.CursorMemoryVersions, q.Cursor)
+		if err != nil {
+			return page, err
+		}
+		where, args = append(where, "id < ?"), append(args, after)
+	}
+	if q.MemoryID != "" {
+		where, args = append(where, "memory_id = ?"), append(args, q.MemoryID)
+	}
+	if q.Operation != "" {
+		where, args = append(where, "operation = ?"), append(args, q.Operation)
+	}
+	if q.ActorType != "" {
+		where, args = append(where, "created_by_type = ? AND created_by_id = ?"), append(args, q.ActorType, q.ActorID)
+	}
+	if q.CreatedGTE != nil {
+		where, args = append(where, "created_at >= ?"), append(args, formatTime(*q.CreatedGTE))
+	}
+	if q.CreatedLTE != nil {
+		where, args = append(where, "created_at <= ?"), append(args, formatTime(*q.CreatedLTE))
+	}
+	limit := listLimit(q.Limit)
+	args = append(args, limit+1)
+	cols := versionColumns
+	if q.WithContent {
+		cols += ", content"
+	}
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+		if err != nil {
+			return fmt.Errorf("list memory versions: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scanVersion(rows, q.WithContent)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return page, err
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = storage.EncodeCursor(storage.CursorMemoryVersions, page.Items[limit-1].ID)
+	}
+	return page, nil
+}
+
+// RedactMemoryVersion implements storage.MemoryStores.
+func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by api.Actor) (api.MemoryVersion, error) {
+	if err := checkActor(by); err != nil {
+		return api.MemoryVersion{}, err
+	}
+	var v api.MemoryVersion
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := getVersion(ctx, tx, storeID, versionID)
+		if err != nil {
+			return err
+		}
+		if cur.RedactedAt != nil {
+			v = cur
+			return nil
+		}
+		var head int
+		err = tx.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE id = ? AND version_id = ?`, cur.MemoryID, versionID).Scan(&head)
+		if err != nil {
+			return err
+		}
+		if head > 0 {
+			return storage.ErrRedactHead
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
+			formatTime(s.now()), by.Type, actorID(by), versionID); err != nil {
+			return fmt.Errorf("redact memory version %s: %w", versionID, err)
+		}
+		v, err = getVersion(ctx, tx, storeID, versionID)
+		return err
+	})
+	return v, err
+}
