@@ -90,6 +90,7 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
+	s.memoryRoutes()
 	s.environmentRoutes()
 	s.workRoutes()
 	s.agentRoutes()

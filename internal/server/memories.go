@@ -1,0 +1,231 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
+)
+
+// memoryParams reads and checks {store_id} and {memory_id}.
+func memoryParams(r *http.Request) (storeID, memoryID string, err error) {
+	if storeID, err = storeIDParam(r); err != nil {
+		return "", "", err
+	}
+	memoryID = r.PathValue("memory_id")
+	return storeID, memoryID, checkID(ids.Memory, "memory", memoryID)
+}
+
+// memoryError is storeError with a memory-specific "not found": the store
+// exists or not, the memory does not.
+func (s *Server) memoryError(r *http.Request, err error, storeID, memoryID string) error {
+	if errors.Is(err, storage.ErrNotFound) {
+		if _, serr := s.store.GetMemoryStore(r.Context(), storeID); serr == nil {
+			return apiErrorf(notFound, "memory %s not found in memory store %s; it may have been deleted or belong to another store (its versions remain listable with memory_id)", memoryID, storeID)
+		}
+	}
+	return storeError(err, storeID)
+}
+
+// withView applies the view to a memory: basic drops the content.
+func withView(m api.Memory, view string) api.Memory {
+	if view != api.ViewFull {
+		m.Content = nil
+	}
+	return m
+}
+
+type createMemoryBody struct {
+	Path    *string `json:"path"`
+	Content *string `json:"content"`
+}
+
+func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
+	storeID, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
+		return err
+	}
+	view, err := viewParam(r, api.ViewBasic)
+	if err != nil {
+		return err
+	}
+	var body createMemoryBody
+	if err := decodeText(r, &body); err != nil {
+		return err
+	}
+	if body.Path == nil {
+		return apiErrorf(invalidRequest, "path: is required; send an absolute path such as /notes/todo.md")
+	}
+	if body.Content == nil {
+		return apiErrorf(invalidRequest, "content: is required; send the memory's text (\"\" for an empty memory)")
+	}
+	if err := firstError(validate.Path("path", *body.Path), validate.Content("content", *body.Content)); err != nil {
+		return err
+	}
+	m, err := s.store.CreateMemory(r.Context(), storage.NewMemory{
+		StoreID: storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.maxMemories(),
+	})
+	if err != nil {
+		return storeError(err, storeID)
+	}
+	s.log.InfoContext(r.Context(), "memory created", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, withView(m, view))
+	return nil
+}
+
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
+	storeID, memoryID, err := memoryParams(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
+		return err
+	}
+	view, err := viewParam(r, api.ViewFull)
+	if err != nil {
+		return err
+	}
+	m, err := s.store.GetMemory(r.Context(), storeID, memoryID)
+	if err != nil {
+		return s.memoryError(r, err, storeID, memoryID)
+	}
+	writeJSON(w, http.StatusOK, withView(m, view))
+	return nil
+}
+
+type updateMemoryBody struct {
+	Content      *string `json:"content"`
+	Path         *string `json:"path"`
+	Precondition *struct {
+		Type          string  `json:"type"`
+		ContentSHA256 *string `json:"content_sha256"`
+	} `json:"precondition"`
+}
+
+func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
+	storeID, memoryID, err := memoryParams(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
+		return err
+	}
+	view, err := viewParam(r, api.ViewBasic)
+	if err != nil {
+		return err
+	}
+	var body updateMemoryBody
+	if err := decodeText(r, &body); err != nil {
+		return err
+	}
+	if body.Content == nil && body.Path == nil {
+		return apiErrorf(invalidRequest, "content, path: send new content, a new path (a rename), or both; this request changes nothing")
+	}
+	if body.Path != nil {
+		if err := validate.Path("path", *body.Path); err != nil {
+			return err
+		}
+	}
+	if body.Content != nil {
+		if err := validate.Content("content", *body.Content); err != nil {
+			return err
+		}
+	}
+	in := storage.MemoryUpdate{StoreID: storeID, MemoryID: memoryID, Content: body.Content, Path: body.Path, By: p.Actor()}
+	if pre := body.Precondition; pre != nil {
+		// The type may be left out: content_sha256 is the only kind.
+		if pre.Type != "" && pre.Type != "content_sha256" {
+			return apiErrorf(invalidRequest, "precondition.type: %q is not supported; the only precondition is content_sha256", pre.Type)
+		}
+		if pre.ContentSHA256 == nil {
+			return apiErrorf(invalidRequest, "precondition.content_sha256: is required; send the content_sha256 you last read, or leave out precondition to update unconditionally")
+		}
+		if err := validate.SHA256("precondition.content_sha256", *pre.ContentSHA256); err != nil {
+			return err
+		}
+		in.IfSHA256 = *pre.ContentSHA256
+	}
+	m, changed, err := s.store.UpdateMemory(r.Context(), in)
+	if err != nil {
+		return s.memoryError(r, err, storeID, memoryID)
+	}
+	if changed {
+		s.log.InfoContext(r.Context(), "memory updated", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
+	}
+	writeJSON(w, http.StatusOK, withView(m, view))
+	return nil
+}
+
+func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
+	storeID, memoryID, err := memoryParams(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
+		return err
+	}
+	expected := r.URL.Query().Get("expected_content_sha256")
+	if expected != "" {
+		if err := validate.SHA256("expected_content_sha256", expected); err != nil {
+			return err
+		}
+	}
+	if err := s.store.DeleteMemory(r.Context(), storeID, memoryID, expected, p.Actor()); err != nil {
+		var stale *storage.PreconditionFailedError
+		if errors.As(err, &stale) {
+			return apiErrorf(api.MemoryPreconditionFailed, "expected_content_sha256: the memory's content has changed (its content_sha256 is now %s), so it was not deleted; re-read it and decide again", stale.CurrentSHA256)
+		}
+		return s.memoryError(r, err, storeID, memoryID)
+	}
+	s.log.InfoContext(r.Context(), "memory deleted", "request_id", requestID(r.Context()), "memory_store_id", storeID, "memory_id", memoryID, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: memoryID, Type: "memory_deleted"})
+	return nil
+}
+
+func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principal) error {
+	storeID, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
+		return err
+	}
+	q := storage.MemoryQuery{StoreID: storeID, Prefix: "/", Cursor: r.URL.Query().Get("page")}
+	view, err := viewParam(r, api.ViewBasic)
+	if err != nil {
+		return err
+	}
+	q.WithContent = view == api.ViewFull
+	if q.Limit, err = listLimitParam(r.URL.Query(), api.DefaultListLimit, api.MaxListLimit, false); err != nil {
+		return err
+	}
+	// The full view carries up to 100 KB per memory, so its pages are
+	// capped rather than refused: a client asking for 100 gets 20 and a
+	// next_page.
+	if q.WithContent && q.Limit > api.MaxFullViewListLimit {
+		q.Limit = api.MaxFullViewListLimit
+	}
+	if q.Depth, err = intParam(r, "depth"); err != nil {
+		return err
+	}
+	if prefix := r.URL.Query().Get("path_prefix"); r.URL.Query().Has("path_prefix") {
+		if err := validate.PathPrefix("path_prefix", prefix); err != nil {
+			return err
+		}
+		q.Prefix = prefix
+	}
+	page, err := s.store.ListMemories(r.Context(), q)
+	if err != nil {
+		return storeError(err, storeID)
+	}
+	writeJSON(w, http.StatusOK, toPage(page))
+	return nil
+}

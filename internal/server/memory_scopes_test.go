@@ -1,0 +1,106 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/memstore/memstore/api"
+)
+
+// A sessions token on the memory endpoints (SPEC §6): it reaches the stores
+// attached to its session, writes only where the attachment is read_write,
+// is attributed to the session, cannot manage stores or redact, and stops
+// working once its work item is stopped. Every refusal changes nothing.
+func TestMemoryEndpointsWithASessionsToken(t *testing.T) {
+	e := newCPEnv(t)
+	key := e.apiKey
+	var rw, ro, other api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", key, map[string]any{"name": "shared notes"}, &rw)
+	e.must(200, "POST", "/v1/memory_stores", key, map[string]any{"name": "handbook"}, &ro)
+	e.must(200, "POST", "/v1/memory_stores", key, map[string]any{"name": "someone else's"}, &other)
+	var rwDoc, roDoc, otherDoc api.Memory
+	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories", key, api.CreateMemoryRequest{Path: "/doc.md", Content: "rw"}, &rwDoc)
+	e.must(200, "POST", "/v1/memory_stores/"+ro.ID+"/memories", key, api.CreateMemoryRequest{Path: "/rules.md", Content: "ro"}, &roDoc)
+	e.must(200, "POST", "/v1/memory_stores/"+other.ID+"/memories", key, api.CreateMemoryRequest{Path: "/private.md", Content: "no"}, &otherDoc)
+
+	env := e.environment("env")
+	sess := e.session(env.ID, e.scriptedAgent().ID, map[string]any{"resources": []any{
+		map[string]any{"type": "memory_store", "memory_store_id": rw.ID, "access": "read_write"},
+		map[string]any{"type": "memory_store", "memory_store_id": ro.ID, "access": "read_only"},
+	}})
+	work, secret := e.poll(env.ID, e.envKey(env.ID), "worker-1")
+	if work == nil || secret.SessionsToken == "" {
+		t.Fatalf("no work or no sessions token: %+v %+v", work, secret)
+	}
+	tok := secret.SessionsToken
+
+	// Reads of both attached stores, writes to the read_write one.
+	var page api.Page[api.MemoryListItem]
+	e.must(200, "GET", "/v1/memory_stores/"+rw.ID+"/memories", tok, nil, &page)
+	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/memories/"+roDoc.ID, tok, nil, nil)
+	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/memory_versions", tok, nil, nil)
+	var made api.Memory
+	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories", tok, api.CreateMemoryRequest{Path: "/by-agent.md", Content: "hello"}, &made)
+	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories/"+rwDoc.ID, tok, map[string]any{"content": "rw, edited"}, nil)
+	var v api.MemoryVersion
+	e.must(200, "GET", "/v1/memory_stores/"+rw.ID+"/memory_versions/"+made.MemoryVersionID, key, nil, &v)
+	if v.CreatedBy != (api.Actor{Type: api.SessionActor, SessionID: sess.ID}) {
+		t.Fatalf("a write with the sessions token is attributed to %+v, want session %s", v.CreatedBy, sess.ID)
+	}
+	var bySession api.Page[api.MemoryVersion]
+	e.must(200, "GET", "/v1/memory_stores/"+rw.ID+"/memory_versions?session_id="+sess.ID, key, nil, &bySession)
+	if len(bySession.Data) != 2 {
+		t.Fatalf("versions by the session: %d, want 2", len(bySession.Data))
+	}
+
+	type refusal struct {
+		name, method, path string
+		body               any
+	}
+	refusals := []refusal{
+		{"create in read_only store", "POST", "/v1/memory_stores/" + ro.ID + "/memories", api.CreateMemoryRequest{Path: "/x", Content: "x"}},
+		{"update in read_only store", "POST", "/v1/memory_stores/" + ro.ID + "/memories/" + roDoc.ID, map[string]any{"content": "changed"}},
+		{"delete in read_only store", "DELETE", "/v1/memory_stores/" + ro.ID + "/memories/" + roDoc.ID, nil},
+		{"read an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories/" + otherDoc.ID, nil},
+		{"list an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories", nil},
+		{"write an unattached store", "POST", "/v1/memory_stores/" + other.ID + "/memories", api.CreateMemoryRequest{Path: "/x", Content: "x"}},
+		{"list stores", "GET", "/v1/memory_stores", nil},
+		{"create a store", "POST", "/v1/memory_stores", map[string]any{"name": "mine"}},
+		{"rename an attached store", "POST", "/v1/memory_stores/" + rw.ID, map[string]any{"name": "renamed"}},
+		{"archive an attached store", "POST", "/v1/memory_stores/" + rw.ID + "/archive", nil},
+		{"delete an attached store", "DELETE", "/v1/memory_stores/" + rw.ID, nil},
+		{"redact in an attached store", "POST", "/v1/memory_stores/" + rw.ID + "/memory_versions/" + rwDoc.MemoryVersionID + "/redact", nil},
+	}
+	check := func(when string) {
+		for _, c := range refusals {
+			before := memorySnapshot(t, e)
+			r := e.call(c.method, c.path, tok, c.body)
+			if r.status != 403 || r.errType() != string(api.Permission) {
+				t.Errorf("%s %s: %d %s, want 403 permission_error", when, c.name, r.status, r.body)
+			}
+			if memorySnapshot(t, e) != before {
+				t.Errorf("%s %s: a refused request changed storage", when, c.name)
+			}
+		}
+	}
+	check("while running:")
+
+	// Once the work item is stopped the token no longer works at all.
+	e.must(204, "POST", "/v1/environments/"+env.ID+"/work/"+work.ID+"/stop", key, map[string]any{"force": true}, nil)
+	refusals = append(refusals,
+		refusal{"read after stop", "GET", "/v1/memory_stores/" + rw.ID + "/memories", nil},
+		refusal{"write after stop", "POST", "/v1/memory_stores/" + rw.ID + "/memories", api.CreateMemoryRequest{Path: "/late", Content: "x"}})
+	check("after stop:")
+}
+
+// memorySnapshot reads every store, memory and version through the API.
+func memorySnapshot(t *testing.T, e *cpEnv) string {
+	t.Helper()
+	var stores api.Page[api.MemoryStore]
+	r := e.must(200, "GET", "/v1/memory_stores?include_archived=true&limit=100", e.apiKey, nil, &stores)
+	out := string(r.body)
+	for _, st := range stores.Data {
+		out += string(e.must(200, "GET", "/v1/memory_stores/"+st.ID+"/memories?view=full&limit=20", e.apiKey, nil, nil).body)
+		out += string(e.must(200, "GET", "/v1/memory_stores/"+st.ID+"/memory_versions?view=full&limit=20", e.apiKey, nil, nil).body)
+	}
+	return out
+}

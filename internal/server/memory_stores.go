@@ -1,0 +1,273 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
+)
+
+// memoryRoutes registers the memory-stores API (SPEC §2). Store management
+// (create, list, update, archive, delete) and redaction need an API key;
+// reading a store and everything about its memories and versions go
+// through memoryStoreAccess, which also admits a sessions token for the
+// stores attached to its session.
+func (s *Server) memoryRoutes() {
+	s.mux.HandleFunc("POST /v1/memory_stores", s.authed(s.createMemoryStore))
+	s.mux.HandleFunc("GET /v1/memory_stores", s.authed(s.listMemoryStores))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}", s.authed(s.getMemoryStore))
+	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}", s.authed(s.updateMemoryStore))
+	s.mux.HandleFunc("DELETE /v1/memory_stores/{store_id}", s.authed(s.deleteMemoryStore))
+	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/archive", s.authed(s.archiveMemoryStore))
+
+	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memories", s.authed(s.createMemory))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memories", s.authed(s.listMemories))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.getMemory))
+	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.updateMemory))
+	s.mux.HandleFunc("DELETE /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.deleteMemory))
+
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions", s.authed(s.listMemoryVersions))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions/{version_id}", s.authed(s.getMemoryVersion))
+	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memory_versions/{version_id}/redact", s.authed(s.redactMemoryVersion))
+}
+
+// maxMemories is the per-store memory limit in force.
+func (s *Server) maxMemories() int {
+	if s.cfg.MaxMemoriesPerStore > 0 {
+		return s.cfg.MaxMemoriesPerStore
+	}
+	return api.DefaultMaxMemories
+}
+
+// storeIDParam reads and checks the {store_id} path segment.
+func storeIDParam(r *http.Request) (string, error) {
+	id := r.PathValue("store_id")
+	return id, checkID(ids.MemoryStore, "memory store", id)
+}
+
+// storeError turns a storage error about store storeID into the API's
+// answer. Errors it does not know pass through (and become a logged 500).
+func storeError(err error, storeID string) error {
+	var (
+		conflict *storage.PathConflictError
+		stale    *storage.PreconditionFailedError
+		full     *storage.StoreFullError
+		meta     *storage.MetadataLimitError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrNotFound):
+		return apiErrorf(notFound, "memory store %s not found; it may have been deleted (list stores with GET /v1/memory_stores)", storeID)
+	case errors.Is(err, storage.ErrStoreArchived):
+		return apiErrorf(api.Conflict, "memory store %s is archived and therefore read-only: its memories can be read and deleted and their versions redacted, but nothing can be created or changed; copy what you need into a new store", storeID)
+	case errors.Is(err, storage.ErrBadCursor):
+		return apiErrorf(invalidRequest, "page: not a cursor issued by this listing; pass the next_page value of the previous response unchanged, or omit page to start over")
+	case errors.As(err, &conflict):
+		return &api.Error{
+			Type:                api.MemoryPathConflict,
+			Message:             fmt.Sprintf("path: memory %s already occupies %s in this store; a path cannot be reused, and a file cannot also be a directory (/a and /a/b cannot coexist). Update that memory instead, or choose another path", conflict.MemoryID, conflict.Path),
+			ConflictingMemoryID: conflict.MemoryID,
+			ConflictingPath:     conflict.Path,
+		}
+	case errors.As(err, &stale):
+		return apiErrorf(api.MemoryPreconditionFailed, "precondition: the memory's content has changed since you read it (its content_sha256 is now %s); re-read the memory and retry against the fresh state", stale.CurrentSHA256)
+	case errors.As(err, &full):
+		return apiErrorf(invalidRequest, "memory_store_id: memory store %s already holds %d memories, its limit; delete memories it no longer needs (updates to existing memories still work)", storeID, full.Limit)
+	case errors.As(err, &meta):
+		return validate.TooManyMetadataPairs("metadata", meta.Count)
+	}
+	return err
+}
+
+type createStoreBody struct {
+	Name        *string            `json:"name"`
+	Description *string            `json:"description"`
+	Metadata    map[string]*string `json:"metadata"`
+}
+
+func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var body createStoreBody
+	if err := decodeText(r, &body); err != nil {
+		return err
+	}
+	if body.Name == nil {
+		return apiErrorf(invalidRequest, "name: is required; send 1 to %d characters", api.MaxStoreNameChars)
+	}
+	in := storage.NewMemoryStore{Name: *body.Name, Metadata: map[string]string{}}
+	if body.Description != nil {
+		in.Description = *body.Description
+	}
+	for k, v := range body.Metadata {
+		if v == nil {
+			return apiErrorf(invalidRequest, "metadata: key %q is null; on create every value must be a string (null deletes a key only on update)", k)
+		}
+		in.Metadata[k] = *v
+	}
+	if err := firstError(
+		validate.StoreName("name", in.Name),
+		validate.Description("description", in.Description),
+		validate.Metadata("metadata", in.Metadata),
+	); err != nil {
+		return err
+	}
+	st, err := s.store.CreateMemoryStore(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "memory store created", "request_id", requestID(r.Context()), "memory_store_id", st.ID, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var (
+		q   storage.MemoryStoreQuery
+		err error
+	)
+	if q.Limit, err = listLimitParam(r.URL.Query(), api.DefaultListLimit, api.MaxListLimit, false); err != nil {
+		return err
+	}
+	if q.IncludeArchived, err = boolParam(r.URL.Query(), "include_archived"); err != nil {
+		return err
+	}
+	if q.CreatedGTE, err = timeParam(r, "created_at[gte]"); err != nil {
+		return err
+	}
+	if q.CreatedLTE, err = timeParam(r, "created_at[lte]"); err != nil {
+		return err
+	}
+	q.Cursor = r.URL.Query().Get("page")
+	page, err := s.store.ListMemoryStores(r.Context(), q)
+	if err != nil {
+		return storeError(err, "")
+	}
+	writeJSON(w, http.StatusOK, toPage(page))
+	return nil
+}
+
+// toPage turns a storage page into the wire page: data is never null, and
+// next_page is null on the last page.
+func toPage[T any](p storage.Page[T]) api.Page[T] {
+	out := api.Page[T]{Data: p.Items}
+	if out.Data == nil {
+		out.Data = []T{}
+	}
+	if p.Next != "" {
+		next := p.Next
+		out.NextPage = &next
+	}
+	return out
+}
+
+func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := s.memoryStoreAccess(r.Context(), p, id, false); err != nil {
+		return err
+	}
+	st, err := s.store.GetMemoryStore(r.Context(), id)
+	if err != nil {
+		return storeError(err, id)
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var body api.UpdateMemoryStoreRequest
+	if err := decodeText(r, &body); err != nil {
+		return err
+	}
+	if body.Name != nil {
+		if err := validate.StoreName("name", *body.Name); err != nil {
+			return err
+		}
+	}
+	if body.Description != nil {
+		if err := validate.Description("description", *body.Description); err != nil {
+			return err
+		}
+	}
+	added := 0
+	for k, v := range body.Metadata {
+		if v == nil {
+			continue
+		}
+		added++
+		if err := validate.MetadataPair("metadata", k, *v); err != nil {
+			return err
+		}
+	}
+	if added > api.MaxMetadataPairs {
+		return validate.TooManyMetadataPairs("metadata", added)
+	}
+	st, err := s.store.UpdateMemoryStore(r.Context(), id, storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata})
+	if err != nil {
+		return storeError(err, id)
+	}
+	s.log.InfoContext(r.Context(), "memory store updated", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	st, err := s.store.ArchiveMemoryStore(r.Context(), id)
+	if err != nil {
+		return storeError(err, id)
+	}
+	s.log.InfoContext(r.Context(), "memory store archived", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) deleteMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := storeIDParam(r)
+	if err != nil {
+		return err
+	}
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	if err := s.store.DeleteMemoryStore(r.Context(), id); err != nil {
+		return storeError(err, id)
+	}
+	s.log.InfoContext(r.Context(), "memory store deleted", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: "memory_store_deleted"})
+	return nil
+}
