@@ -1,0 +1,140 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// Why an item's run was cut short. They are the causes of the item's
+// context, so the tool call that was running reports them to the agent
+// ("[cancelled (the worker is shutting down): …]") and the runner knows
+// whether a result may still be posted.
+var (
+	errShutdown      = errors.New("the worker is shutting down")
+	errStopRequested = errors.New("the work item was asked to stop")
+	errLeaseLost     = errors.New("the worker lost the work item's lease")
+	errLeaseRefused  = errors.New("the server refused the work item's heartbeat")
+)
+
+// Heartbeat timing. Before the server has said how long a lease lasts the
+// worker assumes 30 s; afterwards it beats every half TTL, between 1 s and
+// 30 s, so that one lost beat never costs the lease.
+const (
+	assumedLeaseTTL      = 30 * time.Second
+	minHeartbeatInterval = time.Second
+	maxHeartbeatInterval = 30 * time.Second
+)
+
+// leaseEnd is why heartbeating stopped.
+type leaseEnd int
+
+const (
+	leaseHeld     leaseEnd = iota // the item finished first; the worker still holds the lease
+	leaseStopped                  // the server stopped the item (state stopped, or the lease was not extended)
+	leaseLost                     // 412, or no beat succeeded for a whole TTL: someone else may hold it now
+	leaseRefused                  // another 4xx: the server will not renew it, but nobody else holds it
+)
+
+// lease keeps one work item's lease alive while the item runs, and tells
+// the item when to wind down: on a graceful stop (state stopping), a forced
+// one (stopped), or a lost lease. It runs in its own goroutine from the very
+// first moment of the item, before the session is even fetched, because
+// every second without a heartbeat after the ack is a second in which the
+// server may hand the item to another worker.
+type lease struct {
+	c        *client.Client // the item's credential
+	env      string
+	work     string
+	expected string        // expected_last_heartbeat of the next beat
+	every    time.Duration // Config.HeartbeatInterval; 0 derives it from the TTL
+	log      *slog.Logger
+
+	// ttl is the last TTL the server granted, in nanoseconds; the runner
+	// reads it as the window in which a tool result is worth retrying.
+	ttl atomic.Int64
+}
+
+func newLease(c *client.Client, work api.Work, expected string, every time.Duration, log *slog.Logger) *lease {
+	if expected == "" {
+		expected = api.NoHeartbeat
+	}
+	l := &lease{c: c, env: work.EnvironmentID, work: work.ID, expected: expected, every: every, log: log}
+	l.ttl.Store(int64(assumedLeaseTTL))
+	return l
+}
+
+// TTL is the lease's current time to live.
+func (l *lease) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
+
+// run beats until ctx ends or the lease does, and calls stop (at most once
+// per distinct reason) when the item must wind down. The item's final sync
+// and flush happen after its tools stop, so ctx is not the item's run
+// context: heartbeats go on through them, and a graceful stop keeps the
+// lease until the item has flushed its memory.
+func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
+	interval := assumedLeaseTTL / 2
+	lastOK := time.Now()
+	stopping := false
+	for {
+		beatCtx, cancel := context.WithTimeout(ctx, max(interval, minHeartbeatInterval))
+		hb, err := l.c.HeartbeatWork(beatCtx, l.env, l.work, api.WorkHeartbeatParams{ExpectedLastHeartbeat: l.expected})
+		cancel()
+		if ctx.Err() != nil {
+			return leaseHeld
+		}
+		if state, stale := client.StaleHeartbeat(err); stale {
+			attrs := []any{"err", err}
+			if state != nil {
+				attrs = append(attrs, "server_state", state.State, "server_ttl_seconds", state.TTLSeconds)
+			}
+			l.log.Warn("lease lost: the server gave the work item to another claim; stopping its tools and leaving it alone (not stopping it)", attrs...)
+			stop(errLeaseLost)
+			return leaseLost
+		}
+		switch {
+		case err == nil:
+			l.expected = hb.LastHeartbeat
+			lastOK = time.Now()
+			if hb.TTLSeconds > 0 {
+				ttl := max(time.Duration(hb.TTLSeconds)*time.Second, time.Second)
+				l.ttl.Store(int64(ttl))
+				interval = min(max(ttl/2, minHeartbeatInterval), maxHeartbeatInterval)
+			}
+			switch {
+			case hb.State == api.WorkStopped || !hb.LeaseExtended:
+				l.log.Info("the work item was stopped on the server; shutting the session down", "state", hb.State)
+				stop(errStopRequested)
+				return leaseStopped
+			case hb.State == api.WorkStopping && !stopping:
+				stopping = true
+				l.log.Info("the work item was asked to stop; shutting the session down after its memory is flushed")
+				stop(errStopRequested)
+			}
+		case permanent(err):
+			l.log.Error("heartbeat refused; shutting the session down", "err", err)
+			stop(errLeaseRefused)
+			return leaseRefused
+		default:
+			ttl := l.TTL()
+			if since := time.Since(lastOK); since > ttl {
+				l.log.Error("no heartbeat succeeded for a whole lease TTL; the lease has lapsed, so the session is shut down and the item left to the queue",
+					"since_last_heartbeat", since.Round(time.Second), "ttl", ttl, "err", err)
+				stop(errLeaseLost)
+				return leaseLost
+			}
+			l.log.Warn("heartbeat failed; retrying", "err", err)
+		}
+		if l.every > 0 {
+			interval = l.every
+		}
+		if !sleep(ctx, interval) {
+			return leaseHeld
+		}
+	}
+}

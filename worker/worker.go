@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/memsync"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultMaxIdle = 60 * time.Second
+)
+
+// Poll loop timing.
+const (
+	// minPollPeriod paces polls that come back empty at once (a server that
+	// does not long-poll); memstore's long poll already waits up to 999 ms.
+	minPollPeriod = time.Second
+	// Failed polls and acks back off from 2 s doubling to a minute.
+	pollRetryBase = 2 * time.Second
+	pollRetryMax  = time.Minute
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Client reaches the API. Its credential does not matter: the worker
+	// polls with EnvironmentKey and serves each item with the sessions
+	// token from the item's secret (client.With).
+	Client *client.Client
+	// EnvironmentID and EnvironmentKey: the environment whose queue Run
+	// polls. RunItem needs the key only for items whose secret has no
+	// sessions token.
+	EnvironmentID  string
+	EnvironmentKey string
+	// WorkerID goes in Anthropic-Worker-ID on polls; default
+	// "<hostname>-<16 hex digits>".
+	WorkerID string
+	// Workdir is the sessions' working directory: relative paths of the
+	// file tools and bash start there. Default: the current directory.
+	Workdir string
+	// MountRoot replaces the /mnt/memory prefix of every store's mount
+	// path, for hosts where /mnt is not writable and for tests. Empty or
+	// /mnt/memory mounts stores where the server says.
+	MountRoot string
+	// MemorySyncInterval is how often the stores sync while a session
+	// runs, checked after each tool call: 0 is memsync's default (15 s),
+	// below memsync's minimum (5 s) is refused by New, and a negative value
+	// disables memory entirely (sessions run without their stores).
+	MemorySyncInterval time.Duration
+	// MemorySyncDeletions says what a file deleted in a mount does on the
+	// server (memsync.DeletionMode; the zero value deletes).
+	MemorySyncDeletions memsync.DeletionMode
+	// MaxIdle is how long an item stays attached to a session that went
+	// idle after its turn before it is released: 0 is DefaultMaxIdle, a
+	// negative value never releases it. The next user.message queues a new
+	// item, so a short value frees the worker sooner.
+	MaxIdle time.Duration
+	// HeartbeatInterval overrides the beat period, which is otherwise half
+	// the lease TTL the server grants (between 1 s and 30 s). Set it only
+	// to beat more often than that.
+	HeartbeatInterval time.Duration
+	// OnWork, when set, receives each claimed and acknowledged item (with
+	// its secret) instead of the worker serving it: `worker poll --on-work`
+	// hands it to a script. An error force-stops the item; a nil return
+	// leaves it to whoever OnWork gave it to.
+	OnWork func(ctx context.Context, work api.Work) error
+	// Logger receives the worker's logs, with work_id, session_id,
+	// environment_id and memory_store_id attached. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the memory sync's interval and deletion window;
+	// nil is time.Now. Tests drive syncs with it.
+	Now func() time.Time
+}
+
+// Worker serves the sessions of one environment: Run polls its queue,
+// RunItem serves one item already claimed.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+	// newMemory builds an item's memory; tests replace it.
+	newMemory func(c *client.Client, stores []storeMount, log *slog.Logger) (sessionMemory, error)
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("worker: Config.Client is required")
+	}
+	if err := checkMemorySyncInterval(cfg.MemorySyncInterval); err != nil {
+		return nil, err
+	}
+	if cfg.Workdir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("worker: no working directory given and the current one is unknown: %w", err)
+		}
+		cfg.Workdir = wd
+	}
+	wd, err := filepath.Abs(cfg.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("worker: working directory %s: %w", cfg.Workdir, err)
+	}
+	cfg.Workdir = wd
+	if info, err := os.Stat(wd); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("worker: working directory %s is not a directory; create it or pass another with --workdir", wd)
+	}
+	if cfg.MountRoot != "" {
+		if cfg.MountRoot, err = filepath.Abs(cfg.MountRoot); err != nil {
+			return nil, fmt.Errorf("worker: mount root: %w", err)
+		}
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = defaultWorkerID()
+	}
+	if cfg.MaxIdle == 0 {
+		cfg.MaxIdle = DefaultMaxIdle
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Worker{cfg: cfg, log: cfg.Logger}
+	w.newMemory = w.memsyncSession
+	return w, nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "memstore-worker"
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// Run polls the environment's queue and serves each claimed item, one at a
+// time, until ctx ends (then it returns nil). A failed item is logged and
+// the loop goes on. Transient failures back off with jitter; a permanent
+// refusal of the poll (a wrong key, an unknown environment) ends Run with
+// an error that says what to check.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.EnvironmentID == "" || w.cfg.EnvironmentKey == "" {
+		return errors.New("worker: an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
+	}
+	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
+	log := w.log.With("environment_id", w.cfg.EnvironmentID)
+	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
+	pollFailures, ackFailures := 0, 0
+	for ctx.Err() == nil {
+		started := time.Now()
+		work, err := env.PollWork(ctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && permanent(err):
+			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment; 404: no such environment)", w.cfg.EnvironmentID, err)
+		case err != nil:
+			pollFailures++
+			d := backoff(pollFailures, pollRetryBase, pollRetryMax)
+			log.Warn("polling for work failed; retrying", "attempt", pollFailures, "retry_in", d.Round(time.Millisecond), "err", err)
+			sleep(ctx, d)
+			continue
+		}
+		pollFailures = 0
+		if work == nil {
+			sleep(ctx, minPollPeriod-time.Since(started))
+			continue
+		}
+		if work.EnvironmentID == "" {
+			work.EnvironmentID = w.cfg.EnvironmentID
+		}
+		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
+		if _, err := env.AckWork(ctx, work.EnvironmentID, work.ID); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			ackFailures++
+			d := backoff(ackFailures, pollRetryBase, pollRetryMax)
+			ilog.Warn("acknowledging the claimed work item failed; stopping it and polling again", "retry_in", d.Round(time.Millisecond), "err", err)
+			w.forceStop(env, *work, ilog)
+			sleep(ctx, d)
+			continue
+		}
+		ackFailures = 0
+		ilog.Info("work item claimed")
+		if err := w.serve(ctx, env, *work); err != nil {
+			ilog.Warn("work item failed; polling for the next one", "err", err)
+		}
+	}
+	return nil
+}
+
+// serve hands a claimed item to OnWork, or runs it here.
+func (w *Worker) serve(ctx context.Context, env *client.Client, work api.Work) error {
+	if w.cfg.OnWork == nil {
+		return w.handle(ctx, work, "")
+	}
+	if err := w.cfg.OnWork(ctx, work); err != nil {
+		w.forceStop(env, work, w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID))
+		return fmt.Errorf("the on-work handler failed: %w", err)
+	}
+	return nil
+}
+
+// forceStop stops an item for good, on a context of its own: it must
+// happen even when the worker is shutting down. An item already stopped
+// (409) is fine.
+func (w *Worker) forceStop(c *client.Client, work api.Work, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	err := c.StopWork(ctx, work.EnvironmentID, work.ID, api.StopWorkRequest{Force: true})
+	switch {
+	case err == nil:
+		log.Info("work item stopped")
+	case client.IsStatus(err, 409):
+		log.Debug("work item was already stopped")
+	default:
+		log.Warn("force-stopping the work item failed; the server stops it when its lease lapses", "err", err)
+	}
+}
