@@ -35,10 +35,10 @@ const (
 type leaseEnd int
 
 const (
-	leaseHeld     leaseEnd = iota // the item finished first; the worker still holds the lease
-	leaseStopped                  // the server stopped the item (state stopped, or the lease was not extended)
-	leaseLost                     // 412, or no beat succeeded for a whole TTL: someone else may hold it now
-	leaseRefused                  // another 4xx: the server will not renew it, but nobody else holds it
+	leaseHeld    leaseEnd = iota // the item finished first; the worker still holds the lease
+	leaseStopped                 // the server stopped the item (state stopped, or the lease was not extended)
+	leaseLost                    // 412, or no beat succeeded for a whole TTL: someone else may hold it now
+	leaseRefused                 // another 4xx: the server will not renew it, but nobody else holds it
 )
 
 // lease keeps one work item's lease alive while the item runs, and tells
