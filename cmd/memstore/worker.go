@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/worker"
+)
+
+func init() {
+	commands["worker"] = command{summary: "environment worker: poll a queue and serve its sessions, or run one claimed item", run: runWorkerCmd}
+}
+
+const workerUsage = `Usage:
+  memstore worker poll [flags]   claim and serve an environment's sessions until stopped
+  memstore worker run  [flags]   serve one already-claimed work item (inside a per-session sandbox)
+
+Run 'memstore worker poll -h' or 'memstore worker run -h' for the flags.`
+
+func runWorkerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, workerUsage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	switch args[0] {
+	case "poll":
+		return workerPoll(ctx, args[1:], stderr)
+	case "run":
+		return workerRun(ctx, args[1:], stderr)
+	}
+	fmt.Fprintf(stderr, "memstore worker: unknown subcommand %q\n\n%s\n", args[0], workerUsage)
+	return errUsage
+}
+
+// workerFlags are the flags of SPEC §7 shared by poll and run. Each falls
+// back to an ANTHROPIC_* variable, so a sandbox can be configured through
+// its environment alone.
+type workerFlags struct {
+	baseURL        string
+	environmentID  string
+	environmentKey string
+	workdir        string
+	mountRoot      string
+	syncInterval   string
+	syncDeletions  string
+	maxIdle        string
+	logFormat      string
+}
+
+func (f *workerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.baseURL, "base-url", envOr("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080"), "API base URL: a memstore server or https://api.anthropic.com (env ANTHROPIC_BASE_URL)")
+	fs.StringVar(&f.environmentID, "environment-id", os.Getenv("ANTHROPIC_ENVIRONMENT_ID"), "environment to serve, env_… (env ANTHROPIC_ENVIRONMENT_ID)")
+	fs.StringVar(&f.environmentKey, "environment-key", os.Getenv("ANTHROPIC_ENVIRONMENT_KEY"), "the environment's key; prefer the variable, command lines are visible to other users (env ANTHROPIC_ENVIRONMENT_KEY)")
+	fs.StringVar(&f.workdir, "workdir", os.Getenv("ANTHROPIC_WORKDIR"), "sessions' working directory: where relative paths and bash start (env ANTHROPIC_WORKDIR; default: the current directory)")
+	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", api.DefaultMountPrefix), "folder that replaces /mnt/memory in every store's mount path; its parent must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
+	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
+	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
+	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
+	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
+}
+
+// config turns the flags into a worker configuration; every error names
+// the flag.
+func (f *workerFlags) config(stderr io.Writer) (worker.Config, error) {
+	var cfg worker.Config
+	logger, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return cfg, err
+	}
+	interval, err := time.ParseDuration(f.syncInterval)
+	if err != nil {
+		return cfg, fmt.Errorf("--memory-sync-interval %q: a duration such as 15s or 1m (negative disables memory)", f.syncInterval)
+	}
+	deletions, err := memsync.ParseDeletionMode(f.syncDeletions)
+	if err != nil {
+		return cfg, fmt.Errorf("--memory-sync-deletions: %w", err)
+	}
+	maxIdle, err := time.ParseDuration(f.maxIdle)
+	if err != nil || maxIdle < 0 {
+		return cfg, fmt.Errorf("--max-idle %q: a duration such as 60s, or 0 to keep idle sessions", f.maxIdle)
+	}
+	if maxIdle == 0 {
+		maxIdle = -1 // the package's "never"
+	}
+	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"))
+	if err != nil {
+		return cfg, fmt.Errorf("--base-url: %w", err)
+	}
+	return worker.Config{
+		Client:              c,
+		EnvironmentID:       f.environmentID,
+		EnvironmentKey:      f.environmentKey,
+		Workdir:             f.workdir,
+		MountRoot:           f.mountRoot,
+		MemorySyncInterval:  interval,
+		MemorySyncDeletions: deletions,
+		MaxIdle:             maxIdle,
+		Logger:              logger,
+	}, nil
+}
+
+func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("worker poll", stderr)
+	var f workerFlags
+	f.register(fs)
+	onWork := fs.String("on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
+	}
+	cfg, err := f.config(stderr)
+	if err != nil {
+		return err
+	}
+	if *onWork != "" {
+		cfg.OnWork = onWorkScript(*onWork, cfg.Client.BaseURL(), stderr)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// onWorkGrace is how long an on-work script may take to finish after the
+// worker asked it to stop (SIGTERM): long enough for a `worker run` inside
+// it to flush its memory (two 30 s steps) and stop its item.
+const onWorkGrace = 75 * time.Second
+
+// onWorkScript runs script for each claimed item, waiting for it: the item
+// JSON (with its secret) on stdin, and ANTHROPIC_WORK_ID,
+// ANTHROPIC_ENVIRONMENT_ID, ANTHROPIC_SESSION_ID, ANTHROPIC_BASE_URL and
+// ANTHROPIC_WORK_SECRET in its environment — what `memstore worker run`
+// and the official SDK's HandleItem read. The environment key is removed
+// from the script's environment: a sandbox holding it could claim every
+// other session of the environment, and the sessions token in the secret
+// is all an item needs.
+func onWorkScript(script, baseURL string, stderr io.Writer) func(ctx context.Context, work api.Work) error {
+	return func(ctx context.Context, work api.Work) error {
+		body, err := json.Marshal(work)
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
+		cmd.Stdin = bytes.NewReader(body)
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		cmd.Env = []string{}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "ANTHROPIC_ENVIRONMENT_KEY=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		secret := ""
+		if work.Secret != nil {
+			secret = *work.Secret
+		}
+		cmd.Env = append(cmd.Env,
+			"ANTHROPIC_WORK_ID="+work.ID,
+			"ANTHROPIC_ENVIRONMENT_ID="+work.EnvironmentID,
+			"ANTHROPIC_SESSION_ID="+work.Data.ID,
+			"ANTHROPIC_BASE_URL="+baseURL,
+			"ANTHROPIC_WORK_SECRET="+secret,
+		)
+		// On shutdown the script gets SIGTERM, not SIGKILL, so a worker
+		// inside it can post its cancelled call and flush its memory.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = onWorkGrace
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("on-work command %q: %w", script, err)
+		}
+		return nil
+	}
+}
+
+func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("worker run", stderr)
+	var f workerFlags
+	f.register(fs)
+	workID := fs.String("work-id", os.Getenv("ANTHROPIC_WORK_ID"), "the claimed work item, work_… (env ANTHROPIC_WORK_ID)")
+	sessionID := fs.String("session-id", os.Getenv("ANTHROPIC_SESSION_ID"), "the item's session, sesn_… (env ANTHROPIC_SESSION_ID)")
+	secretFile := fs.String("work-secret-file", "", "file holding the work secret, readable by its owner only (default: env ANTHROPIC_WORK_SECRET)")
+	lastHeartbeat := fs.String("last-heartbeat", os.Getenv("ANTHROPIC_WORK_LAST_HEARTBEAT"), "continue a lease another process started: its last heartbeat's last_heartbeat (env ANTHROPIC_WORK_LAST_HEARTBEAT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
+	}
+	for _, req := range []struct{ flag, env, val string }{
+		{"--work-id", "ANTHROPIC_WORK_ID", *workID},
+		{"--environment-id", "ANTHROPIC_ENVIRONMENT_ID", f.environmentID},
+		{"--session-id", "ANTHROPIC_SESSION_ID", *sessionID},
+	} {
+		if req.val == "" {
+			return fmt.Errorf("%s is required (or set %s): 'worker run' serves one item someone already claimed", req.flag, req.env)
+		}
+	}
+	secret := os.Getenv("ANTHROPIC_WORK_SECRET")
+	if *secretFile != "" {
+		s, err := readSecretFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		secret = s
+	}
+	if secret == "" && f.environmentKey == "" {
+		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
+	}
+	cfg, err := f.config(stderr)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	work := api.Work{ID: *workID, EnvironmentID: f.environmentID, Data: api.WorkData{Type: "session", ID: *sessionID}}
+	if secret != "" {
+		work.Secret = &secret
+	}
+	if err := w.RunItem(ctx, worker.Item{Work: work, LastHeartbeat: *lastHeartbeat}); err != nil {
+		return fmt.Errorf("work item %s failed: %w", *workID, err)
+	}
+	return nil
+}
+
+// readSecretFile reads a work secret from a file that only its owner can
+// read or write: the secret is the session's credential, and a file others
+// can read has leaked it already.
+func readSecretFile(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("--work-secret-file: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("--work-secret-file %s is not a regular file", path)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("--work-secret-file %s is accessible to group or others (mode %04o); it holds the session's credential, so restrict it with 'chmod 600 %s' (and get a new secret if others could read it)", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--work-secret-file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("--work-secret-file %s is empty; it must hold the work secret the poll returned", path)
+	}
+	return s, nil
+}
