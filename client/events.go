@@ -82,7 +82,7 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, p StreamEve
 			return nil, fmt.Errorf("client: GET %s: expected an event stream, got Content-Type %q; check that the base URL points at the API", path, ct)
 		}
 	}
-	return &EventStream{body: res.Body, rd: newSSEReader(res.Body), lastID: p.LastEventID}, nil
+	return &EventStream{body: res.Body, rd: newSSEReader(res.Body, maxSSELine), lastID: p.LastEventID}, nil
 }
 
 // EventStream reads a session's events as they happen:

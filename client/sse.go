@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -31,16 +32,18 @@ const maxSSELine = 16 << 20
 // as it may be cut short.
 type sseReader struct {
 	sc    *bufio.Scanner
+	max   int
 	id    string
 	retry time.Duration
 	first bool
 }
 
-func newSSEReader(r io.Reader) *sseReader {
+// newSSEReader reads frames from r, refusing lines longer than maxLine.
+func newSSEReader(r io.Reader, maxLine int) *sseReader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxSSELine)
+	sc.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
 	sc.Split(scanSSELines)
-	return &sseReader{sc: sc, first: true}
+	return &sseReader{sc: sc, max: maxLine, first: true}
 }
 
 // next returns the next frame that has data, skipping frames that only set
@@ -92,7 +95,7 @@ func (r *sseReader) next() (sseFrame, error) {
 	}
 	if err := r.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return sseFrame{}, errors.New("event stream line exceeds 16 MiB")
+			return sseFrame{}, fmt.Errorf("event stream line exceeds %d bytes", r.max)
 		}
 		return sseFrame{}, err
 	}

@@ -12,7 +12,12 @@ import (
 
 func readFrames(t *testing.T, r io.Reader) ([]sseFrame, *sseReader, error) {
 	t.Helper()
-	rd := newSSEReader(r)
+	return readFramesMax(t, r, maxSSELine)
+}
+
+func readFramesMax(t *testing.T, r io.Reader, maxLine int) ([]sseFrame, *sseReader, error) {
+	t.Helper()
+	rd := newSSEReader(r, maxLine)
 	var frames []sseFrame
 	for {
 		f, err := rd.next()
@@ -89,8 +94,8 @@ func TestSSELongLineAndLimit(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Data != long {
 		t.Fatalf("a 1 MiB data line: %d frames, %v", len(got), err)
 	}
-	_, _, err = readFrames(t, io.MultiReader(strings.NewReader("data: "), strings.NewReader(strings.Repeat("y", maxSSELine+1))))
-	if err == nil || !strings.Contains(err.Error(), "16 MiB") {
+	_, _, err = readFramesMax(t, strings.NewReader("data: "+strings.Repeat("y", 4096)+"\n\n"), 1024)
+	if err == nil || !strings.Contains(err.Error(), "exceeds 1024 bytes") {
 		t.Errorf("an endless line: err = %v, want a clear limit error", err)
 	}
 }
