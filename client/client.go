@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,8 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+
+	"github.com/memstore/memstore/api"
 )
 
 // Protocol constants sent on every request. The beta names select the
@@ -203,24 +206,16 @@ type request struct {
 // do sends r, retrying as the policy allows, and decodes a 2xx body into out
 // (when out is non-nil). Any other status becomes an *api.Error.
 func (c *Client) do(ctx context.Context, r request, out any) error {
-	res, err := c.send(ctx, r)
+	res, body, err := c.send(ctx, r, true)
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return fmt.Errorf("client: %s %s: reading response: %w", r.method, r.path, err)
-	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		if r.emptyOK {
+		if r.emptyOK || out == nil {
 			return nil
 		}
-		if out != nil {
-			return fmt.Errorf("client: %s %s: server answered %d with an empty body where a JSON object was expected", r.method, r.path, res.StatusCode)
-		}
-		return nil
+		return fmt.Errorf("client: %s %s: server answered %d with an empty body where a JSON object was expected", r.method, r.path, res.StatusCode)
 	}
 	if out == nil {
 		return nil
@@ -231,14 +226,17 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	return nil
 }
 
-// send performs r with retries and returns a 2xx response whose body the
-// caller must close. Non-2xx responses are turned into *api.Error here.
-func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+// send performs r with retries until a 2xx arrives. With buffered, it reads
+// the whole body (a body cut short counts as a transport error, retried
+// like one) and closes the response; without, it hands over the response
+// with its body unread, for streams, and the caller must close it.
+// Non-2xx responses are turned into *api.Error here.
+func (c *Client) send(ctx context.Context, r request, buffered bool) (*http.Response, []byte, error) {
 	var payload []byte
 	if r.body != nil {
 		var err error
 		if payload, err = json.Marshal(r.body); err != nil {
-			return nil, fmt.Errorf("client: %s %s: encoding request body: %w", r.method, r.path, err)
+			return nil, nil, fmt.Errorf("client: %s %s: encoding request body: %w", r.method, r.path, err)
 		}
 	}
 	target := c.baseURL + r.path
@@ -249,7 +247,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := c.newRequest(ctx, r, target, payload)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if attempt > 0 {
 			c.stats.retries.Add(1)
@@ -257,26 +255,39 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		c.stats.requests.Add(1)
 		c.stats.sent.Add(int64(len(payload)))
 		res, err := c.http.Do(req)
-		if err == nil && res.StatusCode >= 200 && res.StatusCode < 300 {
-			res.Body = &countingBody{ReadCloser: res.Body, n: &c.stats.received}
-			return res, nil
-		}
 		var failure error
-		if err != nil {
+		switch {
+		case err != nil:
 			failure = fmt.Errorf("client: %s %s: %w", r.method, r.path, err)
-		} else {
+		case res.StatusCode < 200 || res.StatusCode > 299:
 			failure = c.decodeError(res)
+		case !buffered:
+			res.Body = &countingBody{ReadCloser: res.Body, n: &c.stats.received}
+			return res, nil, nil
+		default:
+			body, readErr := io.ReadAll(&countingBody{ReadCloser: res.Body, n: &c.stats.received})
+			res.Body.Close()
+			if readErr == nil {
+				return res, body, nil
+			}
+			err = readErr
+			res = nil // judged as the transport error it is, whatever the status
+			failure = fmt.Errorf("client: %s %s: reading response: %w", r.method, r.path, err)
 		}
 		if ctx.Err() != nil {
-			return nil, failure
+			return nil, nil, failure
 		}
 		delay, retry := c.retry.decide(attempt, safe, res, err)
 		if !retry {
-			return nil, failure
+			return nil, nil, failure
 		}
-		c.log.WarnContext(ctx, "retrying request", "method", r.method, "path", r.path, "attempt", attempt+1, "delay", delay, "err", failure)
+		attrs := []any{"method", r.method, "path", r.path, "attempt", attempt + 1, "delay", delay, "err", failure}
+		if ae := (*api.Error)(nil); errors.As(failure, &ae) {
+			attrs = append(attrs, "request_id", ae.RequestID)
+		}
+		c.log.WarnContext(ctx, "retrying request", attrs...)
 		if err := c.retry.sleep(ctx, delay); err != nil {
-			return nil, failure
+			return nil, nil, failure
 		}
 	}
 }

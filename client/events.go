@@ -72,7 +72,7 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, p StreamEve
 	if p.LastEventID != "" {
 		h.Set("Last-Event-ID", p.LastEventID)
 	}
-	res, err := c.send(ctx, request{method: http.MethodGet, path: path, header: h})
+	res, _, err := c.send(ctx, request{method: http.MethodGet, path: path, header: h}, false)
 	if err != nil {
 		return nil, err
 	}

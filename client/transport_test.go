@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -606,5 +607,54 @@ func TestListAllStopsOnStuckCursor(t *testing.T) {
 	}
 	if n != 2 || last == nil || !strings.Contains(last.Error(), "same next_page") {
 		t.Errorf("got %d items then %v, want the loop broken by a clear error", n, last)
+	}
+}
+
+// truncated promises a body and drops the connection part-way through it.
+func truncated(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", "1000")
+	w.WriteHeader(200)
+	io.WriteString(w, `{"id":"mem`)
+	w.(http.Flusher).Flush()
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+func TestTruncatedBody(t *testing.T) {
+	t.Run("GET is retried", func(t *testing.T) {
+		rec, c, _ := fixture(t, truncated, reply(200, storeJSON))
+		s, err := c.GetMemoryStore(context.Background(), "memstore_1")
+		if err != nil || s.ID != "memstore_1" || len(rec.requests()) != 2 {
+			t.Errorf("GetMemoryStore = %+v, %v after %d requests; want the cut body retried", s, err, len(rec.requests()))
+		}
+	})
+	t.Run("POST is not", func(t *testing.T) {
+		rec, c, _ := fixture(t, truncated, reply(200, memoryJSON))
+		_, err := c.CreateMemory(context.Background(), "memstore_1", api.CreateMemoryRequest{Path: "/a.md"})
+		var ae *api.Error
+		if err == nil || errors.As(err, &ae) || !strings.Contains(err.Error(), "reading response") || len(rec.requests()) != 1 {
+			t.Errorf("err = %v after %d requests; want the read error, unrepeated", err, len(rec.requests()))
+		}
+	})
+}
+
+func TestRetryIsLoggedWithoutSecrets(t *testing.T) {
+	// The log line is written before the retry, on the caller's goroutine.
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	_, c, _ := fixture(t, reply(503, envelope(api.Overloaded, "busy"), "request-id", "req_7"), reply(200, storeJSON))
+	if _, err := c.With(client.WithLogger(logger)).GetMemoryStore(context.Background(), "memstore_1"); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "retrying request") || !strings.Contains(out, "request_id=req_7") || !strings.Contains(out, "path=/v1/memory_stores/memstore_1") {
+		t.Errorf("retry log = %q, want the request and its request id", out)
+	}
+	if strings.Contains(out, "sk-test") {
+		t.Errorf("retry log leaks the API key: %q", out)
 	}
 }
