@@ -72,9 +72,9 @@ func TestPollWaitsForWorkAndIsWokenByANewSession(t *testing.T) {
 		r.decode(t, &w)
 		done <- w
 	}()
-	// The poll is blocked on an empty queue (no item claimable: the first
-	// claim is younger than the default 5 s reclaim); a new session wakes it.
-	time.Sleep(50 * time.Millisecond)
+	// The poll blocks on an empty queue (no item claimable: the first claim
+	// is younger than the default 5 s reclaim) until a new session wakes it.
+	f.waitForPoller(f.env.ID)
 	s2 := f.session(f.env.ID, f.sess.Agent.ID, nil)
 	w := <-done
 	if w == nil || w.Data.ID != s2.ID {
@@ -337,5 +337,24 @@ func TestWorkMetadataPatchAndList(t *testing.T) {
 	}
 	if r := f.call("GET", f.workPath("work_01JZZZZZZZZZZZZZZZZZZZZZZZ", ""), f.apiKey, nil); r.status != 404 {
 		t.Fatalf("unknown work: %d", r.status)
+	}
+}
+
+// waitForPoller returns once a long poll of env is waiting on the queue's
+// notifier (it registers before it looks at the queue, and looks again
+// after each wake, so a session created from here on is seen).
+func (f *leaseFixture) waitForPoller(env string) {
+	f.t.Helper()
+	for i := 0; ; i++ {
+		f.srv.cp.queues.mu.Lock()
+		_, waiting := f.srv.cp.queues.chans[env]
+		f.srv.cp.queues.mu.Unlock()
+		if waiting {
+			return
+		}
+		if i == 10000 {
+			f.t.Fatal("no poll is waiting")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -126,6 +126,14 @@ func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (
 
 // ExpireLeases implements storage.ControlPlane.
 func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
+	// Most calls find nothing lapsed: check with a read before taking the
+	// write lock, which every poll would otherwise hold for a moment.
+	var lapsedN int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM work_items
+		WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`,
+		environmentID, formatTime(s.now())).Scan(&lapsedN); err != nil || lapsedN == 0 {
+		return nil, err
+	}
 	var stopped []storage.Work
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
@@ -170,18 +178,31 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 
 // ClaimWork implements storage.ControlPlane.
 func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
+	reclaimBefore := func(now time.Time) string {
+		if c.ReclaimOlderThan > 0 {
+			return formatTime(now.Add(-c.ReclaimOlderThan))
+		}
+		return "" // no claimed item qualifies
+	}
+	// An empty queue is the common answer to a poll: find that out with a
+	// read, without taking the write lock.
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM work_items
+		WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)`,
+		c.EnvironmentID, reclaimBefore(s.now())).Scan(&n); err != nil {
+		return storage.Work{}, err
+	}
+	if n == 0 {
+		return storage.Work{}, storage.ErrNoWork
+	}
 	var out storage.Work
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		reclaimBefore := "" // no claimed item qualifies
-		if c.ReclaimOlderThan > 0 {
-			reclaimBefore = formatTime(now.Add(-c.ReclaimOlderThan))
-		}
 		// One write transaction per claim (BEGIN IMMEDIATE): a second
 		// poller waits for this one to commit, then sees the item claimed.
 		w, err := scanWork(tx.QueryRowContext(ctx, `SELECT `+workColumns+` FROM work_items
 			WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)
-			ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore))
+			ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore(now)))
 		if errors.Is(err, storage.ErrNotFound) {
 			return storage.ErrNoWork
 		}
