@@ -129,3 +129,68 @@ func TestCLIUsageErrors(t *testing.T) {
 		t.Fatalf("missing key: exit %d, %s", code, errb.String())
 	}
 }
+
+// TestCLIReadmeFlow is the README's walk-through: environment, key, agent,
+// store with a memory, and a session that attaches it.
+func TestCLIReadmeFlow(t *testing.T) {
+	rs, data := cliServer(t)
+	t.Setenv("MEMSTORE_BASE_URL", rs.baseURL)
+	t.Setenv("MEMSTORE_DATA", data)
+
+	var env api.Environment
+	decodeOut(t, memstoreCLI(t, 0, "env", "create", "laptop"), &env)
+	var key api.EnvironmentKey
+	decodeOut(t, memstoreCLI(t, 0, "env", "key", "create", env.ID), &key)
+	var ag api.Agent
+	decodeOut(t, memstoreCLI(t, 0, "agent", "create", "note-taker"), &ag)
+	var store api.MemoryStore
+	decodeOut(t, memstoreCLI(t, 0, "store", "create", "Team Notes", "--description", "what the team knows"), &store)
+	var mem api.Memory
+	decodeOut(t, memstoreCLI(t, 0, "memory", "create", store.ID, "/todo.md", "--", "- ship it"), &mem)
+	if got := memstoreCLI(t, 0, "memory", "get", store.ID, mem.ID); got != "- ship it" {
+		t.Fatalf("memory get printed %q", got)
+	}
+	var updated api.Memory
+	decodeOut(t, memstoreCLI(t, 0, "memory", "update", store.ID, mem.ID, "--content", "- shipped", "--if-sha256", mem.ContentSHA256), &updated)
+	if updated.ContentSHA256 == mem.ContentSHA256 {
+		t.Fatal("memory update changed nothing")
+	}
+	var items []api.MemoryListItem
+	decodeOut(t, memstoreCLI(t, 0, "memory", "list", store.ID), &items)
+	if len(items) != 1 || items[0].Memory == nil || items[0].Memory.Path != "/todo.md" {
+		t.Fatalf("memory list printed %+v", items)
+	}
+	var versions []api.MemoryVersion
+	decodeOut(t, memstoreCLI(t, 0, "memory", "versions", store.ID), &versions)
+	if len(versions) != 2 || versions[0].Operation != api.OperationModified {
+		t.Fatalf("memory versions printed %+v", versions)
+	}
+	var stores []api.MemoryStore
+	decodeOut(t, memstoreCLI(t, 0, "store", "list"), &stores)
+	if len(stores) != 1 {
+		t.Fatalf("store list printed %+v", stores)
+	}
+
+	script := `{"tool_calls":[{"name":"read","input":{"file_path":"/mnt/memory/team-notes/todo.md"}}],"end":"terminate"}`
+	var sess api.Session
+	decodeOut(t, memstoreCLI(t, 0, "session", "create", "--env", env.ID, "--agent", ag.ID,
+		"--store", store.ID, "--instructions", store.ID+"=one task per line", "--message", script), &sess)
+	if len(sess.Resources) != 1 || sess.Resources[0].MountPath != "/mnt/memory/team-notes" || *sess.Resources[0].Instructions != "one task per line" {
+		t.Fatalf("session create printed %+v", sess.Resources)
+	}
+	if out := memstoreCLI(t, 0, "session", "events", sess.ID); !strings.Contains(out, "agent.tool_use") {
+		t.Fatalf("session events printed:\n%s", out)
+	}
+	var ro api.Session
+	decodeOut(t, memstoreCLI(t, 0, "session", "create", "--env", env.ID, "--agent", ag.ID, "--store", store.ID+":ro"), &ro)
+	if ro.Resources[0].Access != api.AccessReadOnly {
+		t.Fatalf("--store ID:ro attached %+v", ro.Resources[0])
+	}
+
+	var deleted api.Deleted
+	decodeOut(t, memstoreCLI(t, 0, "memory", "delete", store.ID, mem.ID), &deleted)
+	decodeOut(t, memstoreCLI(t, 0, "store", "archive", store.ID), &store)
+	if store.ArchivedAt == nil {
+		t.Fatal("store archive did not archive")
+	}
+}

@@ -120,18 +120,6 @@ func mountPaths(prefix string, names, storeIDs []string) []string {
 	return out
 }
 
-// memoryStoreForAttach reads a store a session wants to attach.
-func (s *Server) memoryStoreForAttach(ctx context.Context, id string) (api.MemoryStore, error) {
-	type memoryStoreReader interface {
-		GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error)
-	}
-	ms, ok := s.store.(memoryStoreReader)
-	if !ok {
-		return api.MemoryStore{}, storage.ErrNotFound
-	}
-	return ms.GetMemoryStore(ctx, id)
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := requireAPIKey(p); err != nil {
 		return err
@@ -273,7 +261,7 @@ func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourc
 				return nil, err
 			}
 		}
-		store, err := s.memoryStoreForAttach(ctx, rp.MemoryStoreID)
+		store, err := s.store.GetMemoryStore(ctx, rp.MemoryStoreID)
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil, apiErrorf(notFound, "resources[%d].memory_store_id: no memory store %s", i, rp.MemoryStoreID)
 		}

@@ -405,3 +405,67 @@ func TestResumeSettlesASessionWhoseItemStoppedBeforeACrash(t *testing.T) {
 		t.Fatal("a second Resume added events")
 	}
 }
+
+func TestSessionResourcesSnapshotStoresAndMountThemBySlug(t *testing.T) {
+	e := newCPEnv(t, func(c *Config) { c.MountPrefix = "/srv/mem" })
+	env := e.environment("e")
+	ag := e.scriptedAgent()
+	mk := func(name, desc string) api.MemoryStore {
+		var st api.MemoryStore
+		e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": name, "description": desc}, &st)
+		return st
+	}
+	a, b, c := mk("Team Notes", "what the team knows"), mk("team  notes!", ""), mk("???", "")
+	archived := mk("old", "")
+	e.must(200, "POST", "/v1/memory_stores/"+archived.ID+"/archive", e.apiKey, nil, nil)
+	instr := "keep one fact per file"
+	sess := e.session(env.ID, ag.ID, map[string]any{"resources": []any{
+		map[string]any{"type": "memory_store", "memory_store_id": a.ID, "instructions": instr},
+		map[string]any{"type": "memory_store", "memory_store_id": b.ID, "access": "read_only"},
+		map[string]any{"type": "memory_store", "memory_store_id": c.ID},
+	}})
+	r := sess.Resources
+	if len(r) != 3 {
+		t.Fatalf("resources = %+v", r)
+	}
+	if r[0].MountPath != "/srv/mem/team-notes" || r[1].MountPath != "/srv/mem/team-notes-2" || r[2].MountPath != "/srv/mem/"+c.ID {
+		t.Fatalf("mount paths = %s %s %s", r[0].MountPath, r[1].MountPath, r[2].MountPath)
+	}
+	if r[0].Access != api.AccessReadWrite || r[1].Access != api.AccessReadOnly || r[0].Instructions == nil || *r[0].Instructions != instr || r[1].Instructions != nil {
+		t.Fatalf("access/instructions = %+v", r)
+	}
+	if r[0].Name != "Team Notes" || r[0].Description != "what the team knows" || r[0].ID == "" || r[0].Type != api.ResourceMemoryStore || r[0].CreatedAt.IsZero() {
+		t.Fatalf("snapshot = %+v", r[0])
+	}
+	// Snapshots: renaming the store later does not change the session.
+	e.must(200, "POST", "/v1/memory_stores/"+a.ID, e.apiKey, map[string]any{"name": "Renamed", "description": "new"}, nil)
+	var got api.Session
+	e.must(200, "GET", "/v1/sessions/"+sess.ID, e.apiKey, nil, &got)
+	if got.Resources[0].Name != "Team Notes" || got.Resources[0].Description != "what the team knows" || got.Resources[0].MountPath != "/srv/mem/team-notes" {
+		t.Fatalf("after a rename: %+v", got.Resources[0])
+	}
+	var bySession api.Page[api.Session]
+	e.must(200, "GET", "/v1/sessions?memory_store_id="+b.ID, e.apiKey, nil, &bySession)
+	if len(bySession.Data) != 1 || bySession.Data[0].ID != sess.ID {
+		t.Fatalf("sessions with store b: %+v", bySession.Data)
+	}
+
+	// Refusals: an archived store, the same store twice.
+	for _, c := range []struct {
+		res  []any
+		want string
+	}{
+		{[]any{map[string]any{"type": "memory_store", "memory_store_id": archived.ID}}, "archived"},
+		{[]any{map[string]any{"type": "memory_store", "memory_store_id": a.ID}, map[string]any{"type": "memory_store", "memory_store_id": a.ID}}, "already attached"},
+	} {
+		r := e.call("POST", "/v1/sessions", e.apiKey, map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": c.res})
+		if r.status != 400 || !strings.Contains(string(r.body), c.want) {
+			t.Fatalf("%v: %d %s", c.res, r.status, r.body)
+		}
+	}
+	var all api.Page[api.Session]
+	e.must(200, "GET", "/v1/sessions", e.apiKey, nil, &all)
+	if len(all.Data) != 1 {
+		t.Fatalf("refused creates left sessions: %d", len(all.Data))
+	}
+}
