@@ -106,7 +106,7 @@ func getStore(ctx context.Context, q queryer, id string) (api.MemoryStore, error
 
 // writableStore loads a store for a write to its memories and returns its
 // live memory count.
-func writableStore(ctx context.Context, tx *sql.Tx, id string) (count int, err error) {
+func writableStore(ctx context.Context, tx queryer, id string) (count int, err error) {
 	var archived sql.NullString
 	err = tx.QueryRowContext(ctx, `SELECT memory_count, archived_at FROM memory_stores WHERE id = ?`, id).Scan(&count, &archived)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -136,7 +136,8 @@ func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (
 		return api.MemoryStore{}, err
 	}
 	var st api.MemoryStore
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		now := s.now()
 		id := ids.NewAt(ids.MemoryStore, now)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -151,7 +152,7 @@ func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (
 
 // GetMemoryStore implements storage.MemoryStores.
 func (s *DB) GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
-	return getStore(ctx, s.db, id)
+	return getStore(ctx, s.cached(nil), id)
 }
 
 // ListMemoryStores implements storage.MemoryStores. Ids sort by creation
@@ -178,7 +179,7 @@ func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (
 	}
 	limit := listLimit(q.Limit)
 	args = append(args, limit+1)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+	rows, err := s.cached(nil).QueryContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
 	if err != nil {
 		return page, fmt.Errorf("list memory stores: %w", err)
 	}
@@ -210,7 +211,8 @@ func listLimit(n int) int {
 // UpdateMemoryStore implements storage.MemoryStores.
 func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryStorePatch) (api.MemoryStore, error) {
 	var st api.MemoryStore
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		cur, err := getStore(ctx, tx, id)
 		if err != nil {
 			return err
@@ -265,7 +267,8 @@ func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryS
 // ArchiveMemoryStore implements storage.MemoryStores.
 func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
 	var st api.MemoryStore
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		now := formatTime(s.now())
 		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET archived_at = ?, updated_at = ? WHERE id = ? AND archived_at IS NULL`, now, now, id); err != nil {
 			return fmt.Errorf("archive memory store %s: %w", id, err)
@@ -281,7 +284,8 @@ func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore
 // cascade to the store's memories and versions inside the same
 // transaction.
 func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		res, err := tx.ExecContext(ctx, `DELETE FROM memory_stores WHERE id = ?`, id)
 		if err != nil {
 			return fmt.Errorf("delete memory store %s: %w", id, err)
@@ -354,7 +358,7 @@ func getMemory(ctx context.Context, q queryer, storeID, memoryID string) (api.Me
 // pathConflict returns the memory, other than self, that occupies p, is a
 // file where p needs a directory (an ancestor of p), or is a file inside p
 // (a descendant): the three ways two paths cannot coexist in one store.
-func pathConflict(ctx context.Context, tx *sql.Tx, storeID, p, self string) error {
+func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) error {
 	var id, at string
 	check := func(query string, args ...any) (bool, error) {
 		err := tx.QueryRowContext(ctx, query, args...).Scan(&id, &at)
@@ -398,7 +402,7 @@ type versionRow struct {
 	at                        time.Time
 }
 
-func insertVersion(ctx context.Context, tx *sql.Tx, v versionRow) error {
+func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 	var content any
 	if v.content != nil {
 		content = []byte(*v.content)
@@ -421,7 +425,8 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		limit = api.DefaultMaxMemories
 	}
 	var m api.Memory
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		count, err := writableStore(ctx, tx, in.StoreID)
 		if err != nil {
 			return err
@@ -449,15 +454,17 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET memory_count = memory_count + 1 WHERE id = ?`, in.StoreID); err != nil {
 			return err
 		}
-		m, err = getMemory(ctx, tx, in.StoreID, memID)
-		return err
+		content := in.Content
+		m = api.Memory{ID: memID, Type: "memory", MemoryStoreID: in.StoreID, Path: in.Path, Content: &content,
+			ContentSHA256: sha, ContentSizeBytes: size, MemoryVersionID: verID, CreatedAt: now, UpdatedAt: now}
+		return nil
 	})
 	return m, err
 }
 
 // GetMemory implements storage.MemoryStores.
 func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memory, error) {
-	return getMemory(ctx, s.db, storeID, memoryID)
+	return getMemory(ctx, s.cached(nil), storeID, memoryID)
 }
 
 // UpdateMemory implements storage.MemoryStores.
@@ -469,7 +476,8 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
 			return err
 		}
@@ -515,8 +523,9 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 			return fmt.Errorf("update memory %s: %w", cur.ID, err)
 		}
 		changed = true
-		m, err = getMemory(ctx, tx, in.StoreID, cur.ID)
-		return err
+		m = cur
+		m.Path, m.Content, m.ContentSHA256, m.ContentSizeBytes, m.MemoryVersionID, m.UpdatedAt = newPath, &newContent, newSHA, size, verID, now
+		return nil
 	})
 	return m, changed, err
 }
@@ -526,7 +535,8 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 	if err := checkActor(by); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		cur, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), false)
 		if err != nil {
 			return err
@@ -550,7 +560,7 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 // CountMemories implements storage.MemoryStores.
 func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT memory_count FROM memory_stores WHERE id = ?`, storeID).Scan(&n)
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT memory_count FROM memory_stores WHERE id = ?`, storeID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, storage.ErrNotFound
 	}
@@ -587,7 +597,8 @@ func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.P
 		}
 	}
 	limit := listLimit(q.Limit)
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
 			return err
 		}
@@ -666,7 +677,7 @@ func decodeBound(s string) (bound, error) {
 	return bound{}, storage.ErrBadCursor
 }
 
-func memoryBatch(ctx context.Context, tx *sql.Tx, q storage.MemoryQuery, from bound, upper string, n int) ([]memoryRow, error) {
+func memoryBatch(ctx context.Context, tx queryer, q storage.MemoryQuery, from bound, upper string, n int) ([]memoryRow, error) {
 	sel := `SELECT ` + memoryColumns + ` FROM memories m`
 	if q.WithContent {
 		sel = memoryWithContent
@@ -754,7 +765,7 @@ func getVersion(ctx context.Context, q queryer, storeID, versionID string) (api.
 
 // GetMemoryVersion implements storage.MemoryStores.
 func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (api.MemoryVersion, error) {
-	return getVersion(ctx, s.db, storeID, versionID)
+	return getVersion(ctx, s.cached(nil), storeID, versionID)
 }
 
 // ListMemoryVersions implements storage.MemoryStores. Version ids are
@@ -792,7 +803,8 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	if q.WithContent {
 		cols += ", content"
 	}
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
 			return err
 		}
@@ -826,7 +838,8 @@ func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string,
 		return api.MemoryVersion{}, err
 	}
 	var v api.MemoryVersion
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
 		cur, err := getVersion(ctx, tx, storeID, versionID)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -33,6 +34,8 @@ type Options struct {
 type DB struct {
 	db  *sql.DB
 	now func() time.Time
+	// stmts caches prepared statements by query text (see cachedQ).
+	stmts sync.Map
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -65,7 +68,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 }
 
 // Close closes the database.
-func (s *DB) Close() error { return s.db.Close() }
+func (s *DB) Close() error {
+	s.closeStatements()
+	return s.db.Close()
+}
 
 // migrate applies migrations/NNNN_*.sql in order, each in its own
 // transaction, recording the applied numbers in schema_migrations.

@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Storage-level benchmarks: the cost of one memory write or one listing
+// page inside SQLite, without HTTP. The server package benchmarks the same
+// operations end to end.
+
+var benchActor = api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
+
+func benchStore(b *testing.B) (*DB, string) {
+	b.Helper()
+	db, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	st, err := db.CreateMemoryStore(context.Background(), storage.NewMemoryStore{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, st.ID
+}
+
+func BenchmarkStorageCreateMemory(b *testing.B) {
+	db, storeID := benchStore(b)
+	ctx := context.Background()
+	body := strings.Repeat("a line of memory text\n", 50)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: fmt.Sprintf("/bench/%03d/m%d.md", i%1000, i), Content: body, By: benchActor, MaxMemories: b.N + 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStorageUpdateWithPrecondition(b *testing.B) {
+	db, storeID := benchStore(b)
+	ctx := context.Background()
+	m, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: "/hot.md", Content: "v0", By: benchActor, MaxMemories: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sha := m.ContentSHA256
+	b.ResetTimer()
+	for i := range b.N {
+		content := fmt.Sprintf("version %d", i)
+		m, _, err = db.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: storeID, MemoryID: m.ID, Content: &content, IfSHA256: sha, By: benchActor})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sha = m.ContentSHA256
+	}
+}

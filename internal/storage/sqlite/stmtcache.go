@@ -1,0 +1,82 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+)
+
+// cachedQ runs queries as statements prepared once per connection and
+// reused, instead of handing SQL text to the driver each time: SQLite then
+// parses and plans each query once, where parsing used to be about a
+// quarter of the CPU time of a memory write. It wraps a transaction, or
+// the database itself when tx is nil, and satisfies queryer.
+//
+// A statement that fails to prepare is not cached; the query then runs
+// unprepared, so its error reaches the caller the usual way.
+type cachedQ struct {
+	s  *DB
+	tx *sql.Tx
+}
+
+// cached returns a query runner for tx (nil: outside a transaction).
+func (s *DB) cached(tx *sql.Tx) cachedQ { return cachedQ{s: s, tx: tx} }
+
+func (c cachedQ) stmt(ctx context.Context, query string) *sql.Stmt {
+	v, ok := c.s.stmts.Load(query)
+	if !ok {
+		st, err := c.s.db.PrepareContext(ctx, query)
+		if err != nil {
+			return nil
+		}
+		if prev, loaded := c.s.stmts.LoadOrStore(query, st); loaded {
+			st.Close()
+			v = prev
+		} else {
+			v = st
+		}
+	}
+	st := v.(*sql.Stmt)
+	if c.tx != nil {
+		// Reuses the statement already prepared on the transaction's
+		// connection, preparing it there the first time.
+		return c.tx.StmtContext(ctx, st)
+	}
+	return st
+}
+
+func (c cachedQ) direct() queryer {
+	if c.tx != nil {
+		return c.tx
+	}
+	return c.s.db
+}
+
+func (c cachedQ) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return c.direct().QueryRowContext(ctx, query, args...)
+}
+
+func (c cachedQ) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return c.direct().QueryContext(ctx, query, args...)
+}
+
+func (c cachedQ) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return c.direct().ExecContext(ctx, query, args...)
+}
+
+// closeStatements closes every cached statement (before the database).
+func (s *DB) closeStatements() {
+	s.stmts.Range(func(k, v any) bool {
+		v.(*sql.Stmt).Close()
+		s.stmts.Delete(k)
+		return true
+	})
+}
