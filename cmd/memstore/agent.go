@@ -47,7 +47,7 @@ func agentCreate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, a)
+	return cli.print(a)
 }
 
 func agentList(ctx context.Context, cli *cliContext, args []string) error {
@@ -67,7 +67,7 @@ func agentList(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, a)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
 
 func agentGet(ctx context.Context, cli *cliContext, args []string) error {
@@ -83,7 +83,7 @@ func agentGet(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, a)
+	return cli.print(a)
 }
 
 func agentArchive(ctx context.Context, cli *cliContext, args []string) error {
@@ -99,5 +99,5 @@ func agentArchive(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, a)
+	return cli.print(a)
 }

@@ -34,6 +34,8 @@ type cliContext struct {
 	stdout io.Writer
 	stderr io.Writer
 	conn   connFlags
+	// quiet prints only ids (-q), for shell scripts.
+	quiet bool
 }
 
 // connFlags are the flags every API verb takes.
@@ -82,6 +84,7 @@ func (cli *cliContext) client() (*client.Client, error) {
 func (cli *cliContext) flags() *flag.FlagSet {
 	fs := newFlagSet(cli.name, cli.stderr)
 	cli.conn.register(fs)
+	fs.BoolVar(&cli.quiet, "q", false, "print only the id (of each object, one per line), for scripts")
 	return fs
 }
 
@@ -157,13 +160,41 @@ func verbUsage(w io.Writer, name string, verbs map[string]verb) {
 	fmt.Fprintf(w, "\nRun 'memstore %s <verb> -h' for a verb's flags. Every verb takes --base-url and --api-key.\n", name)
 }
 
-// printJSON writes v as indented JSON: objects are shown whole, so ids and
-// one-time secrets can be copied or piped to jq.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+// print writes v as indented JSON: objects are shown whole, so ids and
+// one-time secrets can be copied or piped to jq. With -q it writes only the
+// id of the object, or of each object of a list, one per line.
+func (cli *cliContext) print(v any) error {
+	if !cli.quiet {
+		enc := json.NewEncoder(cli.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var items []map[string]any
+	if b[0] == '[' {
+		err = json.Unmarshal(b, &items)
+	} else {
+		var one map[string]any
+		err = json.Unmarshal(b, &one)
+		items = append(items, one)
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		id, ok := it["id"].(string)
+		if !ok {
+			id, _ = it["path"].(string) // a memory_prefix in a listing
+		}
+		if _, err := fmt.Fprintln(cli.stdout, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kvFlag collects repeated key=value flags (--metadata team=infra).

@@ -137,14 +137,18 @@ func TestCLIReadmeFlow(t *testing.T) {
 	t.Setenv("MEMSTORE_BASE_URL", rs.baseURL)
 	t.Setenv("MEMSTORE_DATA", data)
 
-	var env api.Environment
-	decodeOut(t, memstoreCLI(t, 0, "env", "create", "laptop"), &env)
-	var key api.EnvironmentKey
-	decodeOut(t, memstoreCLI(t, 0, "env", "key", "create", env.ID), &key)
-	var ag api.Agent
-	decodeOut(t, memstoreCLI(t, 0, "agent", "create", "note-taker"), &ag)
-	var store api.MemoryStore
-	decodeOut(t, memstoreCLI(t, 0, "store", "create", "Team Notes", "--description", "what the team knows"), &store)
+	// -q prints just the id (or, for a new key, the key) for scripts.
+	id := func(args ...string) string { return strings.TrimSpace(memstoreCLI(t, 0, append(args, "-q")...)) }
+	env := api.Environment{ID: id("env", "create", "laptop")}
+	key := id("env", "key", "create", env.ID)
+	if !strings.HasPrefix(key, "sk-memstore-env-") || !strings.HasPrefix(env.ID, "env_") {
+		t.Fatalf("env create -q / env key create -q printed %q, %q", env.ID, key)
+	}
+	ag := api.Agent{ID: id("agent", "create", "note-taker")}
+	store := api.MemoryStore{ID: id("store", "create", "Team Notes", "--description", "what the team knows")}
+	if ids := memstoreCLI(t, 0, "env", "list", "-q"); ids != env.ID+"\n" {
+		t.Fatalf("env list -q printed %q", ids)
+	}
 	var mem api.Memory
 	decodeOut(t, memstoreCLI(t, 0, "memory", "create", store.ID, "/todo.md", "--", "- ship it"), &mem)
 	if got := memstoreCLI(t, 0, "memory", "get", store.ID, mem.ID); got != "- ship it" {

@@ -14,7 +14,7 @@ func init() {
 		"get":     {summary: "show an environment", run: envGet},
 		"archive": {summary: "archive an environment (no new sessions)", run: envArchive},
 		"delete":  {summary: "delete an environment without sessions", run: envDelete},
-		"key": {summary: "environment keys: key create", sub: map[string]verb{
+		"key": {summary: "environment keys: key create (-q prints the key alone)", sub: map[string]verb{
 			"create": {summary: "mint an environment key for the workers (shown once)", run: envKeyCreate},
 		}},
 	})}
@@ -41,7 +41,7 @@ func envCreate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, e)
+	return cli.print(e)
 }
 
 func envList(ctx context.Context, cli *cliContext, args []string) error {
@@ -61,7 +61,7 @@ func envList(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, e)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
 
 func envGet(ctx context.Context, cli *cliContext, args []string) error {
@@ -77,7 +77,7 @@ func envGet(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, e)
+	return cli.print(e)
 }
 
 func envArchive(ctx context.Context, cli *cliContext, args []string) error {
@@ -93,7 +93,7 @@ func envArchive(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, e)
+	return cli.print(e)
 }
 
 func envDelete(ctx context.Context, cli *cliContext, args []string) error {
@@ -109,7 +109,7 @@ func envDelete(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, d)
+	return cli.print(d)
 }
 
 func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {
@@ -128,5 +128,10 @@ func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {
 		return err
 	}
 	fmt.Fprintln(cli.stderr, "The key is shown only now: give it to the workers of this environment (--environment-key or ANTHROPIC_ENVIRONMENT_KEY).")
-	return printJSON(cli.stdout, k)
+	if cli.quiet {
+		// What a script wants from a new key is the key.
+		_, err := fmt.Fprintln(cli.stdout, k.Key)
+		return err
+	}
+	return cli.print(k)
 }

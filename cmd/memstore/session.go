@@ -95,7 +95,7 @@ func sessionCreate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, s)
+	return cli.print(s)
 }
 
 func sessionList(ctx context.Context, cli *cliContext, args []string) error {
@@ -121,7 +121,7 @@ func sessionList(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, s)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
 
 // sessionByID runs one call on a session id and prints its result.
@@ -138,7 +138,7 @@ func sessionByID(ctx context.Context, cli *cliContext, args []string, call func(
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, v)
+	return cli.print(v)
 }
 
 func sessionGet(ctx context.Context, cli *cliContext, args []string) error {
@@ -176,7 +176,7 @@ func sessionSend(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, res)
+	return cli.print(res)
 }
 
 func sessionEvents(ctx context.Context, cli *cliContext, args []string) error {

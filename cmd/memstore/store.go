@@ -48,7 +48,7 @@ func storeCreate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, s)
+	return cli.print(s)
 }
 
 func storeList(ctx context.Context, cli *cliContext, args []string) error {
@@ -68,7 +68,7 @@ func storeList(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, s)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
 
 // storeByID runs one call on a store id and prints its result.
@@ -85,7 +85,7 @@ func storeByID(ctx context.Context, cli *cliContext, args []string, call func(*c
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, v)
+	return cli.print(v)
 }
 
 func storeGet(ctx context.Context, cli *cliContext, args []string) error {
@@ -117,7 +117,7 @@ func memoryCreate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, m)
+	return cli.print(m)
 }
 
 func memoryList(ctx context.Context, cli *cliContext, args []string) error {
@@ -139,7 +139,7 @@ func memoryList(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, it)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
 
 func memoryGet(ctx context.Context, cli *cliContext, args []string) error {
@@ -158,7 +158,7 @@ func memoryGet(ctx context.Context, cli *cliContext, args []string) error {
 		return err
 	}
 	if *asJSON || m.Content == nil {
-		return printJSON(cli.stdout, m)
+		return cli.print(m)
 	}
 	_, err = fmt.Fprint(cli.stdout, *m.Content)
 	return err
@@ -203,7 +203,7 @@ func memoryUpdate(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, m)
+	return cli.print(m)
 }
 
 func memoryDelete(ctx context.Context, cli *cliContext, args []string) error {
@@ -221,7 +221,7 @@ func memoryDelete(ctx context.Context, cli *cliContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(cli.stdout, d)
+	return cli.print(d)
 }
 
 func memoryVersions(ctx context.Context, cli *cliContext, args []string) error {
@@ -243,5 +243,5 @@ func memoryVersions(ctx context.Context, cli *cliContext, args []string) error {
 		}
 		out = append(out, v)
 	}
-	return printJSON(cli.stdout, out)
+	return cli.print(out)
 }
