@@ -312,6 +312,10 @@ func TestSymlinkAsIntermediateDirectory(t *testing.T) {
 	if err := r.RemoveFile("notes/f", Precondition{}, true); !errors.Is(err, ErrSymlink) {
 		t.Fatalf("RemoveFile through a linked folder = %v, want ErrSymlink", err)
 	}
+	// Lstat must not report "absent" behind a link: the target's file exists.
+	if _, err := r.Lstat("notes/missing"); !errors.Is(err, ErrSymlink) || errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat through a linked folder = %v, want ErrSymlink", err)
+	}
 	// The message names the component that is a link.
 	err := r.WriteFile("notes/new.md", []byte("x"), Precondition{})
 	if !strings.Contains(err.Error(), `"notes" is a symbolic link`) {
@@ -338,6 +342,36 @@ func TestSymlinkAsIntermediateDirectory(t *testing.T) {
 		t.Fatalf("Walk skipped = %v, want the two links", skipped)
 	}
 	assertOutsideIntact(t, outside)
+}
+
+func TestLstat(t *testing.T) {
+	r, outside := newRoot(t)
+	mustWrite(t, r, "a/f.md", "hello")
+	if err := os.Symlink(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "a/link")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := r.Lstat("a/f.md")
+	if err != nil || !fi.Mode.IsRegular() || fi.Size != 5 {
+		t.Fatalf("Lstat(a/f.md) = %+v, %v; want a regular file of 5 bytes", fi, err)
+	}
+	if fi, err := r.Lstat("a"); err != nil || !fi.Mode.IsDir() {
+		t.Fatalf("Lstat(a) = %+v, %v; want a folder", fi, err)
+	}
+	// The link is described, not followed (its target is 6 bytes).
+	if fi, err := r.Lstat("a/link"); err != nil || fi.Mode&fs.ModeSymlink == 0 {
+		t.Fatalf("Lstat(a/link) = %+v, %v; want the symlink itself", fi, err)
+	}
+	for _, rel := range []string{"a/missing", "missing/f"} {
+		if _, err := r.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Lstat(%s) = %v, want fs.ErrNotExist", rel, err)
+		}
+	}
+	if _, err := r.Lstat("a/f.md/x"); !errors.Is(err, ErrNotDirectory) {
+		t.Fatalf("Lstat below a file = %v, want ErrNotDirectory", err)
+	}
+	if _, err := r.Lstat("../outside/f"); !errors.Is(err, ErrInvalidPath) {
+		t.Fatalf("Lstat(../outside/f) = %v, want ErrInvalidPath", err)
+	}
 }
 
 func TestSymlinkAsTheFolder(t *testing.T) {

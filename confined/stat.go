@@ -79,3 +79,29 @@ func fileMode(m uint32) fs.FileMode {
 	}
 	return mode
 }
+
+// Lstat describes what is at rel without following a symlink anywhere: a
+// symlink at rel is described itself (Mode has fs.ModeSymlink), and a
+// symlink in place of a folder on the way fails with [ErrSymlink]. An error
+// matching fs.ErrNotExist means nothing is at rel.
+//
+// A sync uses it to confirm, just before it deletes a memory because its
+// file is gone, that the file is still gone: an error other than "not
+// exist" means something may be there, and the delete must wait.
+func (r *Root) Lstat(rel string) (FileInfo, error) {
+	const op = "lstat"
+	segs, err := split(rel)
+	if err != nil {
+		return FileInfo{}, &fs.PathError{Op: op, Path: rel, Err: err}
+	}
+	c, err := r.walkTo(op, rel, segs[:len(segs)-1], false)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer c.close()
+	st, err := lstatAt(c.dir(), segs[len(segs)-1])
+	if err != nil {
+		return FileInfo{}, &fs.PathError{Op: op, Path: rel, Err: err}
+	}
+	return fileInfo(&st), nil
+}
