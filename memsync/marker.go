@@ -1,6 +1,13 @@
 package memsync
 
-import "fmt"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/memstore/memstore/confined"
+)
 
 // MarkerName is the file at the root of every store folder that binds the
 // folder to its store. It is never synced, and the server's listing of a
@@ -47,4 +54,23 @@ func (m MarkerState) String() string {
 		return "trusted"
 	}
 	return fmt.Sprintf("MarkerState(%d)", m)
+}
+
+// markerReadLimit bounds the marker read: a real marker is a few dozen bytes.
+const markerReadLimit = 4096
+
+// readMarker looks at the marker of the folder at root. Anything but a
+// regular file holding exactly [MarkerContent] is a mismatch — a symlink, a
+// folder, other content — except nothing at all (the folder itself may be
+// gone), which is missing.
+func readMarker(root *confined.Root, memoryStoreID string) MarkerState {
+	content, err := root.ReadFile(MarkerName, markerReadLimit)
+	switch {
+	case err == nil && bytes.Equal(content, MarkerContent(memoryStoreID)):
+		return MarkerTrusted
+	case errors.Is(err, fs.ErrNotExist):
+		return MarkerMissing
+	default:
+		return MarkerMismatch
+	}
 }

@@ -1,7 +1,6 @@
 package memsync
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -139,6 +138,12 @@ type Note struct {
 	Msg  string
 	// Err is the underlying problem, if any.
 	Err error
+	// Persistent marks a condition rather than an event: an untrusted
+	// marker, a case collision, an obscured entry, an invalid listed path,
+	// a log_only deletion or a delete cap still in force. Every sync
+	// reports it again while it lasts, so a caller that logs each sync
+	// logs it once, until it goes away, to keep the log readable.
+	Persistent bool
 }
 
 // Plan is the outcome of [Reconcile].
@@ -155,19 +160,4 @@ type Plan struct {
 	// failed without effect; apply advances it with the Mark methods for
 	// the ones that succeed. Reconcile never modifies its input state.
 	Next State
-}
-
-// Log writes the plan's notes to logger, each with the store's id and the
-// path it is about, so an operator can find the folder and the memory.
-func (p Plan) Log(ctx context.Context, logger *slog.Logger, memoryStoreID string) {
-	for _, n := range p.Notes {
-		attrs := []slog.Attr{slog.String("memory_store_id", memoryStoreID)}
-		if n.Path != "" {
-			attrs = append(attrs, slog.String("path", n.Path))
-		}
-		if n.Err != nil {
-			attrs = append(attrs, slog.Any("error", n.Err))
-		}
-		logger.LogAttrs(ctx, n.Level, n.Msg, attrs...)
-	}
 }

@@ -122,7 +122,7 @@ func Reconcile(state State, local Local, remote Remote, opts Options) Plan {
 			if local.Marker == MarkerMismatch {
 				problem = "is not this store's"
 			}
-			r.note(slog.LevelWarn, "", fmt.Sprintf("the folder's marker file %s %s, so the folder may not be this store's: "+
+			r.persistentNote(slog.LevelWarn, "", fmt.Sprintf("the folder's marker file %s %s, so the folder may not be this store's: "+
 				"it is left exactly as found, and nothing is uploaded from it or deleted because of it; "+
 				"move the folder away to have it rebuilt from the server, whose copy is intact", MarkerName, problem), nil)
 			r.plan.Next = state.Clone()
@@ -153,7 +153,7 @@ func Reconcile(state State, local Local, remote Remote, opts Options) Plan {
 		if opts.Deletions == DeletionsLogOnly {
 			verb = "reported"
 		}
-		r.note(slog.LevelWarn, "", fmt.Sprintf("delete cap reached: %d server deletes %s this sync and %d held for later syncs "+
+		r.persistentNote(slog.LevelWarn, "", fmt.Sprintf("delete cap reached: %d server deletes %s this sync and %d held for later syncs "+
 			"(at most %d per sync for a store of %d memories); if these deletions are not intended, restore the files",
 			r.deletes, verb, r.capped, r.cap, len(remote)), nil)
 	}
@@ -176,6 +176,12 @@ func (r *reconciler) act(a Action) { r.plan.Actions = append(r.plan.Actions, a) 
 
 func (r *reconciler) note(level slog.Level, path, msg string, err error) {
 	r.plan.Notes = append(r.plan.Notes, Note{Level: level, Path: path, Msg: msg, Err: err})
+}
+
+// persistentNote is note for a condition that every sync finds again until
+// someone fixes it (see Note.Persistent).
+func (r *reconciler) persistentNote(level slog.Level, path, msg string, err error) {
+	r.plan.Notes = append(r.plan.Notes, Note{Level: level, Path: path, Msg: msg, Err: err, Persistent: true})
 }
 
 func (r *reconciler) keep(path string, ps PathState) {
@@ -264,7 +270,7 @@ func (r *reconciler) skipInvalid(p string) bool {
 		return false
 	}
 	r.act(Action{Kind: SkipInvalidPath, Path: p})
-	r.note(slog.LevelWarn, p, "this path cannot be synced as a file in the folder; skipping it", err)
+	r.persistentNote(slog.LevelWarn, p, "this path cannot be synced as a file in the folder; skipping it", err)
 	return true
 }
 
@@ -297,7 +303,7 @@ func (r *reconciler) findCollisions(paths []string) {
 	for _, k := range slices.Sorted(maps.Keys(spellings)) {
 		if sp := spellings[k]; len(sp) > 1 {
 			slices.Sort(sp)
-			r.note(slog.LevelWarn, sp[0], fmt.Sprintf("the paths %s differ only in letter case, and this folder's filesystem cannot keep them apart; "+
+			r.persistentNote(slog.LevelWarn, sp[0], fmt.Sprintf("the paths %s differ only in letter case, and this folder's filesystem cannot keep them apart; "+
 				"the memories at or under them are not synced (and nothing of them is deleted) until all but one spelling is renamed or deleted",
 				strings.Join(sp, ", ")), nil)
 		}
@@ -325,11 +331,11 @@ func (r *reconciler) noteObscured(keys []string) {
 	}
 	for _, q := range slices.Sorted(maps.Keys(r.local.Obscured)) {
 		if hidden[q] > 0 {
-			r.note(slog.LevelWarn, q, fmt.Sprintf("this entry is not a regular file or folder, or cannot be read, so the %d memories at or under it "+
+			r.persistentNote(slog.LevelWarn, q, fmt.Sprintf("this entry is not a regular file or folder, or cannot be read, so the %d memories at or under it "+
 				"are not synced and are left untouched on the server; replace it with a regular file or folder to resume syncing", hidden[q]),
 				r.local.Obscured[q])
 		} else {
-			r.note(slog.LevelInfo, q, "this entry is not a regular file or folder, or cannot be read, so it is not synced", r.local.Obscured[q])
+			r.persistentNote(slog.LevelInfo, q, "this entry is not a regular file or folder, or cannot be read, so it is not synced", r.local.Obscured[q])
 		}
 	}
 }
@@ -440,7 +446,7 @@ func (r *reconciler) localDeletion(p string, ps PathState, rm RemoteMemory) {
 	default:
 		r.deletes++
 		if r.opts.Deletions == DeletionsLogOnly {
-			r.note(slog.LevelInfo, p, "log_only: this file has stayed deleted in the folder, and the sync would delete its memory "+
+			r.persistentNote(slog.LevelInfo, p, "log_only: this file has stayed deleted in the folder, and the sync would delete its memory "+
 				"on the server; set memory_sync_deletions to enabled to propagate deletions", nil)
 			r.act(Action{Kind: LogOnlyDelete, Path: p})
 			return

@@ -778,19 +778,6 @@ func TestParseDeletionMode(t *testing.T) {
 	}
 }
 
-func TestPlanLog(t *testing.T) {
-	var buf strings.Builder
-	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	plan := Reconcile(synced("/a", A), trusted(files("/a", B)), remote("/a", C), Options{Now: t0})
-	plan.Log(t.Context(), logger, "memstore_01")
-	out := buf.String()
-	for _, want := range []string{"level=WARN", "memory_store_id=memstore_01", "path=/a", "server version wins"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log %q lacks %q", out, want)
-		}
-	}
-}
-
 func fmtActions(as []Action) string {
 	var parts []string
 	for _, a := range as {

@@ -1,7 +1,6 @@
 package memsync
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -70,9 +69,6 @@ func (l Local) empty() bool {
 	return len(l.Files) == 0 && len(l.Obscured) == 0 && len(l.Ignored) == 0
 }
 
-// markerReadLimit bounds the marker read: a real marker is a few dozen bytes.
-const markerReadLimit = 4096
-
 // Scan walks the store folder at root and returns what [Reconcile] needs,
 // hashing only the files whose stat changed since cache last saw them. A
 // folder that no longer exists scans as empty with a missing marker, which
@@ -91,10 +87,8 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 	}
 	readsBefore := cache.Reads()
 	live := map[string]bool{}
-	markerListed := false
 	for _, e := range entries {
 		if e.Path == MarkerName {
-			markerListed = true
 			continue
 		}
 		p := "/" + e.Path
@@ -137,30 +131,6 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 		}
 	}
 
-	switch {
-	case markerListed:
-		content, err := root.ReadFile(MarkerName, markerReadLimit)
-		switch {
-		case err == nil && bytes.Equal(content, MarkerContent(memoryStoreID)):
-			local.Marker = MarkerTrusted
-		case errors.Is(err, fs.ErrNotExist):
-			local.Marker = MarkerMissing
-		default:
-			local.Marker = MarkerMismatch
-		}
-	case hasSkipped(skipped, MarkerName):
-		local.Marker = MarkerMismatch
-	default:
-		local.Marker = MarkerMissing
-	}
+	local.Marker = readMarker(root, memoryStoreID)
 	return local, nil
-}
-
-func hasSkipped(skipped []confined.Skipped, rel string) bool {
-	for _, s := range skipped {
-		if s.Path == rel {
-			return true
-		}
-	}
-	return false
 }

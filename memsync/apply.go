@@ -1,0 +1,329 @@
+package memsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/confined"
+)
+
+// outcome counts what one sync step did for one store.
+type outcome struct {
+	changes int // files written or removed, memories created, updated or deleted
+	failed  int // changes that failed, each logged; the next sync retries
+	cutOff  int // changes not made because the context ended
+	// cutPaths are the paths of changes cut off, when a caller needs to
+	// tell the operator which edits were lost.
+	cutPaths []string
+	// incomplete: the context ended before the changes could be planned.
+	incomplete bool
+}
+
+// applier carries out a plan's actions for one store, re-checking each file
+// just before it is overwritten or deleted, and advances next (the plan's
+// Next) only for what succeeded.
+type applier struct {
+	st *store
+	// contents, when set, holds the memories of a full listing by id, so
+	// downloads take their content from it instead of fetching each one.
+	contents map[string]api.Memory
+
+	mu   sync.Mutex
+	next State
+	out  outcome
+}
+
+func (st *store) newApplier(next State) *applier { return &applier{st: st, next: next} }
+
+// result is the fate of one action.
+type result uint8
+
+const (
+	done    result = iota // the change was made
+	skipped               // nothing to do any more (the file or memory changed since the plan); the next sync decides
+	failed                // logged; the next sync retries
+	cutOff                // the context ended first
+)
+
+// apply runs the I/O actions in an order that frees paths before they are
+// reused: local removals, then server deletes (a memory /a must go before
+// /a/b can be created), then uploads, then downloads.
+func (a *applier) apply(ctx context.Context, actions []Action) {
+	a.run(ctx, filterKinds(actions, RemoveLocal), a.removeLocal)
+	a.run(ctx, filterKinds(actions, DeleteRemote), a.deleteRemote)
+	a.run(ctx, filterKinds(actions, Create, Update), a.upload)
+	a.run(ctx, filterKinds(actions, Download), a.download)
+}
+
+// filterKinds returns the actions of the given kinds, in order.
+func filterKinds(actions []Action, kinds ...Kind) []Action {
+	var out []Action
+	for _, act := range actions {
+		for _, k := range kinds {
+			if act.Kind == k {
+				out = append(out, act)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// run does fn for each action, requestConcurrency at a time. Once ctx has
+// ended the remaining actions are counted as cut off, not started.
+func (a *applier) run(ctx context.Context, acts []Action, fn func(context.Context, Action) result) {
+	sem := make(chan struct{}, requestConcurrency)
+	var wg sync.WaitGroup
+	for _, act := range acts {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			a.count(act, cutOff)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			a.count(act, fn(ctx, act))
+		})
+	}
+	wg.Wait()
+}
+
+func (a *applier) count(act Action, r result) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch r {
+	case done:
+		a.out.changes++
+	case failed:
+		a.out.failed++
+	case cutOff:
+		a.out.cutOff++
+		a.out.cutPaths = append(a.out.cutPaths, act.Path)
+	}
+}
+
+// mark advances the state under the applier's lock.
+func (a *applier) mark(f func(State)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(a.next)
+}
+
+// failure classifies an error that stopped an action: cut off if the
+// context ended, else logged (once while it repeats) and failed.
+func (a *applier) failure(ctx context.Context, act Action, msg string, err error) result {
+	if ctx.Err() != nil {
+		return cutOff
+	}
+	a.st.warn(ctx, act.Path, msg, err)
+	return failed
+}
+
+func (a *applier) debug(ctx context.Context, act Action, msg string, args ...any) {
+	a.st.log.DebugContext(ctx, msg, append([]any{"path", act.Path}, args...)...)
+}
+
+// stream downloads acts with the content of a full listing instead of one
+// GET each: the way to fetch a whole store. A memory planned but absent from
+// the listing was deleted or renamed since the plan; the next sync sees it.
+func (a *applier) stream(ctx context.Context, acts []Action) error {
+	if len(acts) == 0 {
+		return nil
+	}
+	want := map[string]Action{}
+	for _, act := range acts {
+		want[act.MemoryID] = act
+	}
+	err := a.st.eachFullPage(ctx, func(page []api.Memory) {
+		a.contents = map[string]api.Memory{}
+		var batch []Action
+		for _, m := range page {
+			if act, ok := want[m.ID]; ok {
+				delete(want, m.ID)
+				a.contents[m.ID] = m
+				batch = append(batch, act)
+			}
+		}
+		a.run(ctx, batch, a.download)
+	})
+	a.contents = nil
+	if err != nil {
+		r := failed
+		if ctx.Err() != nil {
+			r = cutOff
+		}
+		for _, act := range want {
+			a.count(act, r)
+		}
+	}
+	return err
+}
+
+// download writes the server's content of act.MemoryID to the file, if the
+// file still is what the plan saw (act.Local). The content may be newer
+// than the listing the plan came from; its own sha is what gets marked.
+func (a *applier) download(ctx context.Context, act Action) result {
+	var m api.Memory
+	if a.contents != nil {
+		var ok bool
+		if m, ok = a.contents[act.MemoryID]; !ok {
+			return skipped
+		}
+	} else {
+		got, err := a.st.client.GetMemory(ctx, a.st.id, act.MemoryID, client.GetMemoryParams{View: api.ViewFull})
+		if client.IsStatus(err, http.StatusNotFound) {
+			a.debug(ctx, act, "the memory was deleted after the listing; the next sync catches up")
+			return skipped
+		}
+		if err != nil {
+			return a.failure(ctx, act, "cannot download this memory; the next sync retries", err)
+		}
+		m = *got
+	}
+	if m.Path != act.Path {
+		a.debug(ctx, act, "the memory was renamed after the listing; the next sync catches up", "new_path", m.Path)
+		return skipped
+	}
+	if m.Content == nil {
+		return a.failure(ctx, act, "the server sent this memory without its content; the next sync retries", nil)
+	}
+	content := []byte(*m.Content)
+	sum := sha256Hex(content)
+	if sum != m.ContentSHA256 {
+		return a.failure(ctx, act, "the server sent content that does not match its content_sha256, so it was not written; the next sync retries",
+			fmt.Errorf("content hashes to %s, content_sha256 is %s", sum, m.ContentSHA256))
+	}
+	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
+	if errors.Is(err, confined.ErrChanged) {
+		a.debug(ctx, act, "the file changed after the scan, so the download did not overwrite it; the next sync decides", "error", err)
+		return skipped
+	}
+	if err != nil {
+		return a.failure(ctx, act, "cannot write this memory into the folder; the next sync retries", err)
+	}
+	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
+	a.debug(ctx, act, "downloaded")
+	return done
+}
+
+// upload sends the file as an update of act.MemoryID (guarded by the
+// server content the plan saw) or as a new memory, if its bytes still hash
+// to what the plan saw.
+func (a *applier) upload(ctx context.Context, act Action) result {
+	data, err := a.st.root.ReadFile(relPath(act.Path), MaxContentBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confined.ErrTooLarge):
+		a.debug(ctx, act, "the file changed after the scan; the next sync decides", "error", err)
+		return skipped
+	case err != nil:
+		return a.failure(ctx, act, "cannot read this file to upload it; the next sync retries", err)
+	}
+	sum := sha256Hex(data)
+	if sum != act.Local.SHA256 {
+		a.debug(ctx, act, "the file changed after the scan; the next sync uploads the new content")
+		return skipped
+	}
+	// Recorded before sending: if the response is lost, the next listing
+	// recognises the upload as ours (no duplicate, no false conflict).
+	a.mark(func(s State) { s.MarkSent(act.Path, sum) })
+	content := string(data)
+	var m *api.Memory
+	create := act.Kind == Create
+	if !create {
+		m, err = a.st.client.UpdateMemory(ctx, a.st.id, act.MemoryID, api.UpdateMemoryRequest{
+			Content:      &content,
+			Precondition: &api.Precondition{Type: "content_sha256", ContentSHA256: act.RemoteSHA},
+		})
+		switch {
+		case client.IsStatus(err, http.StatusNotFound):
+			a.debug(ctx, act, "the memory was deleted on the server after the listing; creating it again from the file")
+			create = true
+		case client.IsStatus(err, http.StatusConflict):
+			a.st.log.InfoContext(ctx, "the memory changed on the server after the listing, so the local edit was not uploaded; the server version wins and the next sync downloads it",
+				"path", act.Path)
+			return skipped
+		}
+	}
+	if create {
+		m, err = a.st.client.CreateMemory(ctx, a.st.id, api.CreateMemoryRequest{Path: act.Path, Content: content})
+		if client.IsStatus(err, http.StatusConflict) {
+			a.st.emit(ctx, Note{Level: slog.LevelInfo, Path: act.Path, Persistent: true, Err: err,
+				Msg: "another writer created a memory at this path (or at a folder of it) first, so the file was not uploaded; the next sync settles which version stays"})
+			return skipped
+		}
+	}
+	if client.IsStatus(err, http.StatusBadRequest) || client.IsStatus(err, http.StatusRequestEntityTooLarge) {
+		a.mark(func(s State) { s.MarkRefused(act.Path, sum) })
+		a.st.log.WarnContext(ctx, "the server refused this file's content; it stays in the folder and is not sent again until it changes", "path", act.Path, "error", err)
+		return failed
+	}
+	if err != nil {
+		return a.failure(ctx, act, "the upload of this file failed or got no answer; the next sync checks whether it landed and sends it again if not", err)
+	}
+	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
+	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
+	return done
+}
+
+// deleteRemote deletes act.MemoryID on the server because its file stayed
+// deleted, after checking once more that the file is still gone and that
+// the folder is still the store's (a folder destroyed since the scan must
+// not drive deletions).
+func (a *applier) deleteRemote(ctx context.Context, act Action) result {
+	if readMarker(a.st.root, a.st.id) != MarkerTrusted {
+		a.debug(ctx, act, "the folder's marker changed after the scan, so the memory was not deleted")
+		return skipped
+	}
+	if _, err := a.st.root.Lstat(relPath(act.Path)); !errors.Is(err, fs.ErrNotExist) {
+		a.debug(ctx, act, "the file is back, so the memory was not deleted", "error", err)
+		return skipped
+	}
+	a.mark(func(s State) { s.MarkDeleteSent(act.Path) })
+	_, err := a.st.client.DeleteMemory(ctx, a.st.id, act.MemoryID, client.DeleteMemoryParams{ExpectedContentSHA256: act.RemoteSHA})
+	switch {
+	case err == nil, client.IsStatus(err, http.StatusNotFound):
+		a.mark(func(s State) { s.MarkGone(act.Path) })
+		a.st.log.InfoContext(ctx, "deleted the memory on the server: its file stayed deleted from the folder (its versions remain on the server)",
+			"path", act.Path, "memory_id", act.MemoryID)
+		return done
+	case client.IsStatus(err, http.StatusConflict):
+		a.st.log.InfoContext(ctx, "the memory changed on the server after the listing, so it was not deleted; the next sync restores its file",
+			"path", act.Path)
+		return skipped
+	}
+	return a.failure(ctx, act, "cannot delete this memory on the server; the next sync retries", err)
+}
+
+// removeLocal removes the file of a memory deleted on the server, unless it
+// was edited since the scan (the edit survives and is re-created on the
+// server by the next sync).
+func (a *applier) removeLocal(ctx context.Context, act Action) result {
+	err := a.st.root.RemoveFile(relPath(act.Path), act.Local, true)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+		a.mark(func(s State) { s.MarkGone(act.Path) })
+		a.debug(ctx, act, "removed the file: its memory was deleted on the server")
+		return done
+	case errors.Is(err, confined.ErrChanged):
+		a.debug(ctx, act, "the file changed after the scan, so it was kept; the next sync uploads it", "error", err)
+		return skipped
+	}
+	return a.failure(ctx, act, "cannot remove this file, whose memory was deleted on the server; the next sync retries", err)
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}

@@ -1,0 +1,363 @@
+package memsync_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/memsync"
+)
+
+// clock is the injected time of the server and of every session.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// logBuffer collects JSON log records from every session of a test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the records at level whose message contains msg.
+func (l *logBuffer) records(t testing.TB, level slog.Level, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.Lines(l.buf.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if rec["level"] == level.String() && strings.Contains(rec["msg"].(string), msg) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// recorder is the sessions' HTTP transport: it forwards to the real test
+// server, records every request, and lets a test cut a connection after the
+// server has answered (the response is read and thrown away, as when a
+// connection drops on the way back).
+type recorder struct {
+	mu   sync.Mutex
+	reqs []string
+	// before, when set, is called before a request is forwarded; an
+	// error fails the request without the server seeing it.
+	before func(*http.Request) error
+	// cut, when set, is asked about each request after the server
+	// answered it; true drops the response.
+	cut func(*http.Request) bool
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req.Method+" "+req.URL.Path)
+	cut, before := r.cut, r.before
+	r.mu.Unlock()
+	if before != nil {
+		if err := before(req); err != nil {
+			return nil, err
+		}
+	}
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && cut != nil && cut(req) {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return nil, errors.New("read: connection reset by peer (cut by the test)")
+	}
+	return res, err
+}
+
+// take returns the requests recorded since the last call.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.reqs
+	r.reqs = nil
+	return out
+}
+
+// env is a real memstore server on httptest with a real SQLite file, one
+// store, and an admin client that plays "another writer".
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	clock   *clock
+	url     string
+	key     string
+	admin   *client.Client
+	storeID string
+	logs    *logBuffer
+}
+
+var instant = client.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := t.Context()
+	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	srv := server.New(server.Config{Store: db, Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
+	key, _, err := srv.BootstrapAdminKey(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	admin, err := client.New(ts.URL, client.WithAPIKey(key), client.WithRetryPolicy(instant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "Notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: ctx, clock: clk, url: ts.URL, key: key, admin: admin, storeID: st.ID, logs: &logBuffer{}}
+}
+
+// put writes a memory as another writer would: created, or updated without
+// a precondition.
+func (e *env) put(path, content string) {
+	e.t.Helper()
+	if m := e.find(path); m != nil {
+		if _, err := e.admin.UpdateMemory(e.ctx, e.storeID, m.ID, api.UpdateMemoryRequest{Content: &content}); err != nil {
+			e.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := e.admin.CreateMemory(e.ctx, e.storeID, api.CreateMemoryRequest{Path: path, Content: content}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// remove deletes a memory as another writer would.
+func (e *env) remove(path string) {
+	e.t.Helper()
+	m := e.find(path)
+	if m == nil {
+		e.t.Fatalf("no memory at %s", path)
+	}
+	if _, err := e.admin.DeleteMemory(e.ctx, e.storeID, m.ID, client.DeleteMemoryParams{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) find(path string) *api.Memory {
+	e.t.Helper()
+	for it, err := range e.admin.ListAllMemories(e.ctx, e.storeID, client.ListMemoriesParams{View: api.ViewFull}) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if it.Memory != nil && it.Memory.Path == path {
+			return it.Memory
+		}
+	}
+	return nil
+}
+
+// server returns the store's memories, path → content.
+func (e *env) server() map[string]string {
+	e.t.Helper()
+	out := map[string]string{}
+	for it, err := range e.admin.ListAllMemories(e.ctx, e.storeID, client.ListMemoriesParams{View: api.ViewFull}) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if m := it.Memory; m != nil {
+			if _, dup := out[m.Path]; dup {
+				e.t.Fatalf("the server lists %s twice", m.Path)
+			}
+			out[m.Path] = *m.Content
+		}
+	}
+	return out
+}
+
+// versions counts the versions of every memory ever at path, deleted ones
+// included.
+func (e *env) versions() int {
+	e.t.Helper()
+	n := 0
+	for _, err := range e.admin.ListAllMemoryVersions(e.ctx, e.storeID, client.ListMemoryVersionsParams{}) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// mount is one session's view of the store.
+type mount struct {
+	*memsync.Session
+	dir   string
+	rec   *recorder
+	stats func() client.Stats
+}
+
+type mountOption func(*memsync.SessionConfig, *memsync.StoreMount)
+
+func readOnly(_ *memsync.SessionConfig, m *memsync.StoreMount) { m.ReadOnly = true }
+
+func endTimeout(d time.Duration) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.EndTimeout = d }
+}
+
+func deletions(d memsync.DeletionMode) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Deletions = d }
+}
+
+// session makes a Session for the env's store under the mount root root,
+// without mounting it.
+func (e *env) session(root string, opts ...mountOption) *mount {
+	e.t.Helper()
+	rec := &recorder{}
+	c, err := client.New(e.url, client.WithAPIKey(e.key), client.WithRetryPolicy(instant), client.WithHTTPClient(&http.Client{Transport: rec}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sm := memsync.StoreMount{MemoryStoreID: e.storeID, Name: "Notes", MountPath: "/mnt/memory/notes", Dir: filepath.Join(root, "notes")}
+	cfg := memsync.SessionConfig{
+		Client: c,
+		Now:    e.clock.Now,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(&cfg, &sm)
+	}
+	cfg.Stores = []memsync.StoreMount{sm}
+	s, err := memsync.NewSession(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &mount{Session: s, dir: sm.Dir, rec: rec, stats: c.Stats}
+}
+
+// mount makes a Session under root and mounts it.
+func (e *env) mount(root string, opts ...mountOption) *mount {
+	e.t.Helper()
+	m := e.session(root, opts...)
+	if err := m.Mount(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	m.rec.take()
+	return m
+}
+
+// folder returns the regular files under dir (marker excluded), path →
+// content, and fails on anything else but folders: a sync must never leave
+// a symlink or a temporary file behind.
+func folder(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			t.Fatalf("%s is not a regular file (%v)", p, d.Type())
+		case rel == memsync.MarkerName:
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out["/"+filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func writeFile(t testing.TB, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeFile(t testing.TB, dir, rel string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, rel)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func equal(t testing.TB, what string, got, want map[string]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Fatalf("%s = %v, want %v", what, got, want)
+		}
+	}
+}
+
+// writes filters requests that change something on the server.
+func writes(reqs []string) []string {
+	var out []string
+	for _, r := range reqs {
+		if !strings.HasPrefix(r, "GET ") {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,366 @@
+package memsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/memstore/memstore/client"
+)
+
+// Interval and time limits of a session's memory sync.
+const (
+	// DefaultInterval is how often a session syncs its stores when the
+	// worker's memory_sync_interval is not set: frequent enough that
+	// another session or a console user sees the agent's notes soon after
+	// it writes them, rare enough that an idle sync (one listing per store)
+	// is negligible load.
+	DefaultInterval = 15 * time.Second
+	// MinInterval is the shortest interval accepted. A sync lists every
+	// store, so a worker running many sessions at a shorter interval would
+	// mostly be listing.
+	MinInterval = 5 * time.Second
+	// DefaultEndTimeout bounds each of End's two steps (the final sync and
+	// the flush), so a slow or unreachable server delays the end of a
+	// session by at most a minute rather than holding its work item.
+	DefaultEndTimeout = 30 * time.Second
+)
+
+// StoreMount is one memory store attached to a session, and where it goes.
+type StoreMount struct {
+	MemoryStoreID string
+	// Name is the store's name, for logs.
+	Name string
+	// MountPath is the mount_path the API advertises (/mnt/memory/<slug>),
+	// logged so an operator can match a log line to the session's
+	// resources.
+	MountPath string
+	// Dir is the real folder on disk: MountPath with the worker's mount
+	// root applied. Its parent must exist and be writable; Dir itself must
+	// not exist.
+	Dir string
+	// ReadOnly: the store is attached read_only; it is pulled, never pushed.
+	ReadOnly bool
+}
+
+// SessionConfig configures [NewSession].
+type SessionConfig struct {
+	// Client calls the memory endpoints, authenticated with the session's
+	// sessions token (the environment key is refused there). Its traffic
+	// counters (Stats) include the sync's requests.
+	Client *client.Client
+	// Stores are the session's memory store resources.
+	Stores []StoreMount
+	// Interval is the worker's memory_sync_interval: 0 means
+	// [DefaultInterval]; a negative value disables memory (nothing is
+	// mounted or synced); a positive value below [MinInterval] is refused.
+	Interval time.Duration
+	// Deletions is the worker's memory_sync_deletions; the zero value is
+	// [DeletionsEnabled].
+	Deletions DeletionMode
+	// Now is the clock of the interval and the corroboration window; nil
+	// means time.Now. (The hash cache, which compares file timestamps with
+	// the time, always reads the real clock.)
+	Now func() time.Time
+	// Logger receives every message for the operator; nil means
+	// slog.Default(). Each line about a store carries memory_store_id,
+	// folder (Dir) and mount_path, and path when it is about one memory.
+	Logger *slog.Logger
+	// EndTimeout bounds each of End's steps; 0 means [DefaultEndTimeout].
+	// Tests shorten it.
+	EndTimeout time.Duration
+}
+
+// Session keeps the memory stores of one agent session in step with their
+// folders, from the mount to the end of the session. The worker calls
+// Mount once before the agent runs, SyncIfDue after each tool call, and End
+// once when the session is over. Its methods are safe for concurrent use;
+// they run one at a time.
+//
+// Every store is synced on its own: one failing store (a server error, an
+// unreadable folder) is logged and never stops the others, and nothing a
+// sync does fails the session.
+type Session struct {
+	client     *client.Client
+	interval   time.Duration
+	endTimeout time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+	disabled   bool
+	stores     []*store
+
+	mu       sync.Mutex
+	mounted  bool
+	ended    bool
+	lastSync time.Time
+}
+
+// NewSession checks cfg and returns a session that has not mounted
+// anything yet. A negative Interval gives a disabled session, on which
+// every method does nothing.
+func NewSession(cfg SessionConfig) (*Session, error) {
+	s := &Session{
+		client:     cfg.Client,
+		interval:   cfg.Interval,
+		endTimeout: cfg.EndTimeout,
+		now:        cfg.Now,
+		log:        cfg.Logger,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.endTimeout <= 0 {
+		s.endTimeout = DefaultEndTimeout
+	}
+	switch {
+	case cfg.Interval < 0:
+		s.disabled = true
+		return s, nil
+	case cfg.Interval == 0:
+		s.interval = DefaultInterval
+	case cfg.Interval < MinInterval:
+		return nil, fmt.Errorf("memory_sync_interval %v is too short: the minimum is %v; use a longer interval, 0 for the default %v, or a negative value to disable memory",
+			cfg.Interval, MinInterval, DefaultInterval)
+	}
+	if cfg.Deletions > DeletionsDisabled {
+		return nil, fmt.Errorf("memory_sync_deletions %v is not a deletion mode; use enabled, log_only or disabled", cfg.Deletions)
+	}
+	if cfg.Client == nil && len(cfg.Stores) > 0 {
+		return nil, errors.New("memsync: SessionConfig.Client is nil; pass a client authenticated with the session's sessions token")
+	}
+	dirs := map[string]string{}
+	for _, m := range cfg.Stores {
+		if m.MemoryStoreID == "" {
+			return nil, fmt.Errorf("memsync: the store mounted at %q has no MemoryStoreID", m.MountPath)
+		}
+		if m.Dir == "" {
+			return nil, fmt.Errorf("memsync: memory store %s has no Dir; set it to the folder to mount the store in", m.MemoryStoreID)
+		}
+		dir, err := filepath.Abs(m.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("memsync: memory store %s: folder %q: %w", m.MemoryStoreID, m.Dir, err)
+		}
+		if other, dup := dirs[dir]; dup {
+			return nil, fmt.Errorf("memory stores %s and %s would both be mounted at %s; give each store its own folder", other, m.MemoryStoreID, dir)
+		}
+		dirs[dir] = m.MemoryStoreID
+		m.Dir = dir
+		s.stores = append(s.stores, newStore(m, cfg, s.log))
+	}
+	return s, nil
+}
+
+// Disabled reports whether memory is disabled (a negative Interval): the
+// worker then runs the session without mounting anything.
+func (s *Session) Disabled() bool { return s.disabled }
+
+// Mount creates each store's folder (mode 0700) with its marker file and
+// downloads every memory into it. It refuses to start — before creating
+// anything — if something already exists at a store's folder, or if the
+// folder's parent is missing or not writable, with an error that names the
+// folder, the store and the fix. If a download fails, the folders Mount
+// made are removed again (they hold nothing but what it downloaded) and the
+// error is returned: a session never runs without its memory.
+func (s *Session) Mount(ctx context.Context) error {
+	if s.disabled {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ended:
+		return errors.New("memsync: Mount after End; make a new Session for a new session")
+	case s.mounted:
+		return errors.New("memsync: Mount called twice; it mounts every store at once")
+	}
+	var errs []error
+	for _, st := range s.stores {
+		if err := st.checkDir(); err != nil {
+			st.log.ErrorContext(ctx, err.Error())
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	results := forEachStore(s.stores, func(st *store) error { return st.mountStore(ctx, s.now()) })
+	for i, err := range results {
+		if err != nil {
+			s.stores[i].log.ErrorContext(ctx, err.Error())
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		for _, st := range s.stores {
+			st.discard(ctx)
+		}
+		return errors.Join(errs...)
+	}
+	s.mounted = true
+	s.lastSync = s.now()
+	return nil
+}
+
+// SyncIfDue syncs every store if Interval has passed since the last sync
+// (or the mount). The worker calls it after each tool call, so a session
+// that makes no tool calls makes no requests.
+func (s *Session) SyncIfDue(ctx context.Context) {
+	if s.disabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mounted && !s.ended && s.now().Sub(s.lastSync) >= s.interval {
+		s.syncAll(ctx, false)
+	}
+}
+
+// Sync syncs every store now. Failures are logged, never returned.
+func (s *Session) Sync(ctx context.Context) {
+	if s.disabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mounted && !s.ended {
+		s.syncAll(ctx, false)
+	}
+}
+
+func (s *Session) syncAll(ctx context.Context, final bool) []outcome {
+	now := s.now()
+	outs := forEachStore(s.stores, func(st *store) outcome { return st.sync(ctx, now, final) })
+	s.lastSync = s.now()
+	return outs
+}
+
+// EndReport says what End did, summed over the stores.
+type EndReport struct {
+	// FinalSync is the final sync's outcome; zero (Ran false) unless the
+	// end was clean.
+	FinalSync StepReport
+	// Flush is the upload-only flush's outcome.
+	Flush StepReport
+	// Removed are the folders (Dir) End removed.
+	Removed []string
+	// Kept are folders this session created that End left in place: a
+	// folder whose marker is missing or altered and that holds files, or
+	// one that could not be removed. A warning says why for each.
+	Kept []string
+}
+
+// StepReport is the outcome of one of End's steps.
+type StepReport struct {
+	Ran bool
+	// Changes made: files written or removed in the folders, memories
+	// created, updated or deleted on the server.
+	Changes int
+	// Failed changes, each logged.
+	Failed int
+	// CutOff counts planned changes not made because the step's time ran
+	// out (a warning says how many, per store).
+	CutOff int
+	// StoresCutOff counts stores whose time ran out before their changes
+	// could even be planned (the folder scan or the listing).
+	StoresCutOff int
+}
+
+// End finishes the session's memory: on a clean end, a final sync (whose
+// deletions need no corroboration window, since no later sync will come);
+// then, always, an upload-only flush of local edits in writable stores whose
+// marker is intact; then it removes the folders this Session created. Each
+// of the two steps is bounded by EndTimeout, and a warning counts what the
+// limit cut off. A folder whose marker is missing or altered and that holds
+// files is kept, with a warning: it may not be the folder Mount made, and
+// whatever is in it is not this session's to delete.
+//
+// End ignores ctx's cancellation (not its values): it is the last chance to
+// save the agent's edits, and its own timeouts bound it. After End the
+// Session does nothing.
+func (s *Session) End(ctx context.Context, clean bool) EndReport {
+	var rep EndReport
+	if s.disabled {
+		return rep
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return rep
+	}
+	s.ended = true
+	ctx = context.WithoutCancel(ctx)
+	if s.mounted {
+		if clean {
+			rep.FinalSync = s.endStep(ctx, "final sync", "the flush that follows still uploads the agent's edits",
+				func(ctx context.Context, st *store) outcome { return st.sync(ctx, s.now(), true) })
+		}
+		rep.Flush = s.endStep(ctx, "flush", "those edits are lost when the folder is removed; their paths are listed",
+			func(ctx context.Context, st *store) outcome { return st.flush(ctx, s.now()) })
+	}
+	for _, st := range s.stores {
+		switch st.dispose(ctx) {
+		case disposeRemoved:
+			rep.Removed = append(rep.Removed, st.mount.Dir)
+		case disposeKept:
+			rep.Kept = append(rep.Kept, st.mount.Dir)
+		}
+	}
+	return rep
+}
+
+// endStep runs one of End's steps on every store within EndTimeout and
+// warns, per store, about what the time limit cut off.
+func (s *Session) endStep(ctx context.Context, name, consequence string, fn func(context.Context, *store) outcome) StepReport {
+	ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
+	defer cancel()
+	outs := forEachStore(s.stores, func(st *store) outcome { return fn(ctx, st) })
+	rep := StepReport{Ran: true}
+	for i, o := range outs {
+		rep.Changes += o.changes
+		rep.Failed += o.failed
+		rep.CutOff += o.cutOff
+		if o.incomplete {
+			rep.StoresCutOff++
+		}
+		if o.cutOff == 0 && !o.incomplete {
+			continue
+		}
+		st := s.stores[i]
+		var msg string
+		switch {
+		case !o.incomplete:
+			msg = fmt.Sprintf("the %s of this memory store ran out of its %v: %d planned changes were not made; %s", name, s.endTimeout, o.cutOff, consequence)
+		case o.cutOff > 0:
+			msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server, with %d local edits waiting; %s",
+				name, s.endTimeout, o.cutOff, consequence)
+		default:
+			msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server; %s", name, s.endTimeout, consequence)
+		}
+		attrs := []any{"cut_off", o.cutOff}
+		if len(o.cutPaths) > 0 {
+			attrs = append(attrs, "paths", o.cutPaths)
+		}
+		st.log.WarnContext(ctx, msg, attrs...)
+	}
+	return rep
+}
+
+// forEachStore runs fn on every store in parallel and returns the results
+// in store order. Stores are independent, so one slow store does not delay
+// the others' sync.
+func forEachStore[T any](stores []*store, fn func(*store) T) []T {
+	out := make([]T, len(stores))
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Go(func() { out[i] = fn(st) })
+	}
+	wg.Wait()
+	return out
+}
