@@ -119,8 +119,26 @@ func TestCreateRefusesExisting(t *testing.T) {
 	}
 }
 
-func TestWriteReadRemove(t *testing.T) {
-	r, _ := newRoot(t)
+// forBothSyncModes runs test on a durable folder and on a WithoutSync view
+// of one: dropping the fsyncs must change nothing else.
+func forBothSyncModes(t *testing.T, test func(*testing.T, *Root)) {
+	t.Run("durable", func(t *testing.T) {
+		r, _ := newRoot(t)
+		test(t, r)
+	})
+	t.Run("without sync", func(t *testing.T) {
+		r, _ := newRoot(t)
+		v := r.WithoutSync()
+		if r.noSync || !v.noSync || v.Dir() != r.Dir() {
+			t.Fatalf("WithoutSync changed the original or the folder: %+v %+v", r, v)
+		}
+		test(t, v)
+	})
+}
+
+func TestWriteReadRemove(t *testing.T) { forBothSyncModes(t, testWriteReadRemove) }
+
+func testWriteReadRemove(t *testing.T, r *Root) {
 	mustWrite(t, r, "notes/deep/a.md", "hello")
 	got, err := r.ReadFile("notes/deep/a.md", 100)
 	if err != nil || string(got) != "hello" {
@@ -176,8 +194,9 @@ func TestWriteReadRemove(t *testing.T) {
 	}
 }
 
-func TestPreconditions(t *testing.T) {
-	r, _ := newRoot(t)
+func TestPreconditions(t *testing.T) { forBothSyncModes(t, testPreconditions) }
+
+func testPreconditions(t *testing.T, r *Root) {
 	mustWrite(t, r, "a.md", "v1")
 
 	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true}); !errors.Is(err, ErrChanged) {

@@ -22,7 +22,8 @@
 // concurrent reader never sees half a memory, and they can be made
 // conditional on what the file holds just before the rename
 // ([Precondition]), which is how a sync avoids overwriting an edit made after
-// it looked at the folder.
+// it looked at the folder. A [Root.WithoutSync] view keeps the atomicity and
+// drops the fsyncs, for folders that a crash makes worthless anyway.
 //
 // POSIX only: it relies on openat, O_NOFOLLOW and O_DIRECTORY.
 package confined

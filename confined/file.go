@@ -140,7 +140,8 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 // is the temporary file renamed over rel and the folder fsynced: a reader sees
 // the old content or the new, never a mix, and a failed precondition
 // ([ErrChanged]) leaves rel untouched. A symlink at rel is replaced, not
-// followed. No temporary file survives an error.
+// followed. No temporary file survives an error. A [Root.WithoutSync] view
+// skips both fsyncs.
 func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 	const op = "write"
 	segs, err := split(rel)
@@ -175,7 +176,7 @@ func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 		}
 	}()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && !r.noSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -191,7 +192,7 @@ func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 		return &fs.PathError{Op: op, Path: rel, Err: err}
 	}
 	renamed = true
-	if err := unix.Fsync(dir); err != nil {
+	if err := r.fsync(dir); err != nil {
 		return &fs.PathError{Op: op, Path: rel, Err: fmt.Errorf("the file is in place but its folder could not be synced to disk: %w", err)}
 	}
 	return nil
@@ -251,7 +252,7 @@ func (r *Root) RemoveFile(rel string, pre Precondition, pruneEmpty bool) error {
 		err = unix.Unlinkat(dir, leaf, 0)
 	}
 	if err == nil {
-		err = unix.Fsync(dir)
+		err = r.fsync(dir)
 	}
 	if err != nil {
 		return &fs.PathError{Op: op, Path: rel, Err: err}
@@ -261,7 +262,7 @@ func (r *Root) RemoveFile(rel string, pre Precondition, pruneEmpty bool) error {
 			if unix.Unlinkat(c.fds[i], c.names[i], unix.AT_REMOVEDIR) != nil {
 				break
 			}
-			_ = unix.Fsync(c.fds[i])
+			_ = r.fsync(c.fds[i])
 		}
 	}
 	return nil

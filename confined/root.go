@@ -21,6 +21,8 @@ import (
 // are trusted; everything below the folder is not.
 type Root struct {
 	dir string
+	// noSync skips every fsync (see WithoutSync).
+	noSync bool
 }
 
 // Open returns the confined folder at dir, which must already exist as a
@@ -57,6 +59,30 @@ func Create(dir string) (*Root, error) {
 
 // Dir returns the folder's absolute path.
 func (r *Root) Dir() string { return r.dir }
+
+// WithoutSync returns the same folder with durability switched off: writes
+// stay atomic for every reader (temporary file, then rename), and
+// preconditions and confinement are unchanged, but nothing is fsynced, so a
+// crash of the machine may lose or empty recent writes.
+//
+// That is the right trade for a folder that is only a copy of another
+// source of truth and that a crash leaves for dead anyway — a memory store's
+// folder is refused, not reused, by the next session after a crash, and the
+// server holds everything it was filled with. There, two disk flushes per
+// file bought nothing and tripled the time to download a store.
+func (r *Root) WithoutSync() *Root {
+	c := *r
+	c.noSync = true
+	return &c
+}
+
+// fsync flushes the directory open as fd, unless r is WithoutSync.
+func (r *Root) fsync(fd int) error {
+	if r.noSync {
+		return nil
+	}
+	return unix.Fsync(fd)
+}
 
 // openRoot opens the folder itself without following a symlink there.
 func (r *Root) openRoot() (int, error) {
@@ -135,7 +161,7 @@ func (r *Root) walkTo(op, rel string, segs []string, create bool) (*chain, error
 		if errors.Is(err, unix.ENOENT) && create {
 			err = unix.Mkdirat(c.dir(), name, 0o700)
 			if err == nil {
-				err = unix.Fsync(c.dir())
+				err = r.fsync(c.dir())
 			}
 			if err == nil || errors.Is(err, unix.EEXIST) {
 				fd, err = openat(c.dir(), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)

@@ -1,6 +1,14 @@
 // Package memsync keeps a memory store's folder and the server's copy of the
 // store in step while an agent session runs.
 //
+// A worker drives it through a [Session], one per agent session: Mount
+// creates each store's folder with its marker and downloads the store;
+// SyncIfDue, called after each tool call, syncs every store once the
+// interval has passed; End runs a final sync (on a clean end), an
+// upload-only flush, and removes the folders Mount created. Nothing a sync
+// does fails the session: problems are logged, with the store, the folder
+// and the path, and retried by the next sync.
+//
 // A sync cycle has three steps, the shape Mutagen uses:
 //
 //  1. Scan: [Scan] walks the folder through package confined (no symlink is

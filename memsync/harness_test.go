@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -124,7 +125,7 @@ func (r *recorder) take() []string {
 // env is a real memstore server on httptest with a real SQLite file, one
 // store, and an admin client that plays "another writer".
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	clock   *clock
 	url     string
@@ -136,7 +137,7 @@ type env struct {
 
 var instant = client.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := t.Context()
 	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
@@ -360,4 +361,32 @@ func writes(reqs []string) []string {
 		}
 	}
 	return out
+}
+
+// fill adds n memories of 200 B to 2 KB, the size of typical notes, spread
+// over ten folders, with a few writers at once.
+func fill(t testing.TB, e *env, n int) {
+	t.Helper()
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range 8 {
+		wg.Go(func() {
+			for i := range jobs {
+				content := fmt.Sprintf("note %d\n%s", i, strings.Repeat("memory text ", 16+i%150))
+				if _, err := e.admin.CreateMemory(e.ctx, e.storeID, api.CreateMemoryRequest{Path: fmt.Sprintf("/topic-%d/note-%04d.md", i%10, i), Content: content}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package memsync_test
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -335,17 +337,20 @@ func TestReadOnlyStorePullsButNeverPushes(t *testing.T) {
 
 func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 	e := newEnv(t)
-	for i := range 250 {
-		e.put(fmt.Sprintf("/m%03d", i), fmt.Sprintf("content %d", i))
-	}
+	fill(t, e, 101)
 	m := e.mount(t.TempDir())
 	stamp := func() map[string]time.Time {
 		out := map[string]time.Time{}
-		entries, _ := os.ReadDir(m.dir)
-		for _, de := range entries {
-			fi, _ := de.Info()
-			out[de.Name()] = fi.ModTime()
-		}
+		must(t, filepath.WalkDir(m.dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				out[p] = fi.ModTime()
+			}
+			return err
+		}))
 		return out
 	}
 	mtimes := stamp()
@@ -353,8 +358,8 @@ func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 		e.clock.Advance(memsync.DefaultInterval)
 		m.SyncIfDue(e.ctx)
 		reqs := m.rec.take()
-		if len(reqs) != 3 {
-			t.Fatalf("an idle sync of 250 memories sent %d requests, want 3 (listing pages of 100): %v", len(reqs), reqs)
+		if len(reqs) != 2 {
+			t.Fatalf("an idle sync of 101 memories sent %d requests, want 2 (listing pages of 100): %v", len(reqs), reqs)
 		}
 		for _, r := range reqs {
 			if r != "GET /v1/memory_stores/"+e.storeID+"/memories" {
@@ -582,10 +587,11 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 		if _, err := os.Lstat(m.dir); !os.IsNotExist(err) {
 			t.Fatal("the folder is still there")
 		}
-		// After a clean final sync the flush has nothing to send.
-		reqs := m.rec.take()
-		if n := len(reqs); reqs[n-1] == "GET /v1/memory_stores/"+e.storeID+"/memories" {
-			t.Fatalf("the flush listed the store after a clean final sync: %v", reqs)
+		// After a clean final sync the flush has nothing to send: the one
+		// listing is the final sync's.
+		reqs, listing := m.rec.take(), "GET /v1/memory_stores/"+e.storeID+"/memories"
+		if n := slices.Index(reqs, listing); n < 0 || slices.Contains(reqs[n+1:], listing) {
+			t.Fatalf("End sent %v, want exactly one listing", reqs)
 		}
 		// End is once.
 		if rep := m.End(e.ctx, true); rep.FinalSync.Ran || rep.Flush.Ran {
@@ -690,5 +696,63 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDeletionModes(t *testing.T) {
+	for _, mode := range []memsync.DeletionMode{memsync.DeletionsLogOnly, memsync.DeletionsDisabled} {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newEnv(t)
+			e.put("/a.md", "a")
+			e.put("/b.md", "b")
+			m := e.mount(t.TempDir(), deletions(mode))
+			removeFile(t, m.dir, "a.md")
+			for range 4 {
+				m.Sync(e.ctx)
+				e.clock.Advance(memsync.DefaultCorroborationWindow + time.Second)
+			}
+			m.End(e.ctx, true)
+			equal(t, "server", e.server(), map[string]string{"/a.md": "a", "/b.md": "b"})
+			if w := writes(m.rec.take()); len(w) != 0 {
+				t.Fatalf("%v sent %v", mode, w)
+			}
+			want := map[memsync.DeletionMode]string{
+				memsync.DeletionsLogOnly:  "log_only: this file has stayed deleted",
+				memsync.DeletionsDisabled: "memory_sync_deletions is disabled",
+			}[mode]
+			// Said once, though every sync (and the final one) finds it again.
+			if r := e.logs.records(t, slog.LevelInfo, want); len(r) != 1 || r[0]["path"] != "/a.md" {
+				t.Fatalf("%d log records %q, want 1:\n%s", len(r), want, e.logs)
+			}
+		})
+	}
+}
+
+func TestOneFailingStoreDoesNotStopTheOthers(t *testing.T) {
+	e := newEnv(t)
+	other, err := e.admin.CreateMemoryStore(e.ctx, api.CreateMemoryStoreRequest{Name: "doomed"})
+	must(t, err)
+	root := t.TempDir()
+	s, err := memsync.NewSession(memsync.SessionConfig{
+		Client: e.admin,
+		Now:    e.clock.Now,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Stores: []memsync.StoreMount{
+			{MemoryStoreID: other.ID, Dir: filepath.Join(root, "doomed")},
+			{MemoryStoreID: e.storeID, Dir: filepath.Join(root, "notes")},
+		},
+	})
+	must(t, err)
+	must(t, s.Mount(e.ctx))
+	_, err = e.admin.DeleteMemoryStore(e.ctx, other.ID)
+	must(t, err)
+	for i := range 3 {
+		writeFile(t, filepath.Join(root, "notes"), "n.md", fmt.Sprint("edit ", i))
+		s.Sync(e.ctx)
+		equal(t, "server", e.server(), map[string]string{"/n.md": fmt.Sprint("edit ", i)})
+	}
+	w := e.logs.records(t, slog.LevelWarn, "cannot list the store's memories")
+	if len(w) != 1 || w[0]["memory_store_id"] != other.ID {
+		t.Fatalf("want one warning about the deleted store, got %v", w)
 	}
 }

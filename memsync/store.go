@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -132,7 +133,10 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return st.mountError(fmt.Sprintf("the folder cannot be created (%v)", err), fixFor(filepath.Dir(st.mount.Dir)))
 	}
-	st.root, st.created = root, true
+	// The folder is a copy of the server's store, and a crash leaves it for
+	// dead (the next session refuses a leftover folder), so its writes need
+	// to be atomic for the agent but not durable.
+	st.root, st.created = root.WithoutSync(), true
 	st.notes.begin()
 	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
@@ -415,17 +419,24 @@ func (st *store) eachFullPage(ctx context.Context, fn func([]api.Memory)) error 
 
 // noteLog remembers which persistent conditions the previous sync logged,
 // so each is logged once while it lasts, and again if it comes back after
-// going away.
+// going away. Safe for concurrent use: apply logs from several goroutines.
 type noteLog struct {
+	mu        sync.Mutex
 	prev, cur map[string]bool
 }
 
 // begin starts a sync's round of logging.
-func (n *noteLog) begin() { n.prev, n.cur = n.cur, map[string]bool{} }
+func (n *noteLog) begin() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.prev, n.cur = n.cur, map[string]bool{}
+}
 
 // fresh records key for this round and reports whether the previous round
 // did not have it.
 func (n *noteLog) fresh(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	n.cur[key] = true
 	return !n.prev[key]
 }

@@ -1,0 +1,144 @@
+package memsync_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/memsync"
+)
+
+// benchMemories is the store size of the benchmarks: a well-used store,
+// a fifth of the default per-store limit.
+const benchMemories = 2000
+
+// traffic reports a client's traffic per operation.
+func traffic(b *testing.B, before, after client.Stats) {
+	n := float64(b.N)
+	b.ReportMetric(float64(after.Requests-before.Requests)/n, "requests/op")
+	b.ReportMetric(float64(after.BytesSent+after.BytesReceived-before.BytesSent-before.BytesReceived)/n, "bytes/op")
+}
+
+func add(a, b client.Stats) client.Stats {
+	return client.Stats{Requests: a.Requests + b.Requests, Retries: a.Retries + b.Retries,
+		BytesSent: a.BytesSent + b.BytesSent, BytesReceived: a.BytesReceived + b.BytesReceived}
+}
+
+// BenchmarkMount downloads a 2,000-memory store into a fresh folder, the way
+// a session starts. The "basic+get" variant measures, for comparison, the
+// traffic of the other way to read a whole store — a basic listing and one
+// GET per memory, 16 in flight — without writing anything: Mount uses the
+// full listing because it moves the same content in far fewer requests.
+func BenchmarkMount(b *testing.B) {
+	e := newEnv(b)
+	fill(b, e, benchMemories)
+	b.Run("full-listing", func(b *testing.B) {
+		var total client.Stats
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			m := e.quietSession(b.TempDir())
+			b.StartTimer()
+			if err := m.Mount(e.ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			total = add(total, m.stats())
+			m.End(e.ctx, false)
+			b.StartTimer()
+		}
+		traffic(b, client.Stats{}, total)
+	})
+	b.Run("basic+get", func(b *testing.B) {
+		c := e.quietSession(b.TempDir())
+		before := c.stats()
+		for b.Loop() {
+			if n := readWithGets(b, e.ctx, c.client, e.storeID); n != benchMemories {
+				b.Fatalf("read %d memories", n)
+			}
+		}
+		traffic(b, before, c.stats())
+	})
+}
+
+// readWithGets reads every memory's content with a basic listing and one
+// GET each, 16 at a time, and returns how many it read.
+func readWithGets(b *testing.B, ctx context.Context, c *client.Client, storeID string) int {
+	var ids []string
+	for it, err := range c.ListAllMemories(ctx, storeID, client.ListMemoriesParams{View: api.ViewBasic, Limit: 100}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, it.Memory.ID)
+	}
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := c.GetMemory(ctx, storeID, id, client.GetMemoryParams{View: api.ViewFull}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return len(ids)
+}
+
+// BenchmarkIdleSync syncs a mounted 2,000-memory store in which nothing
+// changed: one basic listing per 100 memories, no content moved, no file
+// read or written.
+func BenchmarkIdleSync(b *testing.B) {
+	e := newEnv(b)
+	fill(b, e, benchMemories)
+	m := e.quietSession(b.TempDir())
+	if err := m.Mount(e.ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer m.End(e.ctx, false)
+	// The hash cache does not trust a file changed less than two seconds
+	// ago (a later write in the same timestamp tick would go unseen), so
+	// the folder is left to age first, as it would between two syncs.
+	time.Sleep(2100 * time.Millisecond)
+	m.Sync(e.ctx)
+	before := m.stats()
+	for b.Loop() {
+		e.clock.Advance(memsync.DefaultInterval)
+		m.SyncIfDue(e.ctx)
+	}
+	traffic(b, before, m.stats())
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// quietSession is a session whose log is discarded, so the benchmark
+// measures the sync rather than the logging.
+func (e *env) quietSession(root string) *benchMount {
+	e.t.Helper()
+	c, err := client.New(e.url, client.WithAPIKey(e.key), client.WithRetryPolicy(instant))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := memsync.NewSession(memsync.SessionConfig{
+		Client: c,
+		Now:    e.clock.Now,
+		Logger: discard,
+		Stores: []memsync.StoreMount{{MemoryStoreID: e.storeID, Name: "Notes", MountPath: "/mnt/memory/notes", Dir: filepath.Join(root, "notes")}},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &benchMount{Session: s, client: c}
+}
+
+type benchMount struct {
+	*memsync.Session
+	client *client.Client
+}
+
+func (m *benchMount) stats() client.Stats { return m.client.Stats() }
