@@ -222,7 +222,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 // server content the plan saw) or as a new memory, if its bytes still hash
 // to what the plan saw.
 func (a *applier) upload(ctx context.Context, act Action) result {
-	data, err := a.st.root.ReadFile(relPath(act.Path), MaxContentBytes)
+	data, err := a.st.root.ReadFile(relPath(act.Path), api.MaxContentBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confined.ErrTooLarge):
 		a.debug(ctx, act, "the file changed after the scan; the next sync decides", "error", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // input is one call of Reconcile.
@@ -90,7 +92,7 @@ func checkPlan(in input, p Plan) error {
 		b := base(a.Path)
 		if a.Kind.IO() {
 			switch {
-			case ValidatePath(a.Path) != nil || a.Path == "/"+MarkerName:
+			case validate.Path("path", a.Path) != nil || a.Path == "/"+MarkerName:
 				return fmt.Errorf("%v on an invalid path %q", a.Kind, a.Path)
 			case obscured(a.Path):
 				return fmt.Errorf("%v on obscured path %s", a.Kind, a.Path)

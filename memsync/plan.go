@@ -64,7 +64,7 @@ const (
 	// memory overwrites it.
 	KeepUnsynced
 	// SkipUnsyncable: the file cannot be a memory (not UTF-8, or larger than
-	// MaxContentBytes); it stays in the folder, unsynced, until it changes.
+	// api.MaxContentBytes); it stays in the folder, unsynced, until it changes.
 	SkipUnsyncable
 	// SkipRefused: the server refused this exact content before; it is not
 	// sent again until the file changes.

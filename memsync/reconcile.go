@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // DeletionMode is whether a file deleted in the folder may delete its memory
@@ -262,7 +263,7 @@ func (r *reconciler) rebuild(why string) {
 // skipInvalid plans a skip for a path that cannot be both a memory and a
 // file in the folder.
 func (r *reconciler) skipInvalid(p string) bool {
-	err := ValidatePath(p)
+	err := validate.Path("path", p)
 	if err == nil && p == "/"+MarkerName {
 		err = fmt.Errorf("%s is reserved for the folder's marker file", p)
 	}

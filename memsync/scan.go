@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Unsyncable is why a regular file in the folder cannot be a memory.
@@ -16,7 +18,7 @@ const (
 	Syncable Unsyncable = iota
 	// NotUTF8: memories are text; the content is not valid UTF-8.
 	NotUTF8
-	// TooLarge: the content is larger than MaxContentBytes.
+	// TooLarge: the content is larger than api.MaxContentBytes.
 	TooLarge
 )
 
@@ -27,7 +29,7 @@ func (u Unsyncable) String() string {
 	case NotUTF8:
 		return "is not valid UTF-8"
 	case TooLarge:
-		return fmt.Sprintf("is larger than %d bytes", MaxContentBytes)
+		return fmt.Sprintf("is larger than %d bytes", api.MaxContentBytes)
 	}
 	return fmt.Sprintf("Unsyncable(%d)", u)
 }
@@ -92,7 +94,7 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 			continue
 		}
 		p := "/" + e.Path
-		if err := ValidatePath(p); err != nil {
+		if err := validate.Path("path", p); err != nil {
 			local.Ignored = append(local.Ignored, confined.Skipped{Path: e.Path, Err: fmt.Errorf("not a valid memory path: %w", err)})
 			continue
 		}
@@ -107,7 +109,7 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 		live[e.Path] = true
 		f := LocalFile{SHA256: d.SHA256}
 		switch {
-		case d.Size > MaxContentBytes:
+		case d.Size > api.MaxContentBytes:
 			f.Unsyncable = TooLarge
 		case !d.UTF8:
 			f.Unsyncable = NotUTF8
@@ -124,7 +126,7 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 			// A marker that is not a regular file is simply not trusted.
 		case errors.Is(s.Err, confined.ErrBadName), errors.Is(s.Err, confined.ErrTempFile):
 			local.Ignored = append(local.Ignored, s)
-		case ValidatePath(p) != nil:
+		case validate.Path("path", p) != nil:
 			local.Ignored = append(local.Ignored, s)
 		default:
 			local.Obscured[p] = s.Err

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memstore/memstore/confined"
 	"golang.org/x/sys/unix"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 const storeID = "memstore_01TEST"
@@ -53,8 +56,8 @@ func TestScan(t *testing.T) {
 	write(t, root, "a.md", "alpha")
 	write(t, root, "sub/b.md", "beta ✓")
 	write(t, root, "bin", "\xff\xfe")
-	write(t, root, "big", strings.Repeat("x", MaxContentBytes+1))
-	write(t, root, "limit", strings.Repeat("x", MaxContentBytes))
+	write(t, root, "big", strings.Repeat("x", api.MaxContentBytes+1))
+	write(t, root, "limit", strings.Repeat("x", api.MaxContentBytes))
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -78,8 +81,8 @@ func TestScan(t *testing.T) {
 		"/a.md":     {SHA256: sha("alpha")},
 		"/sub/b.md": {SHA256: sha("beta ✓")},
 		"/bin":      {SHA256: sha("\xff\xfe"), Unsyncable: NotUTF8},
-		"/big":      {SHA256: sha(strings.Repeat("x", MaxContentBytes+1)), Unsyncable: TooLarge},
-		"/limit":    {SHA256: sha(strings.Repeat("x", MaxContentBytes))},
+		"/big":      {SHA256: sha(strings.Repeat("x", api.MaxContentBytes+1)), Unsyncable: TooLarge},
+		"/limit":    {SHA256: sha(strings.Repeat("x", api.MaxContentBytes))},
 	}
 	if !maps.Equal(local.Files, want) {
 		t.Fatalf("files:\n got %v\nwant %v", local.Files, want)
@@ -235,29 +238,29 @@ func TestScanThenReconcile(t *testing.T) {
 	}
 }
 
-func TestValidatePath(t *testing.T) {
-	for _, p := range []string{"/a", "/a/b.md", "/notes/2026-04-01 meeting.md", "/é", "/" + strings.Repeat("x", MaxPathBytes-1)} {
-		if err := ValidatePath(p); err != nil {
-			t.Errorf("ValidatePath(%q) = %v, want nil", p, err)
-		}
+// TestPathRulesAreTheServers checks that the folder side refuses exactly
+// the paths the server refuses (it uses the server's validator), down to the
+// rules easy to forget: a file 21 folders deep is not a memory.
+func TestPathRulesAreTheServers(t *testing.T) {
+	root, cache := newFolder(t)
+	deep := strings.Repeat("d/", validate.MaxPathSegments) + "f.md"
+	ok := strings.Repeat("d/", validate.MaxPathSegments-1) + "f.md"
+	write(t, root, deep, "too deep")
+	write(t, root, ok, "just deep enough")
+	local, err := Scan(root, cache, storeID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for p, want := range map[string]string{
-		"a":                                     "start with /",
-		"/":                                     "empty segment",
-		"/a//b":                                 "empty segment",
-		"/a/":                                   "empty segment",
-		"/a/./b":                                `"." segment`,
-		"/a/../b":                               `".." segment`,
-		"/" + strings.Repeat("x", MaxPathBytes): "at most 1024 bytes",
-		"/a\xff":                                "valid UTF-8",
-		"/e\u0301":                              "NFC",
-		"/a\tb":                                 "control",
-		"/a\u200bb":                             "format",
-		"/a\u2028b":                             "separator",
-	} {
-		if err := ValidatePath(p); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ValidatePath(%q) = %v, want an error mentioning %q", p, err, want)
-		}
+	if _, in := local.Files["/"+ok]; !in || len(local.Files) != 1 {
+		t.Fatalf("files %v, want only /%s", local.Files, ok)
+	}
+	if len(local.Ignored) != 1 || local.Ignored[0].Path != deep || !strings.Contains(local.Ignored[0].Err.Error(), "segments") {
+		t.Fatalf("ignored %v, want %s refused for its depth", local.Ignored, deep)
+	}
+	// The same path in a listing is skipped, never written.
+	plan := Reconcile(State{}, trusted(nil), remote("/"+deep, A), Options{Now: t0})
+	if len(plan.Actions) != 1 || plan.Actions[0].Kind != SkipInvalidPath {
+		t.Fatalf("actions %s, want the listed path skipped", fmtActions(plan.Actions))
 	}
 }
 
