@@ -21,9 +21,10 @@ type outcome struct {
 	changes int // files written or removed, memories created, updated or deleted
 	failed  int // changes that failed, each logged; the next sync retries
 	cutOff  int // changes not made because the context ended
-	// cutPaths are the paths of changes cut off, when a caller needs to
-	// tell the operator which edits were lost.
-	cutPaths []string
+	// cutPaths and failedPaths are the paths of the changes cut off and
+	// failed, for a caller that must tell the operator which edits were
+	// lost.
+	cutPaths, failedPaths []string
 	// incomplete: the context ended before the changes could be planned.
 	incomplete bool
 }
@@ -108,6 +109,7 @@ func (a *applier) count(act Action, r result) {
 		a.out.changes++
 	case failed:
 		a.out.failed++
+		a.out.failedPaths = append(a.out.failedPaths, act.Path)
 	case cutOff:
 		a.out.cutOff++
 		a.out.cutPaths = append(a.out.cutPaths, act.Path)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -345,6 +346,7 @@ func (s *Session) endStep(ctx context.Context, name, consequence string, fn func
 		}
 		attrs := []any{"cut_off", o.cutOff}
 		if len(o.cutPaths) > 0 {
+			slices.Sort(o.cutPaths)
 			attrs = append(attrs, "paths", o.cutPaths)
 		}
 		st.log.WarnContext(ctx, msg, attrs...)

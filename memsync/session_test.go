@@ -626,6 +626,28 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 			}
 		}
 	})
+	t.Run("flush failures are listed", func(t *testing.T) {
+		e := newEnv(t)
+		e.put("/a.md", "a")
+		m := e.mount(t.TempDir())
+		writeFile(t, m.dir, "a.md", "a2")
+		writeFile(t, m.dir, "b.md", "b")
+		m.rec.before = func(r *http.Request) error {
+			if r.Method == http.MethodPost {
+				return errors.New("connection refused (by the test)")
+			}
+			return nil
+		}
+		rep := m.End(e.ctx, false)
+		if rep.Flush.Failed != 2 || rep.Flush.Changes != 0 {
+			t.Fatalf("flush report %+v", rep.Flush)
+		}
+		w := e.logs.records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
+		if len(w) != 1 || fmt.Sprint(w[0]["paths"]) != "[/a.md /b.md]" {
+			t.Fatalf("flush failure summary: %v", w)
+		}
+		equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+	})
 	t.Run("distrusted folder holding files is kept", func(t *testing.T) {
 		e := newEnv(t)
 		e.put("/a.md", "a")

@@ -151,7 +151,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
-	st.log.InfoContext(ctx, "memory store mounted", "memories", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
+	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil
 }
 
@@ -240,7 +240,7 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 	st.state = a.next
 	o := a.out
 	if o.changes > 0 || o.failed > 0 {
-		st.log.Log(ctx, slog.LevelInfo, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
+		st.log.InfoContext(ctx, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
 	}
 	return o
 }
@@ -249,10 +249,11 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 // marker. Reconcile asks for a rebuild only when the folder is gone or
 // holds nothing but a marker, so overwriting a wrong marker loses nothing.
 func (st *store) prepareRebuild() error {
-	if _, err := confined.Create(st.mount.Dir); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	_, err := confined.Create(st.mount.Dir)
+	if errors.Is(err, fs.ErrExist) {
+		_, err = confined.Open(st.mount.Dir) // a folder, not a symlink
 	}
-	if _, err := confined.Open(st.mount.Dir); err != nil {
+	if err != nil {
 		return err
 	}
 	return st.root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{})
@@ -315,6 +316,12 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	a := st.newApplier(plan.Next)
 	a.apply(ctx, uploads)
 	st.state = a.next
+	if len(a.out.failedPaths) > 0 {
+		slices.Sort(a.out.failedPaths)
+		// Said every time: there is no later sync to retry these.
+		st.log.WarnContext(ctx, "local edits could not be uploaded at the end of the session and are lost when the folder is removed (each failure is logged above)",
+			"paths", a.out.failedPaths)
+	}
 	return a.out
 }
 
