@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/memstore/memstore/api"
@@ -69,11 +70,8 @@ func (a *applier) apply(ctx context.Context, actions []Action) {
 func filterKinds(actions []Action, kinds ...Kind) []Action {
 	var out []Action
 	for _, act := range actions {
-		for _, k := range kinds {
-			if act.Kind == k {
-				out = append(out, act)
-				break
-			}
+		if slices.Contains(kinds, act.Kind) {
+			out = append(out, act)
 		}
 	}
 	return out

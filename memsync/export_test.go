@@ -1,6 +1,11 @@
 package memsync
 
-import "context"
+import (
+	"context"
+	"testing"
+
+	"github.com/memstore/memstore/confined"
+)
 
 // ApplyActions runs actions on the session's first store the way a sync
 // runs a plan's, and returns the state it leaves. Tests use it to stage the
@@ -21,4 +26,12 @@ func (s *Session) StoreState() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stores[0].state.Clone()
+}
+
+// PretendCaseInsensitive makes every mount until the test ends believe its
+// filesystem ignores letter case.
+func PretendCaseInsensitive(t *testing.T) {
+	old := probeCaseInsensitive
+	probeCaseInsensitive = func(*confined.Root) (bool, error) { return true, nil }
+	t.Cleanup(func() { probeCaseInsensitive = old })
 }

@@ -778,3 +778,36 @@ func TestOneFailingStoreDoesNotStopTheOthers(t *testing.T) {
 		t.Fatalf("want one warning about the deleted store, got %v", w)
 	}
 }
+
+func TestCaseCollisionsAreNeverMerged(t *testing.T) {
+	// On a case-insensitive filesystem /Notes.md and /notes.md would be one
+	// file: neither is written, the others are, and the warning is said
+	// once while the collision lasts.
+	memsync.PretendCaseInsensitive(t)
+	e := newEnv(t)
+	e.put("/Notes.md", "upper")
+	e.put("/notes.md", "lower")
+	e.put("/other.md", "other")
+	m := e.session(t.TempDir())
+	must(t, m.Mount(e.ctx))
+	// A basic listing plans the whole download before the full listing
+	// fills it.
+	if reqs := m.rec.take(); len(reqs) != 2 {
+		t.Fatalf("mount sent %v, want a basic and a full listing", reqs)
+	}
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/other.md": "other"})
+	for range 2 {
+		e.clock.Advance(time.Minute)
+		m.Sync(e.ctx)
+	}
+	if w := writes(m.rec.take()); len(w) != 0 {
+		t.Fatalf("syncs sent %v", w)
+	}
+	if w := e.logs.records(t, slog.LevelWarn, "differ only in letter case"); len(w) != 1 {
+		t.Fatalf("collision warnings: %v", w)
+	}
+	// Renaming one spelling away ends the collision.
+	e.remove("/Notes.md")
+	m.Sync(e.ctx)
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/notes.md": "lower", "/other.md": "other"})
+}

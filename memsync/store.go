@@ -76,6 +76,11 @@ func (st *store) options(now time.Time, final bool) Options {
 	}
 }
 
+// probeCaseInsensitive asks whether a folder's filesystem ignores letter
+// case. A variable so that tests, on a case-sensitive filesystem, can drive
+// the case-insensitive way of mounting.
+var probeCaseInsensitive = (*confined.Root).CaseInsensitive
+
 // mountFix is the advice of every mount refusal about the parent folder.
 const mountFix = `create it and give the worker's user write access to it (for the default mount root: sudo mkdir -p /mnt/memory && sudo chown "$USER" /mnt/memory), or run the worker with --mount-root pointing at a folder it can write to`
 
@@ -141,7 +146,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
 	}
-	if st.caseInsensitive, err = root.CaseInsensitive(); err != nil {
+	if st.caseInsensitive, err = probeCaseInsensitive(root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
 	if st.caseInsensitive {
