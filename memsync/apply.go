@@ -250,7 +250,10 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 		case client.IsStatus(err, http.StatusNotFound):
 			a.debug(ctx, act, "the memory was deleted on the server after the listing; creating it again from the file")
 			create = true
-		case client.IsStatus(err, http.StatusConflict):
+		case client.IsStatus(err, http.StatusConflict) && !refused(err):
+			// The sent record stays: if a lost response hid our own
+			// success (and a retry then met its own precondition), the
+			// next listing recognises it.
 			a.st.log.InfoContext(ctx, "the memory changed on the server after the listing, so the local edit was not uploaded; the server version wins and the next sync downloads it",
 				"path", act.Path)
 			return skipped
@@ -258,13 +261,13 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	}
 	if create {
 		m, err = a.st.client.CreateMemory(ctx, a.st.id, api.CreateMemoryRequest{Path: act.Path, Content: content})
-		if client.IsStatus(err, http.StatusConflict) {
+		if client.IsStatus(err, http.StatusConflict) && !refused(err) {
 			a.st.emit(ctx, Note{Level: slog.LevelInfo, Path: act.Path, Persistent: true, Err: err,
 				Msg: "another writer created a memory at this path (or at a folder of it) first, so the file was not uploaded; the next sync settles which version stays"})
 			return skipped
 		}
 	}
-	if client.IsStatus(err, http.StatusBadRequest) || client.IsStatus(err, http.StatusRequestEntityTooLarge) {
+	if refused(err) {
 		a.mark(func(s State) { s.MarkRefused(act.Path, sum) })
 		a.st.log.WarnContext(ctx, "the server refused this file's content; it stays in the folder and is not sent again until it changes", "path", act.Path, "error", err)
 		return failed
@@ -275,6 +278,17 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
 	return done
+}
+
+// refused reports an answer that no retry of the same content can change:
+// a 400 (invalid, or the store is full) or a 413, and a plain
+// conflict_error 409 — the store is archived, hence read-only. The 409s of
+// a lost race carry their own types (memory_precondition_failed_error,
+// memory_path_conflict_error) and are not refusals: the next listing
+// settles them.
+func refused(err error) bool {
+	return client.IsStatus(err, http.StatusBadRequest) || client.IsStatus(err, http.StatusRequestEntityTooLarge) ||
+		client.IsType(err, api.Conflict)
 }
 
 // deleteRemote deletes act.MemoryID on the server because its file stayed

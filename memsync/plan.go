@@ -23,14 +23,16 @@ const (
 	// Create uploads the file as a new memory. Apply reads the file, checks
 	// that the bytes still hash to Local.SHA256 (otherwise skips: the next
 	// sync sees the newer edit), calls State.MarkSent, sends, and on success
-	// calls State.MarkSynced with the returned sha. A 400 or 413 calls
-	// State.MarkRefused. A 409 (the path is taken) means another writer won:
-	// do nothing, the next listing settles it.
+	// calls State.MarkSynced with the returned sha. A refusal — 400, 413, or
+	// a 409 of type conflict_error (the store was archived) — calls
+	// State.MarkRefused. Any other 409 (the path is taken) means another
+	// writer won: do nothing, the next listing settles it.
 	Create
 	// Update uploads the file over memory MemoryID with a content_sha256
-	// precondition of RemoteSHA; the file is checked as for Create. A 409
-	// means the server changed since the listing and wins: do nothing. A 404
-	// means the memory was deleted meanwhile: create it instead.
+	// precondition of RemoteSHA; the file is checked, and a refusal
+	// handled, as for Create. Any other 409 means the server changed since
+	// the listing and wins: do nothing. A 404 means the memory was deleted
+	// meanwhile: create it instead.
 	Update
 	// DeleteRemote deletes memory MemoryID on the server with
 	// expected_content_sha256 RemoteSHA. Apply must first re-check that the

@@ -86,7 +86,6 @@ type SessionConfig struct {
 // unreadable folder) is logged and never stops the others, and nothing a
 // sync does fails the session.
 type Session struct {
-	client     *client.Client
 	interval   time.Duration
 	endTimeout time.Duration
 	now        func() time.Time
@@ -105,7 +104,6 @@ type Session struct {
 // every method does nothing.
 func NewSession(cfg SessionConfig) (*Session, error) {
 	s := &Session{
-		client:     cfg.Client,
 		interval:   cfg.Interval,
 		endTimeout: cfg.EndTimeout,
 		now:        cfg.Now,

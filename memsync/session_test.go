@@ -811,3 +811,29 @@ func TestCaseCollisionsAreNeverMerged(t *testing.T) {
 	m.Sync(e.ctx)
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/notes.md": "lower", "/other.md": "other"})
 }
+
+func TestArchivedStoreRefusalIsRememberedNotResent(t *testing.T) {
+	e := newEnv(t)
+	e.put("/a.md", "a")
+	m := e.mount(t.TempDir())
+	_, err := e.admin.ArchiveMemoryStore(e.ctx, e.storeID)
+	must(t, err)
+	writeFile(t, m.dir, "a.md", "edited")
+	writeFile(t, m.dir, "new.md", "new")
+	m.Sync(e.ctx)
+	if w := writes(m.rec.take()); len(w) != 2 {
+		t.Fatalf("first sync sent %v, want one update and one create", w)
+	}
+	if w := e.logs.records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 2 {
+		t.Fatalf("refusal warnings: %v", w)
+	}
+	for range 2 {
+		e.clock.Advance(time.Minute)
+		m.Sync(e.ctx)
+	}
+	if w := writes(m.rec.take()); len(w) != 0 {
+		t.Fatalf("refused uploads were sent again: %v", w)
+	}
+	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "edited", "/new.md": "new"})
+}
