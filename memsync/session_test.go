@@ -683,7 +683,9 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 func TestEndCountsWhatTheTimeLimitCutOff(t *testing.T) {
 	e := newEnv(t)
 	e.put("/a.md", "a")
-	m := e.mount(t.TempDir(), endTimeout(50*time.Millisecond))
+	// Long enough for the flush's scan and listing on a loaded machine;
+	// the uploads then wait out the rest.
+	m := e.mount(t.TempDir(), endTimeout(time.Second))
 	writeFile(t, m.dir, "a.md", "a2")
 	writeFile(t, m.dir, "b.md", "b")
 	writeFile(t, m.dir, "c.md", "c")
@@ -699,7 +701,7 @@ func TestEndCountsWhatTheTimeLimitCutOff(t *testing.T) {
 	if rep.Flush.CutOff != 3 || rep.Flush.Changes != 0 {
 		t.Fatalf("flush report %+v, want 3 cut off", rep.Flush)
 	}
-	w := e.logs.records(t, slog.LevelWarn, "the flush of this memory store ran out of its 50ms: 3 planned changes were not made")
+	w := e.logs.records(t, slog.LevelWarn, "the flush of this memory store ran out of its 1s: 3 planned changes were not made")
 	if len(w) != 1 {
 		t.Fatalf("cut-off warning: %v\n%s", w, e.logs)
 	}
