@@ -378,18 +378,17 @@ func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) erro
 		}
 	}
 	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`) ORDER BY path = ? DESC, path LIMIT 1`, append(candidates, p)...)
-	if err != nil || found {
-		if found {
-			return &storage.PathConflictError{Path: at, MemoryID: id}
-		}
-		return err
+	if err == nil && !found {
+		// Descendants: the key range [p+"/", p+"0").
+		found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, p+"/", p+"0")
 	}
-	// Descendants: the key range [p+"/", p+"0").
-	found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, p+"/", p+"0")
-	if found {
+	switch {
+	case err != nil:
+		return err
+	case found:
 		return &storage.PathConflictError{Path: at, MemoryID: id}
 	}
-	return err
+	return nil
 }
 
 type versionRow struct {
