@@ -61,3 +61,33 @@ func BenchmarkStorageUpdateWithPrecondition(b *testing.B) {
 		sha = m.ContentSHA256
 	}
 }
+
+// BenchmarkStorageListFullStore reads a 10,000-memory store in the basic
+// view, 100 per page, to the end; one op is the whole listing.
+func BenchmarkStorageListFullStore(b *testing.B) {
+	db, storeID := benchStore(b)
+	ctx := context.Background()
+	for i := range api.DefaultMaxMemories {
+		p := fmt.Sprintf("/dir%d/memory-%d.md", i%8, i)
+		if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: p, Content: "seeded", By: benchActor, MaxMemories: api.DefaultMaxMemories}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for cursor := ""; ; {
+			page, err := db.ListMemories(ctx, storage.MemoryQuery{StoreID: storeID, Prefix: "/", Limit: api.MaxListLimit, Cursor: cursor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(page.Items)
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		if n != api.DefaultMaxMemories {
+			b.Fatalf("listed %d", n)
+		}
+	}
+}
