@@ -85,11 +85,9 @@ type CreateAgentRequest struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
-// Agent limits.
-const (
-	MaxAgentNameChars   = 256
-	MaxAgentSystemChars = 100_000
-)
+// MaxAgentSystemChars bounds an agent's system prompt. Its name follows
+// the memory stores' rules (1 to MaxStoreNameChars characters).
+const MaxAgentSystemChars = 100_000
 
 // AgentListParams are the query parameters of GET /v1/agents.
 type AgentListParams struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
 )
 
 func init() {
@@ -71,33 +72,9 @@ func agentList(ctx context.Context, cli *cliContext, args []string) error {
 }
 
 func agentGet(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <agent-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	a, err := c.GetAgent(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(a)
+	return byID(cli, args, "agent-id", func(c *client.Client, id string) (any, error) { return c.GetAgent(ctx, id) })
 }
 
 func agentArchive(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <agent-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	a, err := c.ArchiveAgent(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(a)
+	return byID(cli, args, "agent-id", func(c *client.Client, id string) (any, error) { return c.ArchiveAgent(ctx, id) })
 }

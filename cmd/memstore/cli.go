@@ -119,6 +119,24 @@ func (cli *cliContext) parse(fs *flag.FlagSet, args []string, usage string, minA
 	return pos, nil
 }
 
+// byID runs a verb whose only argument is an object id (what names it in
+// the usage line) and prints what call returns.
+func byID(cli *cliContext, args []string, what string, call func(*client.Client, string) (any, error)) error {
+	pos, err := cli.parse(cli.flags(), args, "[flags] <"+what+">", 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cli.client()
+	if err != nil {
+		return err
+	}
+	v, err := call(c, pos[0])
+	if err != nil {
+		return err
+	}
+	return cli.print(v)
+}
+
 // noun makes a top-level command out of verbs.
 func noun(name string, verbs map[string]verb) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
 )
 
 func init() {
@@ -65,51 +66,15 @@ func envList(ctx context.Context, cli *cliContext, args []string) error {
 }
 
 func envGet(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	e, err := c.GetEnvironment(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(e)
+	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.GetEnvironment(ctx, id) })
 }
 
 func envArchive(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	e, err := c.ArchiveEnvironment(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(e)
+	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.ArchiveEnvironment(ctx, id) })
 }
 
 func envDelete(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <environment-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	d, err := c.DeleteEnvironment(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(d)
+	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.DeleteEnvironment(ctx, id) })
 }
 
 func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {

@@ -124,37 +124,20 @@ func sessionList(ctx context.Context, cli *cliContext, args []string) error {
 	return cli.print(out)
 }
 
-// sessionByID runs one call on a session id and prints its result.
-func sessionByID(ctx context.Context, cli *cliContext, args []string, call func(*client.Client, string) (any, error)) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <session-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	v, err := call(c, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(v)
-}
-
 func sessionGet(ctx context.Context, cli *cliContext, args []string) error {
-	return sessionByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.GetSession(ctx, id) })
+	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.GetSession(ctx, id) })
 }
 
 func sessionArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return sessionByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.ArchiveSession(ctx, id) })
+	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.ArchiveSession(ctx, id) })
 }
 
 func sessionDelete(ctx context.Context, cli *cliContext, args []string) error {
-	return sessionByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.DeleteSession(ctx, id) })
+	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.DeleteSession(ctx, id) })
 }
 
 func sessionInterrupt(ctx context.Context, cli *cliContext, args []string) error {
-	return sessionByID(ctx, cli, args, func(c *client.Client, id string) (any, error) {
+	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) {
 		return c.SendEvents(ctx, id, api.UserInterrupt())
 	})
 }

@@ -71,33 +71,16 @@ func storeList(ctx context.Context, cli *cliContext, args []string) error {
 	return cli.print(out)
 }
 
-// storeByID runs one call on a store id and prints its result.
-func storeByID(ctx context.Context, cli *cliContext, args []string, call func(*client.Client, string) (any, error)) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <memory-store-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	v, err := call(c, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(v)
-}
-
 func storeGet(ctx context.Context, cli *cliContext, args []string) error {
-	return storeByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.GetMemoryStore(ctx, id) })
+	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.GetMemoryStore(ctx, id) })
 }
 
 func storeArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return storeByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.ArchiveMemoryStore(ctx, id) })
+	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.ArchiveMemoryStore(ctx, id) })
 }
 
 func storeDelete(ctx context.Context, cli *cliContext, args []string) error {
-	return storeByID(ctx, cli, args, func(c *client.Client, id string) (any, error) { return c.DeleteMemoryStore(ctx, id) })
+	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.DeleteMemoryStore(ctx, id) })
 }
 
 func memoryCreate(ctx context.Context, cli *cliContext, args []string) error {

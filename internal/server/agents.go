@@ -10,9 +10,13 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
-const maxAgentDescriptionChars = 2048
+const (
+	maxAgentDescriptionChars = 2048
+	maxModelIDChars          = 256
+)
 
 func (s *Server) agentRoutes() {
 	s.mux.HandleFunc("POST /v1/agents", s.authed(s.createAgent))
@@ -23,10 +27,7 @@ func (s *Server) agentRoutes() {
 
 func agentID(r *http.Request) (string, error) {
 	id := r.PathValue("agent")
-	if !ids.Valid(ids.Agent, id) {
-		return "", apiErrorf(notFound, "no agent %q: agent ids look like agent_… (list them with GET /v1/agents)", id)
-	}
-	return id, nil
+	return id, checkID(ids.Agent, "agent", id)
 }
 
 // wireAgent fills the fields an agent always shows.
@@ -54,13 +55,13 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := checkName("name", req.Name, api.MaxAgentNameChars); err != nil {
+	if err := validate.StoreName("name", req.Name); err != nil {
 		return err
 	}
 	if req.Model.ID == "" {
 		return apiErrorf(invalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
 	}
-	if err := checkName("model.id", req.Model.ID, 256); err != nil {
+	if err := checkText("model.id", req.Model.ID, maxModelIDChars); err != nil {
 		return err
 	}
 	a := api.Agent{Name: req.Name, Model: req.Model, Tools: req.Tools, Metadata: req.Metadata}

@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +12,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // controlPlane is the in-process state of the environments, work and
@@ -242,17 +240,11 @@ func listLimitParam(q url.Values, def, max int, clamp bool) (int, error) {
 	return n, nil
 }
 
-// pageCursor is the opaque next_page of the control-plane lists: the kind
-// of list (so a cursor is not reused on another) and the last position.
-type pageCursor struct {
-	Kind string `json:"k"`
-	Pos  string `json:"p"`
-}
-
+// encodePage is the next_page of a control-plane list: the shared opaque
+// cursor, naming the list (kind) so that it is not reused on another.
 func encodePage(kind, pos string) *string {
-	b, _ := json.Marshal(pageCursor{kind, pos})
-	s := base64.RawURLEncoding.EncodeToString(b)
-	return &s
+	c := storage.EncodeCursor(kind, pos)
+	return &c
 }
 
 // pageParam decodes page for a list of kind: "" when absent.
@@ -261,12 +253,11 @@ func pageParam(q url.Values, kind string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	var c pageCursor
-	if err != nil || json.Unmarshal(b, &c) != nil || c.Kind != kind || c.Pos == "" {
+	pos, err := storage.DecodeCursor(kind, v)
+	if err != nil {
 		return "", apiErrorf(invalidRequest, "page %q is not a cursor of this list; pass the next_page value of the previous response unchanged", v)
 	}
-	return c.Pos, nil
+	return pos, nil
 }
 
 func boolParam(q url.Values, name string) (bool, error) {
@@ -287,26 +278,10 @@ func arrayParam(q url.Values, name string) []string {
 	return append(append([]string(nil), q[name+"[]"]...), q[name]...)
 }
 
-// ---- validation of names, descriptions and metadata ----
+// ---- validation of texts and metadata ----
 
-func checkName(field, v string, max int) error {
-	n := utf8.RuneCountInString(v)
-	switch {
-	case !utf8.ValidString(v):
-		return apiErrorf(invalidRequest, "%s is not valid UTF-8", field)
-	case strings.TrimSpace(v) == "":
-		return apiErrorf(invalidRequest, "%s is required and must not be blank; send 1 to %d characters", field, max)
-	case n > max:
-		return apiErrorf(invalidRequest, "%s is %d characters long; the limit is %d, so shorten it", field, n, max)
-	}
-	for _, r := range v {
-		if unicode.Is(unicode.Cc, r) {
-			return apiErrorf(invalidRequest, "%s contains the control character %U; names are one line of text, so remove it", field, r)
-		}
-	}
-	return nil
-}
-
+// checkText checks a free-text field of at most max characters (titles,
+// descriptions, prompts, instructions).
 func checkText(field, v string, max int) error {
 	if !utf8.ValidString(v) {
 		return apiErrorf(invalidRequest, "%s is not valid UTF-8", field)
@@ -317,20 +292,13 @@ func checkText(field, v string, max int) error {
 	return nil
 }
 
+// checkMetadata applies the memory API's metadata rules (internal/validate)
+// with a count message that fits any object.
 func checkMetadata(field string, m map[string]string) error {
 	if len(m) > api.MaxMetadataPairs {
-		return apiErrorf(invalidRequest, "%s has %d key-value pairs; at most %d are allowed, so remove some", field, len(m), api.MaxMetadataPairs)
+		return apiErrorf(invalidRequest, "%s would hold %d key-value pairs; at most %d are allowed, so remove some (a key set to null is deleted)", field, len(m), api.MaxMetadataPairs)
 	}
-	for k, v := range m {
-		kn := utf8.RuneCountInString(k)
-		if kn == 0 || kn > api.MaxMetadataKeyChars || !utf8.ValidString(k) {
-			return apiErrorf(invalidRequest, "%s key %q must be 1 to %d characters of valid UTF-8", field, k, api.MaxMetadataKeyChars)
-		}
-		if vn := utf8.RuneCountInString(v); vn > api.MaxMetadataValueChars || !utf8.ValidString(v) {
-			return apiErrorf(invalidRequest, "%s value of key %q must be at most %d characters of valid UTF-8 (it has %d)", field, k, api.MaxMetadataValueChars, vn)
-		}
-	}
-	return nil
+	return validate.Metadata(field, m)
 }
 
 // patchMetadata merges a patch into stored metadata: a key mapped to null

@@ -7,18 +7,12 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // EnvironmentKeyPrefix starts every environment key, so a leaked one is
 // recognisable.
 const EnvironmentKeyPrefix = "sk-memstore-env-"
-
-// Environment limits (the hosted API's own are not documented; these match
-// the memory stores').
-const (
-	maxEnvironmentNameChars = api.MaxStoreNameChars
-	maxEnvironmentDescChars = api.MaxDescriptionChars
-)
 
 func (s *Server) environmentRoutes() {
 	s.mux.HandleFunc("POST /v1/environments", s.authed(s.createEnvironment))
@@ -33,10 +27,7 @@ func (s *Server) environmentRoutes() {
 // environmentID validates the {env} path segment.
 func environmentID(r *http.Request) (string, error) {
 	id := r.PathValue("env")
-	if !ids.Valid(ids.Environment, id) {
-		return "", apiErrorf(notFound, "no environment %q: environment ids look like env_… (list them with GET /v1/environments)", id)
-	}
-	return id, nil
+	return id, checkID(ids.Environment, "environment", id)
 }
 
 // loadEnvironment reads {env}, answering 404 with its id.
@@ -78,11 +69,11 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := checkName("name", req.Name, maxEnvironmentNameChars); err != nil {
+	if err := validate.StoreName("name", req.Name); err != nil {
 		return err
 	}
 	if req.Description != nil {
-		if err := checkText("description", *req.Description, maxEnvironmentDescChars); err != nil {
+		if err := validate.Description("description", *req.Description); err != nil {
 			return err
 		}
 	}
@@ -174,12 +165,12 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	if req.Name != nil {
-		if err := checkName("name", *req.Name, maxEnvironmentNameChars); err != nil {
+		if err := validate.StoreName("name", *req.Name); err != nil {
 			return err
 		}
 	}
 	if req.Description.Set && !req.Description.Null {
-		if err := checkText("description", req.Description.Value, maxEnvironmentDescChars); err != nil {
+		if err := validate.Description("description", req.Description.Value); err != nil {
 			return err
 		}
 	}
@@ -284,7 +275,7 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	if req.Name != "" {
-		if err := checkName("name", req.Name, maxEnvironmentNameChars); err != nil {
+		if err := validate.StoreName("name", req.Name); err != nil {
 			return err
 		}
 	}

@@ -33,10 +33,7 @@ func (s *Server) sessionRoutes() {
 
 func sessionID(r *http.Request) (string, error) {
 	id := r.PathValue("session")
-	if !ids.Valid(ids.Session, id) {
-		return "", apiErrorf(notFound, "no session %q: session ids look like sesn_…", id)
-	}
-	return id, nil
+	return id, checkID(ids.Session, "session", id)
 }
 
 // loadSession reads {session} and checks that p may reach it.

@@ -43,10 +43,7 @@ func workPath(r *http.Request) (env, work string, err error) {
 		return "", "", err
 	}
 	work = r.PathValue("work")
-	if !ids.Valid(ids.Work, work) {
-		return "", "", apiErrorf(notFound, "no work item %q: work ids look like work_…", work)
-	}
-	return env, work, nil
+	return env, work, checkID(ids.Work, "work item", work)
 }
 
 func workNotFound(env, work string) error {
