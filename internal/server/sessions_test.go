@@ -372,8 +372,16 @@ func TestStreamEndsWhenTheTokensWorkStops(t *testing.T) {
 		t.Fatalf("token stream: %d", res.StatusCode)
 	}
 	e.must(204, "POST", "/v1/environments/"+env.ID+"/work/"+w.ID+"/stop", e.apiKey, api.StopWorkRequest{Force: true}, nil)
-	for f := range frames {
-		_ = f // drain until the server closes it
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-frames:
+			if !ok {
+				return // the server closed it
+			}
+		case <-deadline:
+			t.Fatal("the stream stayed open after its token's work item stopped")
+		}
 	}
 }
 
