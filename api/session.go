@@ -125,6 +125,10 @@ type SessionResourceParams struct {
 type AgentRef struct {
 	ID      string
 	Version int64 // 0: the latest
+	// Type is the object form's type when it was not "agent" (the SDK also
+	// has "agent_with_overrides"), so the server can refuse what it does
+	// not support instead of ignoring the overrides.
+	Type string
 }
 
 // MarshalJSON writes the bare id, or the object when a version is pinned.
@@ -155,6 +159,9 @@ func (a *AgentRef) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("agent must be an agent id or an object {\"type\":\"agent\",\"id\":…}, got %s", b)
 	}
 	*a = AgentRef{ID: o.ID, Version: o.Version}
+	if o.Type != "agent" {
+		a.Type = o.Type
+	}
 	return nil
 }
 

@@ -127,6 +127,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	ctx := r.Context()
 
+	if req.Agent.Type != "" {
+		return apiErrorf(invalidRequest, "agent.type %q is not supported: name the agent by id, or as {\"type\":\"agent\",\"id\":\"agent_…\"}; memstore has no per-session overrides", req.Agent.Type)
+	}
 	if req.Agent.ID == "" {
 		return apiErrorf(invalidRequest, "agent is required: send the id of an agent (create one with POST /v1/agents)")
 	}

@@ -55,6 +55,7 @@ func TestCreateSessionRefusals(t *testing.T) {
 		{"archived agent", map[string]any{"agent": archivedAgent.ID, "environment_id": env.ID}, 400, "archived"},
 		{"wrong version", map[string]any{"agent": map[string]any{"type": "agent", "id": ag.ID, "version": 2}, "environment_id": env.ID}, 404, "no version 2"},
 		{"no environment", map[string]any{"agent": ag.ID}, 400, "environment_id is required"},
+		{"agent overrides", map[string]any{"agent": map[string]any{"type": "agent_with_overrides", "id": ag.ID, "system": "x"}, "environment_id": env.ID}, 400, "agent_with_overrides"},
 		{"archived environment", map[string]any{"agent": ag.ID, "environment_id": archivedEnv.ID}, 400, "archived"},
 		{"file resource", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "file", "file_id": "f"}}}, 400, "only memory_store"},
 		{"nine stores", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": nine}, 400, "at most 8"},
