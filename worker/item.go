@@ -109,6 +109,10 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		return nil
 	}
 	sess, err := c.GetSession(runCtx, work.Data.ID)
+	if err != nil && runCtx.Err() != nil {
+		log.Info("session cut short before it started", "cause", context.Cause(runCtx))
+		return nil
+	}
 	if err != nil {
 		log.Error("work item failed: the session could not be fetched", "err", err)
 		return fmt.Errorf("fetch session %s: %w", work.Data.ID, err)
@@ -134,6 +138,10 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 			// after a failed mount too.
 			mem.End(context.WithoutCancel(ctx), clean)
 		}()
+		if mounted != nil && runCtx.Err() != nil {
+			log.Info("session cut short while its memory was being mounted", "cause", context.Cause(runCtx))
+			return nil
+		}
 		if mounted != nil {
 			log.Error("work item failed: a memory store could not be mounted", "err", mounted)
 			return mounted

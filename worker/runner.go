@@ -476,11 +476,20 @@ func (r *runner) post(ctx context.Context, c *call, res toolset.Result, log *slo
 	}
 }
 
-// summarize is the first line of a result, shortened, for the log.
+// summarize is the first line of a result, shortened, and how many lines
+// follow, for the log.
 func summarize(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	if r := []rune(line); len(r) > 120 {
-		line = string(r[:120]) + "…"
+	s = strings.TrimRight(s, "\n")
+	line, rest, more := strings.Cut(s, "\n")
+	if r := []rune(line); len(r) > 160 {
+		line = string(r[:160]) + "…"
+	}
+	if more {
+		if n := strings.Count(rest, "\n") + 1; n == 1 {
+			line += " (+1 more line)"
+		} else {
+			line += fmt.Sprintf(" (+%d more lines)", n)
+		}
 	}
 	return line
 }

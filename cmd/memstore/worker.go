@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -49,9 +50,9 @@ func runWorkerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return errUsage
 }
 
-// workerFlags are the flags of SPEC §7 shared by poll and run. Each falls
-// back to an ANTHROPIC_* variable, so a sandbox can be configured through
-// its environment alone.
+// workerFlags are the flags of SPEC §7 shared by poll, run and up. Each
+// falls back to an ANTHROPIC_* variable, so a sandbox can be configured
+// through its environment alone.
 type workerFlags struct {
 	baseURL        string
 	environmentID  string
@@ -64,26 +65,29 @@ type workerFlags struct {
 	logFormat      string
 }
 
+// register adds every worker flag.
 func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.baseURL, "base-url", envOr("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080"), "API base URL: a memstore server or https://api.anthropic.com (env ANTHROPIC_BASE_URL)")
 	fs.StringVar(&f.environmentID, "environment-id", os.Getenv("ANTHROPIC_ENVIRONMENT_ID"), "environment to serve, env_… (env ANTHROPIC_ENVIRONMENT_ID)")
 	fs.StringVar(&f.environmentKey, "environment-key", os.Getenv("ANTHROPIC_ENVIRONMENT_KEY"), "the environment's key; prefer the variable, command lines are visible to other users (env ANTHROPIC_ENVIRONMENT_KEY)")
-	fs.StringVar(&f.workdir, "workdir", os.Getenv("ANTHROPIC_WORKDIR"), "sessions' working directory: where relative paths and bash start (env ANTHROPIC_WORKDIR; default: the current directory)")
-	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", api.DefaultMountPrefix), "folder that replaces /mnt/memory in every store's mount path; its parent must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
+	f.registerLocal(fs, "default: the current directory", api.DefaultMountPrefix)
+}
+
+// registerLocal adds the flags about this host and the sessions, not the
+// connection; up has its own defaults for the two folders.
+func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootDefault string) {
+	fs.StringVar(&f.workdir, "workdir", os.Getenv("ANTHROPIC_WORKDIR"), "sessions' working directory: where relative paths and bash start (env ANTHROPIC_WORKDIR; "+workdirDefault+")")
+	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", mountRootDefault), "folder that replaces /mnt/memory in every store's mount path; it must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
 	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
 	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
 }
 
-// config turns the flags into a worker configuration; every error names
-// the flag.
-func (f *workerFlags) config(stderr io.Writer) (worker.Config, error) {
+// config turns the flags into a worker configuration logging to logger;
+// every error names the flag.
+func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	var cfg worker.Config
-	logger, err := newLogger(stderr, f.logFormat)
-	if err != nil {
-		return cfg, err
-	}
 	interval, err := time.ParseDuration(f.syncInterval)
 	if err != nil {
 		return cfg, fmt.Errorf("--memory-sync-interval %q: a duration such as 15s or 1m (negative disables memory)", f.syncInterval)
@@ -116,6 +120,22 @@ func (f *workerFlags) config(stderr io.Writer) (worker.Config, error) {
 	}, nil
 }
 
+// newWorker builds the worker of poll or run.
+func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker, error) {
+	logger, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.config(logger)
+	if err != nil {
+		return nil, err
+	}
+	if onWork != "" {
+		cfg.OnWork = onWorkScript(onWork, cfg.Client.BaseURL(), stderr)
+	}
+	return worker.New(cfg)
+}
+
 func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("worker poll", stderr)
 	var f workerFlags
@@ -127,14 +147,7 @@ func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
 	}
-	cfg, err := f.config(stderr)
-	if err != nil {
-		return err
-	}
-	if *onWork != "" {
-		cfg.OnWork = onWorkScript(*onWork, cfg.Client.BaseURL(), stderr)
-	}
-	w, err := worker.New(cfg)
+	w, err := f.newWorker(stderr, *onWork)
 	if err != nil {
 		return err
 	}
@@ -225,11 +238,7 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if secret == "" && f.environmentKey == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
-	cfg, err := f.config(stderr)
-	if err != nil {
-		return err
-	}
-	w, err := worker.New(cfg)
+	w, err := f.newWorker(stderr, "")
 	if err != nil {
 		return err
 	}

@@ -168,16 +168,25 @@ func (s *workerSetup) workerEnv(workdir string) []string {
 }
 
 // SIGTERM to a real `memstore worker poll` during a long bash call: the
-// call is cancelled and its error result posted, the item is stopped, and
-// the process exits 0.
+// call is cancelled and its error result posted, what the agent wrote
+// before is flushed to the server (no sync was due), the mount folder is
+// removed, the item is stopped, and the process exits 0.
 func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	bin := memstoreBinary(t)
 	s := newWorkerSetup(t)
-	workdir := t.TempDir()
-	sess := s.session(t, `{"tool_calls":[{"name":"bash","input":{"command":"touch started; sleep 120","timeout_ms":300000}},{"name":"bash","input":{"command":"touch after"}}]}`)
+	workdir, mountRoot := t.TempDir(), t.TempDir()
+	store, err := s.admin.CreateMemoryStore(context.Background(), api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := s.session(t, `{"tool_calls":[`+
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/draft.md","content":"half-way\n"}},`+
+		`{"name":"bash","input":{"command":"touch started; sleep 120","timeout_ms":300000}},`+
+		`{"name":"bash","input":{"command":"touch after"}}]}`,
+		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
 	var out syncBuffer
-	cmd := exec.Command(bin, "worker", "poll")
+	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot)
 	cmd.Env = s.workerEnv(workdir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -202,8 +211,15 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatalf("worker did not exit after SIGTERM; output:\n%s", out.String())
 	}
 	texts, errs := s.results(t, sess.ID)
-	if len(texts) != 1 || !errs[0] || !strings.Contains(texts[0], "the worker is shutting down") {
-		t.Fatalf("results = %q, want the cancelled call's error", texts)
+	if len(texts) != 2 || !errs[1] || !strings.Contains(texts[1], "the worker is shutting down") {
+		t.Fatalf("results = %q, want the write and the cancelled call's error", texts)
+	}
+	m, err := s.admin.ListMemories(context.Background(), store.ID, client.ListMemoriesParams{View: api.ViewFull})
+	if err != nil || len(m.Data) != 1 || m.Data[0].Memory.Path != "/draft.md" || *m.Data[0].Memory.Content != "half-way\n" {
+		t.Errorf("store after SIGTERM = %+v, %v: want the flushed draft", m, err)
+	}
+	if entries, _ := os.ReadDir(mountRoot); len(entries) != 0 {
+		t.Errorf("the mount folder was left behind")
 	}
 	if _, err := os.Stat(filepath.Join(workdir, "after")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a call ran after SIGTERM")
@@ -211,7 +227,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if st := s.work(t, sess.ID).State; st != api.WorkStopped {
 		t.Errorf("work state %s, want stopped; output:\n%s", st, out.String())
 	}
-	for _, line := range []string{"session cut short", "work item stopped"} {
+	for _, line := range []string{"session cut short", "session memory finished", "flush_changes=1", "work item stopped"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output lacks %q:\n%s", line, out.String())
 		}

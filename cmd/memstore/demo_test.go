@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// The README's first command: it must run on a machine with nothing set
+// up, narrate the calls, the syncs and the versions, pass every check, and
+// leave nothing behind.
+func TestDemoRunsAndCleansUp(t *testing.T) {
+	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_ENVIRONMENT_KEY"} {
+		t.Setenv(v, "")
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"demo"}, &out, &errb); code != 0 {
+		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		`mounted  "Project notes" at /mnt/memory/project-notes: 3 memories downloaded`,
+		"call 3   write write a new memory",
+		"REFUSED write: /mnt/memory/team-handbook/style.md is in the read-only memory store",
+		"sync   uploaded /decisions/2026-05-up.md (Project notes)",
+		"memory   final sync: 1 change",
+		"modified  by session sesn_",
+		"created   by API key apikey_",
+		"✓ the agent's two changes are versions written by the session",
+		"demo OK",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "✗") {
+		t.Errorf("a check failed:\n%s", text)
+	}
+	tmp := regexp.MustCompile(`all in (\S+)\n`).FindStringSubmatch(text)
+	if tmp == nil {
+		t.Fatalf("the demo does not say where it ran:\n%s", text)
+	}
+	if _, err := os.Stat(tmp[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the demo left %s behind (%v)", tmp[1], err)
+	}
+}
+
+// `memstore up` is a server and a worker: a session created against it is
+// served with its memory, and a restart serves the same environment.
+func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
+	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "ANTHROPIC_WORKDIR", "ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_MAX_IDLE", "ANTHROPIC_MEMORY_SYNC_INTERVAL"} {
+		t.Setenv(v, "")
+	}
+	data := t.TempDir()
+	start := func() (out *syncBuffer, stop func() int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		out = &syncBuffer{}
+		code := make(chan int, 1)
+		go func() { code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, out, io.Discard) }()
+		waitUntil(t, "up to print its environment key", func() bool { return strings.Contains(out.String(), "environment key") })
+		return out, func() int { cancel(); return <-code }
+	}
+	field := func(out, name string) string {
+		m := regexp.MustCompile(`(?m)^  ` + name + ` +(\S+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("up did not print %s:\n%s", name, out)
+		}
+		return m[1]
+	}
+
+	out, stop := start()
+	baseURL, envID := field(out.String(), "API"), field(out.String(), "environment")
+	if !strings.Contains(out.String(), "created; saved in") {
+		t.Errorf("first start should create the environment:\n%s", out)
+	}
+	if info, err := os.Stat(filepath.Join(data, "up.json")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("up.json: %v, %v; want mode 0600 (it holds the environment key)", info, err)
+	}
+	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(baseURL, client.WithAPIKey(strings.TrimSpace(string(key))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "a", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{
+		Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: envID,
+		Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID}},
+		InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/notes/up.md","content":"served by up\n"}}],"end":"terminate"}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the memory written through up's worker", func() bool {
+		for item, err := range admin.ListAllMemories(ctx, store.ID, client.ListMemoriesParams{View: api.ViewFull}) {
+			if err == nil && item.Memory != nil && item.Memory.Path == "/up.md" && *item.Memory.Content == "served by up\n" {
+				return true
+			}
+		}
+		return false
+	})
+	waitUntil(t, "the session to end and its item to stop", func() bool {
+		s, err := admin.GetSession(ctx, sess.ID)
+		if err != nil || s.Status != api.SessionTerminated {
+			return false
+		}
+		for w, err := range admin.ListAllWork(ctx, envID, api.WorkListParams{}) {
+			if err != nil || w.State != api.WorkStopped {
+				return false
+			}
+		}
+		return true
+	})
+	if code := stop(); code != 0 {
+		t.Fatalf("up exit %d:\n%s", code, out)
+	}
+	entries, _ := os.ReadDir(filepath.Join(data, "memory"))
+	if len(entries) != 0 {
+		t.Errorf("up's mount root still holds %d folders", len(entries))
+	}
+
+	again, stop := start()
+	defer stop()
+	if got := field(again.String(), "environment"); got != envID || !strings.Contains(again.String(), "reused from") {
+		t.Errorf("restart serves %s, want %s reused:\n%s", got, envID, again)
+	}
+	if strings.Contains(again.String(), "Generated the admin API key") {
+		t.Errorf("a restart generated a new admin key")
+	}
+}

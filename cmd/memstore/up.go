@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/worker"
+)
+
+func init() {
+	commands["up"] = command{summary: "run a server and one worker in one process, ready for real sessions", run: runUp}
+}
+
+// upState is what up remembers in <data>/up.json between starts, so that a
+// restart serves the same environment with the same key.
+type upState struct {
+	EnvironmentID  string `json:"environment_id"`
+	EnvironmentKey string `json:"environment_key"`
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("up", stderr)
+	var o serveOptions
+	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
+	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the database, admin.key, up.json and, by default, the worker's folders (env MEMSTORE_DATA)")
+	var f workerFlags
+	f.registerLocal(fs, "default: <data>/workdir", "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
+	}
+	o.logFormat = f.logFormat
+	if f.workdir == "" {
+		f.workdir = filepath.Join(o.dataDir, "workdir")
+	}
+	if f.mountRoot == "" {
+		f.mountRoot = filepath.Join(o.dataDir, "memory")
+	}
+	logger, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return err
+	}
+	// The server's access log (a line per long poll, every second) would
+	// bury the worker's; up keeps the server's warnings and errors.
+	serverLog := slog.New(minLevel{logger.Handler(), slog.LevelWarn})
+	rs, err := startServer(ctx, o, serverLog, stdout)
+	if err != nil {
+		return err
+	}
+	defer rs.shutdown()
+
+	adminKey, keyWhere, err := upAdminKey(rs, o.dataDir)
+	if err != nil {
+		return err
+	}
+	admin, err := client.New(rs.baseURL, client.WithAPIKey(adminKey))
+	if err != nil {
+		return err
+	}
+	st, fresh, err := upEnvironment(ctx, admin, o.dataDir)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{f.workdir, f.mountRoot} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	f.baseURL, f.environmentID, f.environmentKey = rs.baseURL, st.EnvironmentID, st.EnvironmentKey
+	cfg, err := f.config(logger)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	envNote := "reused from " + filepath.Join(o.dataDir, "up.json")
+	if fresh {
+		envNote = "created; saved in " + filepath.Join(o.dataDir, "up.json")
+	}
+	fmt.Fprintf(stdout, `memstore is up: one server and one worker in this process.
+  API              %s
+  admin API key    %s
+  environment      %s (%s)
+  environment key  %s
+  worker           works in %s; mounts /mnt/memory/… under %s
+
+Next, in another terminal (the CLI finds this server and its admin key through these):
+  export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
+  memstore agent create notes-bot
+  memstore session create --env %s --agent <agent id> --store <store id> --message '<script>'
+Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
+`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, st.EnvironmentKey, cfg.Workdir, cfg.MountRoot, rs.baseURL, o.dataDir, st.EnvironmentID)
+	return w.Run(ctx)
+}
+
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
+
+// upAdminKey finds the admin API key: the one startServer just generated
+// or was given, else the one saved in <data>/admin.key.
+func upAdminKey(rs *runningServer, dataDir string) (key, where string, err error) {
+	path := filepath.Join(dataDir, "admin.key")
+	if rs.adminKey != "" {
+		if os.Getenv("MEMSTORE_ADMIN_KEY") != "" {
+			return rs.adminKey, "from MEMSTORE_ADMIN_KEY", nil
+		}
+		return rs.adminKey, rs.adminKey + " (saved in " + path + ")", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("this data folder already has an admin key, but %s cannot be read (%v); set MEMSTORE_ADMIN_KEY to it", path, err)
+	}
+	return strings.TrimSpace(string(b)), "in " + path, nil
+}
+
+// upEnvironment reuses the environment of up.json when it still exists,
+// or creates one with a key and saves both (mode 0600: the key is a
+// credential).
+func upEnvironment(ctx context.Context, admin *client.Client, dataDir string) (upState, bool, error) {
+	path := filepath.Join(dataDir, "up.json")
+	var st upState
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &st); err != nil {
+			return st, false, fmt.Errorf("%s is not what up wrote (%v); remove it to start with a new environment", path, err)
+		}
+		env, err := admin.GetEnvironment(ctx, st.EnvironmentID)
+		if err == nil && env.ArchivedAt == nil {
+			return st, false, nil
+		}
+		if err != nil && !client.IsStatus(err, 404) {
+			return st, false, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return st, false, err
+	}
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "memstore up"})
+	if err != nil {
+		return st, false, err
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "memstore up worker"})
+	if err != nil {
+		return st, false, err
+	}
+	st = upState{EnvironmentID: env.ID, EnvironmentKey: key.Key}
+	b, _ = json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return st, false, fmt.Errorf("save the environment and its key to %s: %w", path, err)
+	}
+	return st, true, nil
+}
