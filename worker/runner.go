@@ -333,7 +333,14 @@ func (r *runner) armIdleLocked() {
 	r.idleTimer = time.AfterFunc(r.maxIdle, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.idleGen != gen || r.running != nil || r.nextLocked() != nil {
+		if r.idleGen != gen {
+			return
+		}
+		if r.running != nil || r.nextLocked() != nil {
+			// A call is still winding down (an interrupted one being
+			// killed) or about to run: count again from now.
+			r.idleTimer = nil
+			r.armIdleLocked()
 			return
 		}
 		r.log.Info("session idle after its turn; releasing the work item", "max_idle", r.maxIdle)
