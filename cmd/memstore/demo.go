@@ -284,7 +284,7 @@ func (h *demoHandler) Handle(ctx context.Context, r slog.Record) error {
 	case r.Message == "work item claimed":
 		d.printf("claimed  %s for session %s\n", a["work_id"], a["session_id"])
 	case r.Message == "memory store mounted":
-		d.printf("mounted  %-15q at %s: %s downloaded into %s\n", store, a["mount_path"], plural(a["memories"], "memory", "memories"), a["folder"])
+		d.printf("mounted  %-15q at %s: %s downloaded into %s\n", store, a["mount_path"], plural(a["downloaded"], "memory", "memories"), a["folder"])
 	case r.Message == "tool call done":
 		d.mu.Lock()
 		d.calls++
