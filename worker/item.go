@@ -52,7 +52,7 @@ func (w *Worker) RunItem(ctx context.Context, it Item) error {
 // handle is one item's life: heartbeat from the first moment, one session
 // fetch, the memory mount, the tool runner, the session-end memory
 // handling, cleanup, and the force-stop.
-func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string) (err error) {
+func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string) error {
 	if work.Data.Type == "" {
 		work.Data.Type = "session"
 	}
@@ -158,7 +158,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	// the folders.
 	defer ts.Close()
 
-	afterCall := func(ctx context.Context) {}
+	afterCall := func(context.Context) {}
 	if mem != nil {
 		afterCall = mem.SyncIfDue
 	}

@@ -7,40 +7,41 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/memsync"
 	"github.com/memstore/memstore/toolset"
 )
 
-// sessionMemory is what an item needs of its memory: memsync's Session.
-type sessionMemory interface {
-	Mount(ctx context.Context) error
-	SyncIfDue(ctx context.Context)
-	End(ctx context.Context, clean bool)
+// checkMemorySyncInterval refuses, when the worker is built rather than at
+// its first session, an interval memsync would refuse; memsync owns the
+// rule and its message.
+func checkMemorySyncInterval(d time.Duration) error {
+	_, err := memsync.NewSession(memsync.SessionConfig{Interval: d})
+	return err
 }
 
-// storeMount is one attached store as the item mounts it.
-type storeMount struct {
-	MemoryStoreID string
-	Name          string
-	MountPath     string // advertised, what the agent is told
-	Dir           string // where the files are on this host
-	ReadOnly      bool
+// memory is an item's memsync session, which also reports in one log line
+// what the end of the session did.
+type memory struct {
+	*memsync.Session
+	log *slog.Logger
 }
 
-// openMemory prepares the memory of a session: nothing when it has no
-// stores or memory is disabled, otherwise a memsync session over the
-// remapped folders and the toolset mounts that expose them. A session with
-// stores whose secret has no sessions token fails here (ErrNoSessionsToken).
-func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, log *slog.Logger) (sessionMemory, []toolset.Mount, error) {
-	var stores []storeMount
+// openMemory prepares the memory of a session: nil when it has no stores
+// or memory is disabled, otherwise a memsync session over the remapped
+// folders and the toolset mounts that expose them. A session with stores
+// whose secret has no sessions token fails here (ErrNoSessionsToken).
+func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, log *slog.Logger) (*memory, []toolset.Mount, error) {
+	var stores []memsync.StoreMount
 	var ids []string
 	for _, r := range sess.Resources {
 		if r.Type != api.ResourceMemoryStore {
 			continue
 		}
-		stores = append(stores, storeMount{
+		stores = append(stores, memsync.StoreMount{
 			MemoryStoreID: r.MemoryStoreID, Name: r.Name, MountPath: r.MountPath,
 			ReadOnly: r.Access == api.AccessReadOnly,
 		})
@@ -65,18 +66,37 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 	for i := range stores {
 		dir, err := mountDir(stores[i].MountPath, w.cfg.MountRoot)
 		if err != nil {
-			log.Error("work item failed: a memory store's mount path cannot be used", "memory_store_id", stores[i].MemoryStoreID, "path", stores[i].MountPath, "err", err)
+			log.Error("work item failed: a memory store's mount path cannot be used", "memory_store_id", stores[i].MemoryStoreID, "mount_path", stores[i].MountPath, "err", err)
 			return nil, nil, fmt.Errorf("memory store %s: %w", stores[i].MemoryStoreID, err)
 		}
 		stores[i].Dir = dir
 		mounts[i] = toolset.Mount{Path: stores[i].MountPath, Dir: dir, ReadOnly: stores[i].ReadOnly}
 	}
-	mem, err := w.newMemory(c, stores, log)
+	s, err := memsync.NewSession(memsync.SessionConfig{
+		Client: c, Stores: stores, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
+		Now: w.cfg.Now, Logger: log,
+	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)
 		return nil, nil, err
 	}
-	return mem, mounts, nil
+	return &memory{s, log}, mounts, nil
+}
+
+// End ends the session's memory (memsync bounds it) and logs the outcome:
+// a warning when an upload failed, was cut off by the time limit, or a
+// folder had to be kept.
+func (m *memory) End(ctx context.Context, clean bool) {
+	rep := m.Session.End(ctx, clean)
+	level := slog.LevelInfo
+	if rep.FinalSync.Failed+rep.Flush.Failed+rep.FinalSync.CutOff+rep.Flush.CutOff > 0 || len(rep.Kept) > 0 {
+		level = slog.LevelWarn
+	}
+	m.log.Log(ctx, level, "session memory finished",
+		"clean_end", clean,
+		"final_sync_changes", rep.FinalSync.Changes, "flush_changes", rep.Flush.Changes,
+		"failed", rep.FinalSync.Failed+rep.Flush.Failed, "cut_off", rep.FinalSync.CutOff+rep.Flush.CutOff,
+		"folders_removed", len(rep.Removed), "folders_kept", rep.Kept)
 }
 
 // mountDir is where a store advertised at mountPath lives on this host:

@@ -88,7 +88,6 @@ type runner struct {
 	seen      map[string]bool  // event ids handled
 	calls     []*call          // in log order
 	byID      map[string]*call // agent.tool_use id → call
-	answers   map[string]bool  // tool_use ids answered before their call was seen
 	running   *call
 	cancelRun context.CancelCauseFunc
 	idleGen   int         // bumped on every arm and disarm of the idle countdown
@@ -101,7 +100,7 @@ type runner struct {
 func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context), sendWindow func() time.Duration, maxIdle time.Duration, log *slog.Logger) *runner {
 	return &runner{
 		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, log: log,
-		seen: map[string]bool{}, byID: map[string]*call{}, answers: map[string]bool{},
+		seen: map[string]bool{}, byID: map[string]*call{},
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
 }
@@ -125,9 +124,11 @@ func (r *runner) run(ctx context.Context) (clean bool, err error) {
 		r.dispatch(inner)
 	}()
 
+	readDone := false
 	select {
 	case <-r.done:
 	case err = <-readErr:
+		readDone = true
 		if err != nil {
 			err = fmt.Errorf("following the session's events: %w", err)
 		}
@@ -143,6 +144,9 @@ func (r *runner) run(ctx context.Context) (clean bool, err error) {
 		cancel(context.Cause(ctx))
 	}
 	<-dispatched
+	if !readDone {
+		<-readErr
+	}
 	r.disarmIdle()
 	return clean && ctx.Err() == nil, err
 }
@@ -236,7 +240,7 @@ func (r *runner) handle(e api.Event) bool {
 		if r.byID[e.ID] != nil {
 			return false
 		}
-		c := &call{id: e.ID, name: e.Name, input: e.Input, answered: r.answers[e.ID]}
+		c := &call{id: e.ID, name: e.Name, input: e.Input}
 		switch {
 		case !toolset.IsTool(e.Name):
 			// Another client may own it (a custom tool): leave it
@@ -252,10 +256,9 @@ func (r *runner) handle(e api.Event) bool {
 		r.byID[e.ID] = c
 		r.disarmIdleLocked()
 	case api.EventUserToolResult:
+		// The log is in order, so a call is always seen before its result.
 		if c := r.byID[e.ToolUseID]; c != nil {
 			c.answered = true
-		} else {
-			r.answers[e.ToolUseID] = true
 		}
 	case eventToolConfirmation:
 		var confirm struct {

@@ -29,6 +29,10 @@ const (
 	// Failed polls and acks back off from 2 s doubling to a minute.
 	pollRetryBase = 2 * time.Second
 	pollRetryMax  = time.Minute
+	// queueCallTimeout bounds a poll (which waits at most 999 ms on the
+	// server) and an ack, so a server that stops answering without closing
+	// the connection cannot stall the loop.
+	queueCallTimeout = 30 * time.Second
 )
 
 // Config configures a Worker.
@@ -87,8 +91,6 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
-	// newMemory builds an item's memory; tests replace it.
-	newMemory func(c *client.Client, stores []storeMount, log *slog.Logger) (sessionMemory, error)
 }
 
 // New checks cfg and fills its defaults.
@@ -131,9 +133,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger}
-	w.newMemory = w.memsyncSession
-	return w, nil
+	return &Worker{cfg: cfg, log: cfg.Logger}, nil
 }
 
 func defaultWorkerID() string {
@@ -161,7 +161,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	pollFailures, ackFailures := 0, 0
 	for ctx.Err() == nil {
 		started := time.Now()
-		work, err := env.PollWork(ctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
+		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -183,14 +185,23 @@ func (w *Worker) Run(ctx context.Context) error {
 			work.EnvironmentID = w.cfg.EnvironmentID
 		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
-		if _, err := env.AckWork(ctx, work.EnvironmentID, work.ID); err != nil {
+		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
+		_, err = env.AckWork(actx, work.EnvironmentID, work.ID)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			ackFailures++
 			d := backoff(ackFailures, pollRetryBase, pollRetryMax)
-			ilog.Warn("acknowledging the claimed work item failed; stopping it and polling again", "retry_in", d.Round(time.Millisecond), "err", err)
-			w.forceStop(env, *work, ilog)
+			ilog.Warn("acknowledging the claimed work item failed; polling again", "retry_in", d.Round(time.Millisecond), "err", err)
+			// An item whose ack may have landed is stopped, so that it does
+			// not wait out a lease nobody serves. A 409 means it is stopped
+			// already, or its claim lapsed and it is back in the queue for
+			// another worker: stopping it then would strand its session.
+			if !client.IsStatus(err, 409) {
+				w.forceStop(env, *work, ilog)
+			}
 			sleep(ctx, d)
 			continue
 		}

@@ -34,6 +34,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the database, admin.key, up.json and, by default, the worker's folders (env MEMSTORE_DATA)")
 	var f workerFlags
 	f.registerLocal(fs, "default: <data>/workdir", "")
+	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
