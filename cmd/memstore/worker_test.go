@@ -103,32 +103,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// memstoreBinary builds the memstore command once per test run, for the
-// tests that need a real process (signals, on-work scripts).
+// memstoreBinary builds the memstore command into the test's temporary
+// folder, for the tests that need a real process (signals, on-work
+// scripts). The build cache makes every build after the first quick.
 func memstoreBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "memstore-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "memstore")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building memstore: %v", buildErr)
+	bin := filepath.Join(t.TempDir(), "memstore")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building memstore: %v\n%s", err, out)
 	}
-	return binPath
+	return bin
 }
 
 // syncBuffer is an io.Writer safe for a process's output and a test's
