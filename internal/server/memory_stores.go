@@ -57,6 +57,7 @@ func storeError(err error, storeID string) error {
 		stale    *storage.PreconditionFailedError
 		full     *storage.StoreFullError
 		meta     *storage.MetadataLimitError
+		inUse    *storage.StoreInUseError
 	)
 	switch {
 	case err == nil:
@@ -80,6 +81,8 @@ func storeError(err error, storeID string) error {
 		return apiErrorf(invalidRequest, "memory_store_id: memory store %s already holds %d memories, its limit; delete memories it no longer needs (updates to existing memories still work)", storeID, full.Limit)
 	case errors.As(err, &meta):
 		return validate.TooManyMetadataPairs("metadata", meta.Count)
+	case errors.As(err, &inUse):
+		return apiErrorf(api.Conflict, "memory store %s is attached to session %s (%s), which may still mount it; archive or delete that session (POST /v1/sessions/%s/archive) and let its worker stop first, or archive the store instead of deleting it. GET /v1/sessions?memory_store_id=%s&include_archived=true lists the sessions that use it", storeID, inUse.SessionID, inUse.Status, inUse.SessionID, storeID)
 	}
 	return err
 }

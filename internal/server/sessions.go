@@ -208,7 +208,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	work := storage.Work{Work: api.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}}
 	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents, s.cp.runtime)
-	if err != nil {
+	switch {
+	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrStoreArchived):
+		// Checked above; only a delete or archive racing this request gets here.
+		return apiErrorf(api.Conflict, "resources: a memory store was deleted or archived while the session was being created; check the stores and create the session again")
+	case err != nil:
 		return err
 	}
 	s.cp.queues.notify(env.ID)

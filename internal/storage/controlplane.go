@@ -34,7 +34,10 @@ type ControlPlane interface {
 
 	// CreateSession stores a session, its resources and its first work item,
 	// appends initial (with rt reacting to them, see AppendEvents), all in
-	// one transaction.
+	// one transaction. Every attached memory store must still exist
+	// (ErrNotFound) and not be archived (ErrStoreArchived) when it commits,
+	// so a store deleted meanwhile is never left attached to a live
+	// session.
 	CreateSession(ctx context.Context, s api.Session, work Work, initial []api.Event, rt SessionRuntime) (api.Session, error)
 	GetSession(ctx context.Context, id string) (api.Session, error)
 	// ListSessions returns sessions newest first (oldest first with Asc).

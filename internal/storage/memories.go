@@ -38,6 +38,10 @@ type MemoryStores interface {
 	// archived store returns it unchanged.
 	ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore, error)
 	// DeleteMemoryStore deletes a store with all its memories and versions.
+	// It refuses a store that a session may still mount
+	// (*StoreInUseError): one attached to a session that is not
+	// terminated (a new message would bring a worker back), or whose work
+	// item a worker still holds (its final sync runs after termination).
 	DeleteMemoryStore(ctx context.Context, id string) error
 
 	// CreateMemory adds a memory at a free path and writes its "created"
@@ -207,6 +211,17 @@ type StoreFullError struct {
 
 func (e *StoreFullError) Error() string {
 	return fmt.Sprintf("storage: memory store holds its limit of %d memories", e.Limit)
+}
+
+// StoreInUseError refuses the deletion of a memory store that a session
+// may still mount; SessionID names one such session, Status its status.
+type StoreInUseError struct {
+	SessionID string
+	Status    string
+}
+
+func (e *StoreInUseError) Error() string {
+	return fmt.Sprintf("storage: memory store is attached to session %s (%s), which may still mount it", e.SessionID, e.Status)
 }
 
 // MetadataLimitError reports a store patch that would leave more metadata

@@ -318,6 +318,13 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 			return fmt.Errorf("create session %s: %w", sess.ID, err)
 		}
 		for i, r := range sess.Resources {
+			var archived sql.NullString
+			if err := tx.QueryRowContext(ctx, `SELECT archived_at FROM memory_stores WHERE id = ?`, r.MemoryStoreID).Scan(&archived); err != nil {
+				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, notFound(err))
+			}
+			if archived.Valid {
+				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, storage.ErrStoreArchived)
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES (?, ?, ?, ?, ?)`,
 				r.ID, sess.ID, i, r.MemoryStoreID, toJSON(r)); err != nil {
 				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)

@@ -282,10 +282,23 @@ func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore
 
 // DeleteMemoryStore implements storage.MemoryStores. The foreign keys
 // cascade to the store's memories and versions inside the same
-// transaction.
+// transaction. A claimed work item that is not stopped is a worker that
+// may still sync the store; an unclaimed one of a terminated session will
+// only be stopped by the worker that claims it.
 func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
 	return s.tx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
+		var inUse storage.StoreInUseError
+		err := tx.QueryRowContext(ctx, `SELECT s.id, s.status FROM session_resources r JOIN sessions s ON s.id = r.session_id
+			WHERE r.memory_store_id = ? AND (s.status != 'terminated' OR EXISTS (
+				SELECT 1 FROM work_items w WHERE w.session_id = s.id AND w.state != 'stopped' AND w.claimed_at IS NOT NULL))
+			ORDER BY s.id LIMIT 1`, id).Scan(&inUse.SessionID, &inUse.Status)
+		switch {
+		case err == nil:
+			return &inUse
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM memory_stores WHERE id = ?`, id)
 		if err != nil {
 			return fmt.Errorf("delete memory store %s: %w", id, err)

@@ -65,6 +65,22 @@ func (f *cpFixture) newSession(env api.Environment, res ...api.SessionResource) 
 	return got, w.ID
 }
 
+func (f *cpFixture) memoryStore(name string) api.MemoryStore {
+	f.t.Helper()
+	st, err := f.s.CreateMemoryStore(f.ctx, storage.NewMemoryStore{Name: name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+// resource is st attached with the given access at mountPath.
+func (f *cpFixture) resource(st api.MemoryStore, access, mountPath string) api.SessionResource {
+	now := f.clock.now()
+	return api.SessionResource{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: st.ID, Access: access,
+		Name: st.Name, MountPath: mountPath, CreatedAt: now, UpdatedAt: now}
+}
+
 func (f *cpFixture) claim(env api.Environment, worker string) (storage.Work, string, error) {
 	tokID := ids.New(ids.SessionsToken)
 	hash := "hash-" + tokID
@@ -179,14 +195,10 @@ func testAgents(t *testing.T, open Factory) {
 func testSessions(t *testing.T, open Factory) {
 	f := newCPFixture(t, open)
 	ctx, s := f.ctx, f.s
-	now := f.clock.now()
-	res := []api.SessionResource{
-		{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_a", Access: api.AccessReadWrite, Name: "Notes", MountPath: "/mnt/memory/notes", CreatedAt: now, UpdatedAt: now},
-		{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_b", Access: api.AccessReadOnly, Name: "notes", MountPath: "/mnt/memory/notes-2", CreatedAt: now, UpdatedAt: now},
-	}
-	sess, workID := f.newSession(f.env, res...)
+	a, b := f.memoryStore("Notes"), f.memoryStore("notes")
+	sess, workID := f.newSession(f.env, f.resource(a, api.AccessReadWrite, "/mnt/memory/notes"), f.resource(b, api.AccessReadOnly, "/mnt/memory/notes-2"))
 	got, err := s.GetSession(ctx, sess.ID)
-	if err != nil || len(got.Resources) != 2 || got.Resources[0].MemoryStoreID != "memstore_a" || got.Resources[1].MountPath != "/mnt/memory/notes-2" || got.Status != api.SessionIdle {
+	if err != nil || len(got.Resources) != 2 || got.Resources[0].MemoryStoreID != a.ID || got.Resources[1].MountPath != "/mnt/memory/notes-2" || got.Status != api.SessionIdle {
 		t.Fatalf("GetSession = %+v, %v", got, err)
 	}
 	w, err := s.GetWork(ctx, f.env.ID, workID)
@@ -206,7 +218,7 @@ func testSessions(t *testing.T, open Factory) {
 	}{
 		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}}, []string{third.ID, other.ID, sess.ID}},
 		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, Asc: true}, []string{sess.ID, other.ID, third.ID}},
-		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, MemoryStoreID: "memstore_b"}, []string{sess.ID}},
+		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, MemoryStoreID: b.ID}, []string{sess.ID}},
 		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, EnvironmentID: env2.ID}, []string{third.ID}},
 		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 1, After: third.ID}}, []string{other.ID}},
 		{storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, Statuses: []string{api.SessionRunning}}, nil},
@@ -255,6 +267,75 @@ func testSessions(t *testing.T, open Factory) {
 	}
 	if err := s.DeleteSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// testStoresOfSessions: a session attaches only stores that exist and are
+// live when it is created, and a store cannot be deleted while a session
+// may still mount it.
+func testStoresOfSessions(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+	st := f.memoryStore("shared")
+	archived := f.memoryStore("old")
+	if _, err := s.ArchiveMemoryStore(ctx, archived.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		store api.MemoryStore
+		want  error
+	}{
+		{api.MemoryStore{ID: ids.New(ids.MemoryStore)}, storage.ErrNotFound},
+		{archived, storage.ErrStoreArchived},
+	} {
+		now := f.clock.now()
+		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: f.env.ID, Agent: api.SessionAgent{ID: f.agent.ID},
+			Resources: []api.SessionResource{f.resource(c.store, api.AccessReadWrite, "/mnt/memory/x")}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+		w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}
+		if _, err := s.CreateSession(ctx, sess, w, nil, nil); !errors.Is(err, c.want) {
+			t.Fatalf("attaching %s: %v, want %v", c.store.ID, err, c.want)
+		}
+		if _, err := s.GetSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("a refused CreateSession stored the session: %v", err)
+		}
+	}
+
+	inUse := func(sessionID string) {
+		t.Helper()
+		var e *storage.StoreInUseError
+		if err := s.DeleteMemoryStore(ctx, st.ID); !errors.As(err, &e) || e.SessionID != sessionID {
+			t.Fatalf("DeleteMemoryStore = %v, want a StoreInUseError naming %s", err, sessionID)
+		}
+		if _, err := s.GetMemoryStore(ctx, st.ID); err != nil {
+			t.Fatalf("a refused delete removed the store: %v", err)
+		}
+	}
+	terminate := func(sessionID string) {
+		t.Helper()
+		if _, err := s.AppendEvents(ctx, sessionID, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served, workID := f.newSession(f.env, f.resource(st, api.AccessReadWrite, "/mnt/memory/shared"))
+	f.clock.advance(time.Millisecond)
+	unserved, _ := f.newSession(f.env, f.resource(st, api.AccessReadOnly, "/mnt/memory/shared"))
+	inUse(served.ID) // idle: a message would bring a worker back
+	if w, _, err := f.claim(f.env, "w"); err != nil || w.ID != workID {
+		t.Fatalf("claim = %+v, %v; want %s", w, err, workID)
+	}
+	terminate(served.ID)
+	terminate(unserved.ID)
+	inUse(served.ID) // terminated, but its worker has not stopped yet
+	if _, err := s.StopWork(ctx, f.env.ID, workID, true); err != nil {
+		t.Fatal(err)
+	}
+	// The unserved session's item is still queued, but nothing will mount
+	// the store for a terminated session.
+	if err := s.DeleteMemoryStore(ctx, st.ID); err != nil {
+		t.Fatalf("delete once every session is over: %v", err)
+	}
+	if got, err := s.GetSession(ctx, served.ID); err != nil || len(got.Resources) != 1 || got.Resources[0].MemoryStoreID != st.ID {
+		t.Fatalf("a finished session lost its resource: %+v, %v", got.Resources, err)
 	}
 }
 

@@ -20,6 +20,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Environments", func(t *testing.T) { testEnvironments(t, open) })
 	t.Run("Agents", func(t *testing.T) { testAgents(t, open) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
+	t.Run("StoresOfSessions", func(t *testing.T) { testStoresOfSessions(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
