@@ -300,7 +300,7 @@ func (a *applier) deleteRemote(ctx context.Context, act Action) result {
 		a.debug(ctx, act, "the folder's marker changed after the scan, so the memory was not deleted")
 		return skipped
 	}
-	if _, err := a.st.root.Lstat(relPath(act.Path)); !errors.Is(err, fs.ErrNotExist) {
+	if gone, err := fileGone(a.st.root, relPath(act.Path)); !gone {
 		a.debug(ctx, act, "the file is back, so the memory was not deleted", "error", err)
 		return skipped
 	}
@@ -318,6 +318,24 @@ func (a *applier) deleteRemote(ctx context.Context, act Action) result {
 		return skipped
 	}
 	return a.failure(ctx, act, "cannot delete this memory on the server; the next sync retries", err)
+}
+
+// fileGone reports whether no file is at rel: nothing is there, or a folder
+// took its place, or a file took the place of one of its folders. The last
+// two are how an agent turns a memory /a into /a/b, or /d/x into /d, and
+// the new memory can only be created once the old one is deleted. Anything
+// else — a file, a symlink, a folder on the way that cannot be read — may
+// be or hide the file, and the answer is no, with the error if there was
+// one.
+func fileGone(root *confined.Root, rel string) (bool, error) {
+	fi, err := root.Lstat(rel)
+	switch {
+	case err == nil:
+		return fi.Mode.IsDir(), nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, confined.ErrNotDirectory):
+		return true, nil
+	}
+	return false, err
 }
 
 // removeLocal removes the file of a memory deleted on the server, unless it

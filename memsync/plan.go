@@ -36,8 +36,10 @@ const (
 	Update
 	// DeleteRemote deletes memory MemoryID on the server with
 	// expected_content_sha256 RemoteSHA. Apply must first re-check that the
-	// file is still absent and that the folder's marker still names the
-	// store (the folder may have been destroyed since the scan), then call
+	// file is still absent (a folder in its place, or a file in place of a
+	// folder above it, counts as absent: the agent reshaped the path) and
+	// that the folder's marker still names the store (the folder may have
+	// been destroyed since the scan), then call
 	// State.MarkDeleteSent before sending. Success or 404 calls
 	// State.MarkGone; a 409 means the server changed and wins: do nothing,
 	// the next sync restores the file.

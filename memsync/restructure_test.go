@@ -1,0 +1,62 @@
+package memsync_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/memsync"
+)
+
+// An agent may turn a memory's file into a folder of the same name, or a
+// folder into a file: /a becomes /a/b, or /d/x becomes /d. The server cannot
+// hold both shapes at once, so the old memory must be deleted before the new
+// one can be created, and the file at the new path is the agent's only copy
+// until it is.
+func TestAFileReplacedByAFolderReachesTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before map[string]string
+		// reshape changes the folder as the agent would with its shell.
+		reshape func(t *testing.T, dir string)
+		after   map[string]string
+	}{
+		{"file to folder", map[string]string{"/a": "a"}, func(t *testing.T, dir string) {
+			removeFile(t, dir, "a")
+			writeFile(t, dir, "a/b.md", "now a folder")
+		}, map[string]string{"/a/b.md": "now a folder"}},
+		{"folder to file", map[string]string{"/d/x.md": "x"}, func(t *testing.T, dir string) {
+			must(t, os.RemoveAll(filepath.Join(dir, "d")))
+			writeFile(t, dir, "d", "now a file")
+		}, map[string]string{"/d": "now a file"}},
+	} {
+		t.Run(tc.name+", synced after the window", func(t *testing.T) {
+			e := newEnv(t)
+			for p, c := range tc.before {
+				e.put(p, c)
+			}
+			m := e.mount(t.TempDir())
+			tc.reshape(t, m.dir)
+			m.Sync(e.ctx) // the old memory's deletion starts its window
+			e.clock.Advance(memsync.DefaultCorroborationWindow + time.Second)
+			m.Sync(e.ctx) // deletes the old memory, then creates the new one
+			equal(t, "server", e.server(), tc.after)
+			m.Sync(e.ctx)
+			equal(t, "folder", folder(t, m.dir), tc.after)
+		})
+		t.Run(tc.name+", at the end of the session", func(t *testing.T) {
+			e := newEnv(t)
+			for p, c := range tc.before {
+				e.put(p, c)
+			}
+			m := e.mount(t.TempDir())
+			tc.reshape(t, m.dir)
+			rep := m.End(e.ctx, true)
+			equal(t, "server", e.server(), tc.after)
+			if rep.FinalSync.Failed != 0 || rep.Flush.Failed != 0 {
+				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
+}
