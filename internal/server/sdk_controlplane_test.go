@@ -318,6 +318,18 @@ func TestOfficialSDKDrivesTheControlPlane(t *testing.T) {
 		t.Fatalf("streamed %v (err %v)", streamed, stream.Err())
 	}
 
+	// Stop answers 204 as SPEC §3 says. The SDK's worker reads the stop
+	// raw and is content with it; the typed Work.Stop expects a body and
+	// reports an error although the stop happened (documented in the
+	// README). If this changes, so must the README.
+	_, err = c.Beta.Environments.Work.Stop(ctx, work.ID, anthropic.BetaEnvironmentWorkStopParams{EnvironmentID: env.ID, BetaSelfHostedWorkStopRequest: anthropic.BetaSelfHostedWorkStopRequestParam{Force: param.NewOpt(true)}}, tokOpts...)
+	if err == nil || errors.As(err, &apiErr) {
+		t.Fatalf("Work.Stop on a 204: %v, want the SDK's decode error (not an API error)", err)
+	}
+	if stopped, err := c.Beta.Environments.Work.Get(ctx, work.ID, anthropic.BetaEnvironmentWorkGetParams{EnvironmentID: env.ID}); err != nil || stopped.State != "stopped" {
+		t.Fatalf("after Work.Stop: %+v, %v", stopped, err)
+	}
+
 	list, err := c.Beta.Sessions.List(ctx, anthropic.BetaSessionListParams{})
 	if err != nil || len(list.Data) != 1 || list.Data[0].Status != "idle" {
 		t.Fatalf("sessions List = %+v, %v", list, err)
