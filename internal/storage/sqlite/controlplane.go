@@ -309,7 +309,10 @@ func saveSession(ctx context.Context, q queryer, sess api.Session) error {
 
 // CreateSession implements storage.ControlPlane.
 func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event, rt storage.SessionRuntime) (api.Session, error) {
-	var out api.Session
+	var (
+		out api.Session
+		log eventLog
+	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		body := sess
 		body.Resources = nil
@@ -336,12 +339,13 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 			return err
 		}
 		var err error
-		out, err = s.appendInTx(ctx, tx, sess.ID, initial, rt, nil)
+		out, log, err = s.appendInTx(ctx, tx, sess.ID, initial, rt, nil)
 		return err
 	})
 	if err != nil {
 		return api.Session{}, err
 	}
+	s.keepLog(out, log)
 	return out, nil
 }
 
@@ -441,6 +445,7 @@ func (s *DB) UpdateSession(ctx context.Context, id string, fn func(*api.Session)
 
 // DeleteSession implements storage.ControlPlane.
 func (s *DB) DeleteSession(ctx context.Context, id string) error {
+	defer s.logs.drop(id)
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one); err != nil {
@@ -469,27 +474,6 @@ var statusOf = map[string]string{
 	"session.status_rescheduled":     api.SessionRescheduling,
 }
 
-func loadLog(ctx context.Context, q queryer, sessionID string) ([]api.Event, error) {
-	rows, err := q.QueryContext(ctx, `SELECT body FROM session_events WHERE session_id = ? ORDER BY seq`, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []api.Event
-	for rows.Next() {
-		var body string
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var e api.Event
-		if err := json.Unmarshal([]byte(body), &e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
 func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error) {
 	var n int
 	err := q.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE session_id = ? AND state != 'stopped'`, sessionID).Scan(&n)
@@ -501,22 +485,24 @@ func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error)
 const maxReactions = 1000
 
 // appendInTx is AppendEvents inside tx; stored receives the stored copies
-// of events when not nil. It returns the session as it is afterwards.
-func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime, stored *[]api.Event) (api.Session, error) {
+// of events when not nil. It returns the session as it is afterwards and
+// its log, for the caller to cache once tx has committed (see keepLog).
+func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime, stored *[]api.Event) (api.Session, eventLog, error) {
 	sess, err := getSession(ctx, tx, sessionID)
 	if err != nil {
-		return api.Session{}, err
+		return api.Session{}, eventLog{}, err
 	}
-	view := storage.SessionView{Session: sess}
-	if view.Log, err = loadLog(ctx, tx, sessionID); err != nil {
-		return api.Session{}, err
+	log, err := s.sessionLog(ctx, tx, sessionID)
+	if err != nil {
+		return api.Session{}, eventLog{}, err
 	}
+	view := storage.SessionView{Session: sess, Log: log.events}
 	if view.WorkLive, err = hasLiveWork(ctx, tx, sessionID); err != nil {
-		return api.Session{}, err
+		return api.Session{}, eventLog{}, err
 	}
 	if rt != nil && len(events) > 0 {
 		if err := rt.Check(view, events); err != nil {
-			return api.Session{}, err
+			return api.Session{}, eventLog{}, err
 		}
 	}
 	changed := false
@@ -538,8 +524,12 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 			last = now
 			e.ID = ids.NewAt(ids.Event, now)
 			e.ProcessedAt = &now
-			if _, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
-				e.ID, sessionID, e.Type, toJSON(e)); err != nil {
+			res, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
+				e.ID, sessionID, e.Type, toJSON(e))
+			if err == nil {
+				log.seq, err = res.LastInsertId() // seq is the rowid
+			}
+			if err != nil {
 				return nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
 			}
 			if st, ok := statusOf[e.Type]; ok {
@@ -554,7 +544,7 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 	}
 	got, err := insert(events)
 	if err != nil {
-		return api.Session{}, err
+		return api.Session{}, eventLog{}, err
 	}
 	if stored != nil {
 		*stored = got
@@ -562,36 +552,56 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 	if rt != nil {
 		for i := 0; ; i++ {
 			if i == maxReactions {
-				return api.Session{}, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
+				return api.Session{}, eventLog{}, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
 			}
 			more, err := rt.React(view)
 			if err != nil {
-				return api.Session{}, err
+				return api.Session{}, eventLog{}, err
 			}
 			if len(more) == 0 {
 				break
 			}
 			if _, err := insert(more); err != nil {
-				return api.Session{}, err
+				return api.Session{}, eventLog{}, err
 			}
 		}
 	}
 	if changed {
 		if err := saveSession(ctx, tx, view.Session); err != nil {
-			return api.Session{}, err
+			return api.Session{}, eventLog{}, err
 		}
 	}
-	return view.Session, nil
+	log.events = view.Log
+	return view.Session, log, nil
+}
+
+// keepLog caches the log of a session whose append has committed, unless
+// the session is terminated: nothing reacts to it any more.
+func (s *DB) keepLog(sess api.Session, log eventLog) {
+	if sess.Status == api.SessionTerminated {
+		s.logs.drop(sess.ID)
+		return
+	}
+	s.logs.put(sess.ID, log)
 }
 
 // AppendEvents implements storage.ControlPlane.
 func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt storage.SessionRuntime) ([]api.Event, error) {
-	var stored []api.Event
+	var (
+		stored []api.Event
+		sess   api.Session
+		log    eventLog
+	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := s.appendInTx(ctx, tx, sessionID, events, rt, &stored)
+		var err error
+		sess, log, err = s.appendInTx(ctx, tx, sessionID, events, rt, &stored)
 		return err
 	})
-	return stored, err
+	if err != nil {
+		return nil, err
+	}
+	s.keepLog(sess, log)
+	return stored, nil
 }
 
 // ListEvents implements storage.ControlPlane.

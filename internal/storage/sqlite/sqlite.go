@@ -36,6 +36,8 @@ type DB struct {
 	now func() time.Time
 	// stmts caches prepared statements by query text (see cachedQ).
 	stmts sync.Map
+	// logs caches the decoded logs of the sessions appended to last.
+	logs logCache
 }
 
 var _ storage.Store = (*DB)(nil)

@@ -2,10 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/storagetest"
 )
@@ -38,5 +41,58 @@ func TestReopenKeepsDataAndSkipsAppliedMigrations(t *testing.T) {
 	defer db.Close()
 	if _, err := db.CredentialByHash(ctx, "h"); err != nil {
 		t.Fatalf("credential lost across reopen: %v", err)
+	}
+}
+
+// recordingRuntime accepts every event, never reacts, and remembers the
+// log of the last view it saw.
+type recordingRuntime struct{ log []api.Event }
+
+func (r *recordingRuntime) Check(v storage.SessionView, _ []api.Event) error {
+	r.log = v.Log
+	return nil
+}
+
+func (r *recordingRuntime) React(storage.SessionView) ([]api.Event, error) { return nil, nil }
+
+// Two handles on one file (two server processes): each caches the logs it
+// appended to, and still sees every event the other appended since.
+func TestCachedLogsSeeAppendsFromAnotherHandle(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memstore.db")
+	a, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().UTC()
+	env := api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	if err := a.CreateEnvironment(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := a.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rt := &recordingRuntime{}
+	var want []string
+	for i, h := range []*DB{a, a, b, a, b, b, a} {
+		text := fmt.Sprintf("message %d", i)
+		if _, err := h.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage(text)}, rt); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range rt.log {
+			got = append(got, e.Text())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("append %d saw the log %q, want %q", i, got, want)
+		}
+		want = append(want, text)
 	}
 }

@@ -381,6 +381,15 @@ func (r *echoRuntime) React(v storage.SessionView) ([]api.Event, error) {
 	return nil, nil
 }
 
+// brokenRuntime accepts every event and fails every reaction.
+type brokenRuntime struct{}
+
+func (brokenRuntime) Check(storage.SessionView, []api.Event) error { return nil }
+
+func (brokenRuntime) React(storage.SessionView) ([]api.Event, error) {
+	return nil, errors.New("the runtime broke")
+}
+
 func testEvents(t *testing.T, open Factory) {
 	f := newCPFixture(t, open)
 	ctx, s := f.ctx, f.s
@@ -450,6 +459,18 @@ func testEvents(t *testing.T, open Factory) {
 	// Unknown fields survive storage.
 	if all[3].Event.Extra["reply_to"] == nil {
 		t.Fatalf("an extra field was lost in storage: %+v", all[3].Event)
+	}
+	// An append whose reaction fails is rolled back whole, and the runtime
+	// never sees its events afterwards.
+	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("lost")}, brokenRuntime{}); err == nil {
+		t.Fatal("a failing reaction was ignored")
+	}
+	seen := len(rt.views)
+	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("kept")}, rt); err != nil {
+		t.Fatal(err)
+	}
+	if v := rt.views[seen]; len(v.Log) != len(all)+1 || v.Log[len(v.Log)-1].Text() != "kept" {
+		t.Fatalf("after a rolled-back append the runtime saw %d events (want %d), the last %+v", len(v.Log), len(all)+1, v.Log[len(v.Log)-1])
 	}
 }
 
