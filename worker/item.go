@@ -72,6 +72,8 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	}
 	cred := cmp.Or(token, w.cfg.EnvironmentKey)
 	if cred == "" {
+		log.Error("work item failed: no credential: the work secret carries no sessions token and no environment key is configured",
+			"fix", "serve the item with the secret the poll returned (ANTHROPIC_WORK_SECRET or --work-secret-file), or give the worker the environment key (--environment-key)")
 		return fmt.Errorf("work item %s: no credential: the work secret carries no sessions token and no environment key is configured; pass the secret (ANTHROPIC_WORK_SECRET) or the key (--environment-key)", work.ID)
 	}
 	c := w.cfg.Client.With(client.WithBearerToken(cred))
@@ -143,7 +145,10 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 			return nil
 		}
 		if mounted != nil {
-			log.Error("work item failed: a memory store could not be mounted", "err", mounted)
+			// memsync logged each refusal on a line of its own, with the
+			// store, its folder, its mount path and the fix; repeating
+			// them here would only bury that line.
+			log.Error("work item failed: a memory store could not be mounted (the lines above say which and what to do)")
 			return mounted
 		}
 	}

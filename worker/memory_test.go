@@ -357,14 +357,18 @@ func TestItemWithoutSessionsTokenFailsWhenItsSessionHasStores(t *testing.T) {
 	}
 }
 
-// A store that cannot be mounted (something is already at its folder)
-// fails the item and leaves what was there untouched; the loop goes on
-// and serves the next session.
+// Stores that cannot be mounted (something is already at their folders,
+// as a crashed worker leaves them) fail the item and leave what was there
+// untouched; the loop goes on and serves the next session. Each refusal
+// is one log line an operator can act on alone: the store, the folder to
+// look at, the mount path and the fix — not repeated by the lines that
+// follow it.
 func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &logBuffer{}
 	cfg := f.memoryConfig(logs)
 	blocked := f.memStore("Blocked", map[string]string{"/a.md": "a\n"})
+	leftover := f.memStore("Leftover", nil)
 	squatter := filepath.Join(cfg.MountRoot, "blocked", "mine.txt")
 	if err := os.MkdirAll(filepath.Dir(squatter), 0o700); err != nil {
 		t.Fatal(err)
@@ -372,7 +376,11 @@ func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 	if err := os.WriteFile(squatter, []byte("not yours"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	first := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/blocked/a.md"})), attach(blocked, api.AccessReadWrite))
+	if err := os.Mkdir(filepath.Join(cfg.MountRoot, "leftover"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	first := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/blocked/a.md"})),
+		attach(blocked, api.AccessReadWrite), attach(leftover, api.AccessReadOnly))
 	stop := runWorker(t, f.worker(cfg))
 	waitFor(t, "the failed item to stop", func() bool { return f.sessionWork(first.ID).State == api.WorkStopped })
 	second := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo next"})))
@@ -389,9 +397,27 @@ func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 	if s := f.getSession(first.ID); s.Status != api.SessionIdle {
 		t.Errorf("first session %s, want idle (requires_action)", s.Status)
 	}
-	if logs.line("work item failed: a memory store could not be mounted", "session_id="+first.ID) == "" ||
-		logs.line("work item failed; polling for the next one") == "" {
-		t.Errorf("log lines:\n%s", logs)
+	for _, st := range []*api.MemoryStore{blocked, leftover} {
+		slug := strings.ToLower(st.Name)
+		var refusals []string
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, st.ID+" cannot be mounted at") {
+				refusals = append(refusals, line)
+			}
+		}
+		if len(refusals) != 1 {
+			t.Errorf("store %s: %d log lines carry its refusal, want exactly one:\n%s", st.Name, len(refusals), strings.Join(refusals, "\n"))
+			continue
+		}
+		for _, part := range []string{"level=ERROR", "work_id=", "session_id=" + first.ID, "memory_store_id=" + st.ID,
+			"folder=" + filepath.Join(cfg.MountRoot, slug), "mount_path=/mnt/memory/" + slug, "something already exists there", "remove it"} {
+			if !strings.Contains(refusals[0], part) {
+				t.Errorf("store %s: refusal %q lacks %q", st.Name, refusals[0], part)
+			}
+		}
+	}
+	if logs.line("work item failed: a memory store could not be mounted", "session_id="+first.ID) == "" {
+		t.Errorf("no summary line for the failed item:\n%s", logs)
 	}
 }
 

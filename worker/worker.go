@@ -207,23 +207,24 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		ackFailures = 0
 		ilog.Info("work item claimed")
-		if err := w.serve(ctx, env, *work); err != nil {
-			ilog.Warn("work item failed; polling for the next one", "err", err)
-		}
+		// A failed item has been logged where it failed, once, with what
+		// to do; the loop goes on with the next one.
+		w.serve(ctx, env, *work)
 	}
 	return nil
 }
 
 // serve hands a claimed item to OnWork, or runs it here.
-func (w *Worker) serve(ctx context.Context, env *client.Client, work api.Work) error {
+func (w *Worker) serve(ctx context.Context, env *client.Client, work api.Work) {
 	if w.cfg.OnWork == nil {
-		return w.handle(ctx, work, "")
+		w.handle(ctx, work, "")
+		return
 	}
 	if err := w.cfg.OnWork(ctx, work); err != nil {
-		w.forceStop(env, work, w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID))
-		return fmt.Errorf("the on-work handler failed: %w", err)
+		log := w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)
+		log.Error("work item failed: the on-work command failed; stopping the item", "err", err)
+		w.forceStop(env, work, log)
 	}
-	return nil
 }
 
 // forceStop stops an item for good, on a context of its own: it must

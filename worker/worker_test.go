@@ -332,3 +332,37 @@ func TestPermanentPollErrorsEndTheLoop(t *testing.T) {
 		})
 	}
 }
+
+// An on-work handler that fails gets its item force-stopped (the session
+// then waits idle for the next worker) with one line that says so, and the
+// loop goes on to hand over the next item.
+func TestFailedOnWorkHandlerStopsTheItemAndTheLoopGoesOn(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	cfg := f.config(logs)
+	var handed atomic.Int32
+	cfg.OnWork = func(ctx context.Context, work api.Work) error {
+		if handed.Add(1) == 1 {
+			return errors.New("exit status 3")
+		}
+		return nil
+	}
+	first := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo one"})))
+	stop := runWorker(t, f.worker(cfg))
+	waitFor(t, "the failed item to stop", func() bool { return f.sessionWork(first.ID).State == api.WorkStopped })
+	second := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo two"})))
+	waitFor(t, "the next item to be handed over", func() bool { return handed.Load() == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.sessionWork(second.ID).State; st == api.WorkStopped {
+		t.Errorf("the item the handler took was stopped; it belongs to the handler now")
+	}
+	line := logs.line("work item failed: the on-work command failed", "session_id="+first.ID)
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "exit status 3") {
+		t.Errorf("failure line %q, want an error naming the handler's failure:\n%s", line, logs)
+	}
+	if got := toolResults(f.events(first.ID)); len(got) != 0 {
+		t.Errorf("results = %+v: nobody served the first session", got)
+	}
+}
