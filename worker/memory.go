@@ -2,12 +2,16 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -15,12 +19,47 @@ import (
 	"github.com/memstore/memstore/toolset"
 )
 
-// checkMemorySyncInterval refuses, when the worker is built rather than at
-// its first session, an interval memsync would refuse; memsync owns the
-// rule and its message.
-func checkMemorySyncInterval(d time.Duration) error {
-	_, err := memsync.NewSession(memsync.SessionConfig{Interval: d})
-	return err
+// checkMemory refuses, when the worker is built rather than at each
+// session, a memory configuration that every session with stores would
+// fail on: an interval or a deletion mode memsync refuses (memsync owns
+// those rules and their messages), or a remapped mount root that is not a
+// folder the worker can create folders in. Found only at mount time, a
+// typo in --mount-root would fail one session after another, and each
+// would wait idle until a person re-queued it.
+func checkMemory(cfg Config) error {
+	if _, err := memsync.NewSession(memsync.SessionConfig{Interval: cfg.MemorySyncInterval, Deletions: cfg.MemorySyncDeletions}); err != nil {
+		return err
+	}
+	if cfg.MemorySyncInterval < 0 || cfg.OnWork != nil || !remapped(cfg.MountRoot) {
+		return nil
+	}
+	return checkMountRoot(cfg.MountRoot)
+}
+
+// remapped reports whether root moves mount paths away from where the
+// server says they are.
+func remapped(root string) bool {
+	return root != "" && filepath.Clean(root) != api.DefaultMountPrefix
+}
+
+// checkMountRoot says what keeps root from holding the stores' folders,
+// and what to do about it; nil when it can. It never creates root: a
+// mistyped path must not become a folder tree.
+func checkMountRoot(root string) error {
+	fix := fmt.Sprintf(`create it and give the worker's user write access (sudo mkdir -p %q && sudo chown "$USER" %q), or pass another folder with --mount-root`, root, root)
+	fi, err := os.Stat(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("worker: the mount root %s does not exist; %s", root, fix)
+	case err != nil:
+		return fmt.Errorf("worker: the mount root %s cannot be looked at (%v); %s", root, err, fix)
+	case !fi.IsDir():
+		return fmt.Errorf("worker: the mount root %s is not a folder; pass a folder with --mount-root", root)
+	}
+	if err := unix.Access(root, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("worker: the worker's user cannot create folders in the mount root %s (%v); %s", root, err, fix)
+	}
+	return nil
 }
 
 // memory is an item's memsync session, which also reports in one log line
@@ -106,7 +145,7 @@ func mountDir(mountPath, root string) (string, error) {
 	if !path.IsAbs(mountPath) || path.Clean(mountPath) != mountPath {
 		return "", fmt.Errorf("mount_path %q is not a clean absolute path", mountPath)
 	}
-	if root == "" || filepath.Clean(root) == api.DefaultMountPrefix {
+	if !remapped(root) {
 		return mountPath, nil
 	}
 	rest, ok := strings.CutPrefix(mountPath, api.DefaultMountPrefix)

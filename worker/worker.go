@@ -54,7 +54,9 @@ type Config struct {
 	Workdir string
 	// MountRoot replaces the /mnt/memory prefix of every store's mount
 	// path, for hosts where /mnt is not writable and for tests. Empty or
-	// /mnt/memory mounts stores where the server says.
+	// /mnt/memory mounts stores where the server says. Another root must
+	// be a folder the worker can write in when New runs (unless memory is
+	// disabled or OnWork takes the items): New never creates it.
 	MountRoot string
 	// MemorySyncInterval is how often the stores sync while a session
 	// runs, checked after each tool call: 0 is memsync's default (15 s),
@@ -62,7 +64,8 @@ type Config struct {
 	// disables memory entirely (sessions run without their stores).
 	MemorySyncInterval time.Duration
 	// MemorySyncDeletions says what a file deleted in a mount does on the
-	// server (memsync.DeletionMode; the zero value deletes).
+	// server (memsync.DeletionMode; the zero value deletes; New refuses a
+	// value that is none of the modes).
 	MemorySyncDeletions memsync.DeletionMode
 	// MaxIdle is how long an item stays attached to a session that went
 	// idle after its turn before it is released: 0 is DefaultMaxIdle, a
@@ -98,9 +101,6 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("worker: Config.Client is required")
 	}
-	if err := checkMemorySyncInterval(cfg.MemorySyncInterval); err != nil {
-		return nil, err
-	}
 	if cfg.Workdir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -120,6 +120,9 @@ func New(cfg Config) (*Worker, error) {
 		if cfg.MountRoot, err = filepath.Abs(cfg.MountRoot); err != nil {
 			return nil, fmt.Errorf("worker: mount root: %w", err)
 		}
+	}
+	if err := checkMemory(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = defaultWorkerID()
