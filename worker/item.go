@@ -57,6 +57,10 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		work.Data.Type = "session"
 	}
 	log := w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)
+	// Deferred first, so it runs last: the item is served until the
+	// force-stop is done.
+	active, untrack := w.track(log)
+	defer untrack()
 
 	token := ""
 	if work.Secret != nil && *work.Secret != "" {
@@ -128,6 +132,11 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	if err != nil {
 		return err
 	}
+	folders := make([]string, len(mounts))
+	for i, m := range mounts {
+		folders[i] = m.Dir
+	}
+	w.setFolders(active, folders)
 	// clean: the session ended on its own (terminated, deleted, idle after
 	// its turn), which earns the memory its final sync.
 	clean := false

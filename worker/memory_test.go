@@ -459,3 +459,41 @@ func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 		t.Errorf("no flush log line:\n%s", logs)
 	}
 }
+
+// A program that quits without waiting for the item to wind down (a
+// second Ctrl-C during the flush) first asks Abandon to log what that
+// loses: one line per item still served, naming it and the folders that
+// keep the edits not yet uploaded, which the next session of those stores
+// would refuse to mount over. Once the item is let go there is nothing to
+// say.
+func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	cfg := f.memoryConfig(logs)
+	st := f.memStore("Notes", nil)
+	sess := f.session(script(api.ScriptEndIdle, startedMarker("started")), attach(st, api.AccessReadWrite))
+	w := f.worker(cfg)
+	work := f.claim()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.RunItem(ctx, Item{Work: work}) }()
+	waitStarted(t, cfg.Workdir, "started")
+
+	w.Abandon()
+	line := logs.line("quitting before the work item was let go")
+	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID,
+		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "remove"} {
+		if !strings.Contains(line, part) {
+			t.Errorf("abandon line %q lacks %q", line, part)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(logs.String(), "quitting before")
+	w.Abandon()
+	if after := strings.Count(logs.String(), "quitting before"); after != before {
+		t.Errorf("Abandon after the item was let go logged %d more lines:\n%s", after-before, logs)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -94,6 +95,56 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+
+	mu     sync.Mutex
+	active map[*activeItem]struct{} // the items being served, for Abandon
+}
+
+// activeItem is an item being served: its log (with its ids) and the
+// folders its stores are mounted in.
+type activeItem struct {
+	log     *slog.Logger
+	folders []string
+}
+
+// track records an item as being served until the returned func is called.
+func (w *Worker) track(log *slog.Logger) (*activeItem, func()) {
+	a := &activeItem{log: log}
+	w.mu.Lock()
+	w.active[a] = struct{}{}
+	w.mu.Unlock()
+	return a, func() {
+		w.mu.Lock()
+		delete(w.active, a)
+		w.mu.Unlock()
+	}
+}
+
+func (w *Worker) setFolders(a *activeItem, folders []string) {
+	w.mu.Lock()
+	a.folders = folders
+	w.mu.Unlock()
+}
+
+// Abandon logs what quitting the process now would lose, for each item the
+// worker is still serving: a program that cannot wait for Run or RunItem
+// to return (memstore's second Ctrl-C, during a flush that may take a
+// minute) calls it right before it exits. The item is not stopped, so the
+// server offers it again once its lease lapses; the memory edits not yet
+// uploaded stay in the store folders, which the next session of those
+// stores refuses to mount over until someone removes them.
+func (w *Worker) Abandon() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for a := range w.active {
+		if len(a.folders) == 0 {
+			a.log.Error("quitting before the work item was let go: it is not stopped, so the server offers it again once its lease lapses")
+			continue
+		}
+		a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
+			"folders", a.folders,
+			"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
+	}
 }
 
 // New checks cfg and fills its defaults.
@@ -136,7 +187,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger}, nil
+	return &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}, nil
 }
 
 func defaultWorkerID() string {

@@ -83,6 +83,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer fmt.Fprintf(stdout, "\nThe demo's files are kept in %s\n", tmp)
 	} else {
 		defer os.RemoveAll(tmp)
+		onForceQuit(ctx, func() { fmt.Fprintf(stderr, "memstore demo: its temporary folder %s is left behind; remove it\n", tmp) })
 	}
 	raw := slog.New(slog.DiscardHandler)
 	if *verbose {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"sync"
 	"syscall"
 )
 
@@ -28,10 +29,61 @@ var commands = map[string]command{}
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := &forceQuit{}
+	ctx = withForceQuit(ctx, quit)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go quit.watch(sigs, cancel, os.Stderr, os.Exit)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// forceQuit is what a second SIGINT or SIGTERM does. The first one cancels
+// the command's context and lets it finish gracefully, which for a worker
+// means flushing the session's memory within its bounds (up to a minute);
+// an operator who cannot wait that long signals again, and the process
+// exits at once, after the running command has said what that loses.
+type forceQuit struct {
+	mu    sync.Mutex
+	hooks []func()
+}
+
+type forceQuitKey struct{}
+
+func withForceQuit(ctx context.Context, q *forceQuit) context.Context {
+	return context.WithValue(ctx, forceQuitKey{}, q)
+}
+
+// onForceQuit registers fn to run, before the exit, when a second signal
+// cuts the command short; fn should log what is lost.
+func onForceQuit(ctx context.Context, fn func()) {
+	if q, ok := ctx.Value(forceQuitKey{}).(*forceQuit); ok {
+		q.mu.Lock()
+		q.hooks = append(q.hooks, fn)
+		q.mu.Unlock()
+	}
+}
+
+// watch turns the first signal into cancel and the second into exit(1).
+// Only a command that registered a hook has something to lose, so only it
+// is told about the second signal.
+func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) {
+	sig := <-sigs
+	q.mu.Lock()
+	hooks := len(q.hooks) > 0
+	q.mu.Unlock()
+	if hooks {
+		fmt.Fprintf(stderr, "memstore: %v: finishing gracefully (a worker first flushes its session's memory, up to a minute); send it again to quit at once\n", sig)
+	}
+	cancel()
+	sig = <-sigs
+	fmt.Fprintf(stderr, "memstore: %v again: quitting at once\n", sig)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, fn := range q.hooks {
+		fn()
+	}
+	exit(1)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

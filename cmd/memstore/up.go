@@ -87,6 +87,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	onForceQuit(ctx, w.Abandon)
 
 	envNote := "reused from " + filepath.Join(o.dataDir, "up.json")
 	if fresh {

@@ -151,6 +151,7 @@ func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	onForceQuit(ctx, w.Abandon)
 	return w.Run(ctx)
 }
 
@@ -242,6 +243,7 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	onForceQuit(ctx, w.Abandon)
 	work := api.Work{ID: *workID, EnvironmentID: f.environmentID, Data: api.WorkData{Type: "session", ID: *sessionID}}
 	if secret != "" {
 		work.Secret = &secret

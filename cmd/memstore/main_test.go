@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The first SIGINT or SIGTERM asks the command to finish gracefully; a
+// second one quits at once, after the command has said what that loses,
+// instead of waiting for a worker's flush (up to a minute).
+func TestSecondSignalQuitsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quit := &forceQuit{}
+	ctx = withForceQuit(ctx, quit)
+	lost := false
+	onForceQuit(ctx, func() { lost = true })
+
+	sigs := make(chan os.Signal, 1)
+	exited := make(chan int, 1)
+	var stderr syncBuffer
+	go quit.watch(sigs, cancel, &stderr, func(code int) { exited <- code })
+
+	sigs <- syscall.SIGTERM
+	<-ctx.Done()
+	select {
+	case code := <-exited:
+		t.Fatalf("exit(%d) after the first signal; it must let the command finish", code)
+	default:
+	}
+	sigs <- os.Interrupt
+	if code := <-exited; code != 1 {
+		t.Errorf("exit(%d) after the second signal, want 1", code)
+	}
+	if !lost {
+		t.Error("the command's force-quit hook did not run before the exit")
+	}
+	out := stderr.String()
+	for _, want := range []string{"again to quit at once", "quitting at once"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A command with nothing to lose says nothing on the first signal: Ctrl-C
+// on `session events --follow` just ends it.
+func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quit := &forceQuit{}
+	sigs := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	go quit.watch(sigs, cancel, &stderr, func(int) {})
+	sigs <- os.Interrupt
+	<-ctx.Done() // watch writes before it cancels
+	if stderr.String() != "" {
+		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
