@@ -196,9 +196,6 @@ func TestStaleHeartbeatIs412AndChangesNothing(t *testing.T) {
 	if r.status != 200 || hb2.TTLSeconds != api.MinLeaseTTLSeconds || hb2.LastHeartbeat == hb.LastHeartbeat {
 		t.Fatalf("renewal = %d %+v", r.status, hb2)
 	}
-	if r := f.call("POST", f.workPath(w.ID, "/heartbeat"), sec.SessionsToken, nil); r.status != 400 {
-		t.Fatalf("heartbeat without expected_last_heartbeat: %d", r.status)
-	}
 }
 
 func TestGracefulStopIsSeenOnTheNextHeartbeat(t *testing.T) {
@@ -331,12 +328,6 @@ func TestWorkMetadataPatchAndList(t *testing.T) {
 	f.must(200, "POST", f.workPath(id, ""), f.apiKey, map[string]any{"metadata": map[string]any{"a": nil}}, &w2)
 	if w := w2; len(w.Metadata) != 1 || w.Metadata["b"] != "2" {
 		t.Fatalf("metadata = %v", w.Metadata)
-	}
-	if r := f.call("POST", f.workPath(id, ""), f.apiKey, map[string]any{"metadata": map[string]any{"": "x"}}); r.status != 400 {
-		t.Fatalf("empty key: %d", r.status)
-	}
-	if r := f.call("GET", f.workPath("work_01JZZZZZZZZZZZZZZZZZZZZZZZ", ""), f.apiKey, nil); r.status != 404 {
-		t.Fatalf("unknown work: %d", r.status)
 	}
 }
 
