@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -108,11 +107,8 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	a, err := s.store.GetAgent(r.Context(), id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no agent %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "agent", id, listAgents)
 	}
 	if v := r.URL.Query().Get("version"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n != a.Version {
@@ -173,11 +169,8 @@ func (s *Server) archiveAgent(w http.ResponseWriter, r *http.Request, p Principa
 		}
 		return nil
 	})
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no agent %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "agent", id, listAgents)
 	}
 	writeJSON(w, http.StatusOK, wireAgent(a))
 	return nil

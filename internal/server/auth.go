@@ -95,5 +95,5 @@ func requireAPIKey(p Principal) error {
 	if p.Kind == storage.APIKey {
 		return nil
 	}
-	return apiErrorf(permission, "this endpoint needs a workspace API key (x-api-key); a %s cannot call it", strings.ReplaceAll(string(p.Kind), "_", " "))
+	return apiErrorf(permission, "this endpoint needs a workspace API key (x-api-key), not the %s that was sent", kindName(p.Kind))
 }

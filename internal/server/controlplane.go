@@ -255,7 +255,7 @@ func pageParam(q url.Values, kind string) (string, error) {
 	}
 	pos, err := storage.DecodeCursor(kind, v)
 	if err != nil {
-		return "", apiErrorf(invalidRequest, "page %q is not a cursor of this list; pass the next_page value of the previous response unchanged", v)
+		return "", badCursor()
 	}
 	return pos, nil
 }

@@ -193,7 +193,7 @@ func TestControlPlaneRefusalsSayWhatToDo(t *testing.T) {
 		// Credentials.
 		{"no credential", "GET", "/v1/environments", "", nil, 401, api.Authentication, []string{"x-api-key"}},
 		{"unknown credential", "GET", "/v1/sessions/" + sess.ID, "sk-memstore-nope", nil, 401, api.Authentication, []string{"unknown", "mint a new one"}},
-		{"environment key listing sessions", "GET", "/v1/sessions", key, nil, 403, api.Permission, []string{"API key"}},
+		{"environment key listing sessions", "GET", "/v1/sessions", key, nil, 403, api.Permission, []string{"API key", "not the environment key"}},
 
 		// Lists.
 		{"limit over 100", "GET", "/v1/agents?limit=101", k, nil, 400, api.InvalidRequest, []string{"limit", "1 to 100", "next_page"}},
@@ -205,10 +205,10 @@ func TestControlPlaneRefusalsSayWhatToDo(t *testing.T) {
 
 		// Lookups.
 		{"agent version", "GET", "/v1/agents/" + ag.ID + "?version=2", k, nil, 404, api.NotFound, []string{"no version 2", "current version is 1"}},
-		{"environment key of an unknown environment", "POST", "/v1/environments/env_01JZZZZZZZZZZZZZZZZZZZZZZZ/keys", k, nil, 404, api.NotFound, []string{"env_01JZZZZZZZZZZZZZZZZZZZZZZZ"}},
-		{"unknown session update", "POST", "/v1/sessions/sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", k, map[string]any{"title": "x"}, 404, api.NotFound, []string{"sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ"}},
-		{"unknown work item", "GET", unknownWork, k, nil, 404, api.NotFound, []string{"work_01JZZZZZZZZZZZZZZZZZZZZZZZ", env.ID}},
-		{"agent named by another kind of id", "POST", "/v1/sessions", k, map[string]any{"agent": env.ID, "environment_id": env.ID}, 404, api.NotFound, []string{"agent_…"}},
+		{"environment key of an unknown environment", "POST", "/v1/environments/env_01JZZZZZZZZZZZZZZZZZZZZZZZ/keys", k, nil, 404, api.NotFound, []string{"env_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/environments lists them"}},
+		{"unknown session update", "POST", "/v1/sessions/sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", k, map[string]any{"title": "x"}, 404, api.NotFound, []string{"sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/sessions lists them"}},
+		{"unknown work item", "GET", unknownWork, k, nil, 404, api.NotFound, []string{"work_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/environments/" + env.ID + "/work lists them"}},
+		{"agent named by another kind of id", "POST", "/v1/sessions", k, map[string]any{"agent": env.ID, "environment_id": env.ID}, 404, api.NotFound, []string{"agent: ", "is an environment id, not an agent id"}},
 
 		// Environments and sessions.
 		{"delete an environment in use", "DELETE", "/v1/environments/" + env.ID, k, nil, 409, api.Conflict, []string{"still has sessions", "archive"}},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -30,17 +31,10 @@ func environmentID(r *http.Request) (string, error) {
 	return id, checkID(ids.Environment, "environment", id)
 }
 
-// loadEnvironment reads {env}, answering 404 with its id.
-func (s *Server) loadEnvironment(r *http.Request) (api.Environment, error) {
-	id, err := environmentID(r)
-	if err != nil {
-		return api.Environment{}, err
-	}
-	e, err := s.store.GetEnvironment(r.Context(), id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return e, apiErrorf(notFound, "no environment %s (it may have been deleted)", id)
-	}
-	return e, err
+// environment reads environment id, answering 404 when there is none.
+func (s *Server) environment(ctx context.Context, id string) (api.Environment, error) {
+	e, err := s.store.GetEnvironment(ctx, id)
+	return e, orMissing(err, "environment", id, listEnvironments)
 }
 
 func checkEnvironmentConfig(c *api.EnvironmentConfig) error {
@@ -144,7 +138,7 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, p Princi
 	if err := requireEnvironmentScope(p, id); err != nil {
 		return err
 	}
-	e, err := s.loadEnvironment(r)
+	e, err := s.environment(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -203,11 +197,8 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		e.UpdatedAt = s.now()
 		return nil
 	})
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no environment %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "environment", id, listEnvironments)
 	}
 	writeJSON(w, http.StatusOK, e)
 	return nil
@@ -228,11 +219,8 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 		}
 		return nil
 	})
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no environment %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "environment", id, listEnvironments)
 	}
 	s.log.InfoContext(r.Context(), "environment archived", "request_id", requestID(r.Context()), "environment_id", id)
 	writeJSON(w, http.StatusOK, e)
@@ -248,12 +236,10 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	switch err := s.store.DeleteEnvironment(r.Context(), id); {
-	case errors.Is(err, storage.ErrNotFound):
-		return apiErrorf(notFound, "no environment %s", id)
 	case errors.Is(err, storage.ErrEnvironmentInUse):
 		return apiErrorf(api.Conflict, "environment %s still has sessions; delete them first (GET /v1/sessions?environment_id=%s lists them), or archive the environment instead", id, id)
 	case err != nil:
-		return err
+		return orMissing(err, "environment", id, listEnvironments)
 	}
 	s.log.InfoContext(r.Context(), "environment deleted", "request_id", requestID(r.Context()), "environment_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.EnvironmentDeletedType})
@@ -266,7 +252,11 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if err := requireAPIKey(p); err != nil {
 		return err
 	}
-	e, err := s.loadEnvironment(r)
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.environment(r.Context(), id)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	if pos != "" {
 		seq, err := strconv.ParseInt(pos, 10, 64)
 		if err != nil {
-			return apiErrorf(invalidRequest, "page is not a cursor of this list; pass next_page unchanged")
+			return badCursor()
 		}
 		if eq.Desc {
 			eq.BeforeSeq = seq
@@ -68,11 +68,8 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 	}
 	list, err := s.store.ListEvents(r.Context(), sess.ID, eq)
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no session %s", sess.ID)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "session", sess.ID, listSessions)
 	}
 	page := api.Page[api.Event]{Data: []api.Event{}}
 	for i, e := range list {
@@ -113,11 +110,8 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	ctx := r.Context()
 	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, s.cp.runtime)
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no session %s (it was deleted)", sess.ID)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "session", sess.ID, listSessions)
 	}
 	s.cp.sessions.notify(sess.ID)
 	if wake {

@@ -63,11 +63,11 @@ func storeError(err error, storeID string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, storage.ErrNotFound):
-		return apiErrorf(notFound, "memory store %s not found; it may have been deleted (list stores with GET /v1/memory_stores)", storeID)
+		return missing("", "memory store", storeID, listMemoryStores)
 	case errors.Is(err, storage.ErrStoreArchived):
 		return apiErrorf(api.Conflict, "memory store %s is archived and therefore read-only: its memories can be read and deleted and their versions redacted, but nothing can be created or changed; copy what you need into a new store", storeID)
 	case errors.Is(err, storage.ErrBadCursor):
-		return apiErrorf(invalidRequest, "page: not a cursor issued by this listing; pass the next_page value of the previous response unchanged, or omit page to start over")
+		return badCursor()
 	case errors.As(err, &conflict):
 		return &api.Error{
 			Type:                api.MemoryPathConflict,

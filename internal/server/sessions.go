@@ -43,11 +43,8 @@ func (s *Server) loadSession(r *http.Request, p Principal) (api.Session, error) 
 		return api.Session{}, err
 	}
 	sess, err := s.store.GetSession(r.Context(), id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return sess, apiErrorf(notFound, "no session %s (it may have been deleted)", id)
-	}
 	if err != nil {
-		return sess, err
+		return sess, orMissing(err, "session", id, listSessions)
 	}
 	return sess, s.requireSessionScope(r.Context(), p, sess)
 }
@@ -133,12 +130,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	if req.Agent.ID == "" {
 		return apiErrorf(invalidRequest, "agent is required: send the id of an agent (create one with POST /v1/agents)")
 	}
-	if !ids.Valid(ids.Agent, req.Agent.ID) {
-		return apiErrorf(notFound, "agent: no agent %q (agent ids look like agent_…)", req.Agent.ID)
+	if err := checkIDIn("agent", ids.Agent, "agent", req.Agent.ID); err != nil {
+		return err
 	}
 	ag, err := s.store.GetAgent(ctx, req.Agent.ID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "agent: no agent %s", req.Agent.ID)
+		return missing("agent", "agent", req.Agent.ID, listAgents)
 	}
 	if err != nil {
 		return err
@@ -153,12 +150,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	if req.EnvironmentID == "" {
 		return apiErrorf(invalidRequest, "environment_id is required: the self-hosted environment whose workers will serve the session")
 	}
-	if !ids.Valid(ids.Environment, req.EnvironmentID) {
-		return apiErrorf(notFound, "environment_id: no environment %q (environment ids look like env_…)", req.EnvironmentID)
+	if err := checkIDIn("environment_id", ids.Environment, "environment", req.EnvironmentID); err != nil {
+		return err
 	}
 	env, err := s.store.GetEnvironment(ctx, req.EnvironmentID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "environment_id: no environment %s", req.EnvironmentID)
+		return missing("environment_id", "environment", req.EnvironmentID, listEnvironments)
 	}
 	if err != nil {
 		return err
@@ -265,9 +262,13 @@ func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourc
 				return nil, err
 			}
 		}
+		field := fmt.Sprintf("resources[%d].memory_store_id", i)
+		if err := checkIDIn(field, ids.MemoryStore, "memory store", rp.MemoryStoreID); err != nil {
+			return nil, err
+		}
 		store, err := s.store.GetMemoryStore(ctx, rp.MemoryStoreID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return nil, apiErrorf(notFound, "resources[%d].memory_store_id: no memory store %s", i, rp.MemoryStoreID)
+			return nil, missing(field, "memory store", rp.MemoryStoreID, listMemoryStores)
 		}
 		if err != nil {
 			return nil, err
@@ -379,11 +380,8 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request, p Princip
 		x.UpdatedAt = s.now()
 		return err
 	})
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no session %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "session", id, listSessions)
 	}
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
@@ -401,11 +399,8 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	ctx := r.Context()
 	sess, err := s.store.GetSession(ctx, id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no session %s", id)
-	}
 	if err != nil {
-		return err
+		return orMissing(err, "session", id, listSessions)
 	}
 	if sess.Status != api.SessionTerminated {
 		if _, err := s.store.AppendEvents(ctx, id, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
@@ -438,10 +433,8 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteSession(r.Context(), id); errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no session %s", id)
-	} else if err != nil {
-		return err
+	if err := s.store.DeleteSession(r.Context(), id); err != nil {
+		return orMissing(err, "session", id, listSessions)
 	}
 	s.cp.sessions.notify(id)
 	s.log.InfoContext(r.Context(), "session deleted", "request_id", requestID(r.Context()), "session_id", id)

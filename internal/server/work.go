@@ -47,7 +47,7 @@ func workPath(r *http.Request) (env, work string, err error) {
 }
 
 func workNotFound(env, work string) error {
-	return apiErrorf(notFound, "no work item %s in environment %s", work, env)
+	return missing("", "work item", work, "GET /v1/environments/"+env+"/work")
 }
 
 // wireWork is the wire form of a stored item; secret is set only by poll.
@@ -77,10 +77,7 @@ func (s *Server) expire(ctx context.Context, env string) error {
 
 // requireEnvironment checks that env exists (404 otherwise).
 func (s *Server) requireEnvironment(ctx context.Context, env string) error {
-	_, err := s.store.GetEnvironment(ctx, env)
-	if errors.Is(err, storage.ErrNotFound) {
-		return apiErrorf(notFound, "no environment %s (it may have been deleted)", env)
-	}
+	_, err := s.environment(ctx, env)
 	return err
 }
 
