@@ -54,24 +54,24 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := validate.StoreName("name", req.Name); err != nil {
+	if err := validate.Name("name", req.Name); err != nil {
 		return err
 	}
 	if req.Model.ID == "" {
 		return apiErrorf(invalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
 	}
-	if err := checkText("model.id", req.Model.ID, maxModelIDChars); err != nil {
+	if err := validate.Text("model.id", req.Model.ID, maxModelIDChars); err != nil {
 		return err
 	}
 	a := api.Agent{Name: req.Name, Model: req.Model, Tools: req.Tools, Metadata: req.Metadata}
 	if req.Description != nil {
-		if err := checkText("description", *req.Description, maxAgentDescriptionChars); err != nil {
+		if err := validate.Text("description", *req.Description, maxAgentDescriptionChars); err != nil {
 			return err
 		}
 		a.Description = *req.Description
 	}
 	if req.System != nil {
-		if err := checkText("system", *req.System, api.MaxAgentSystemChars); err != nil {
+		if err := validate.Text("system", *req.System, api.MaxAgentSystemChars); err != nil {
 			return err
 		}
 		a.System = *req.System
@@ -84,7 +84,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 			return apiErrorf(invalidRequest, "tools[%d] must be an object with a type, such as {\"type\":\"agent_toolset_20260401\"}", i)
 		}
 	}
-	if err := checkMetadata("metadata", req.Metadata); err != nil {
+	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return err
 	}
 	now := s.now()

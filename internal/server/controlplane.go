@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
@@ -278,28 +277,7 @@ func arrayParam(q url.Values, name string) []string {
 	return append(append([]string(nil), q[name+"[]"]...), q[name]...)
 }
 
-// ---- validation of texts and metadata ----
-
-// checkText checks a free-text field of at most max characters (titles,
-// descriptions, prompts, instructions).
-func checkText(field, v string, max int) error {
-	if !utf8.ValidString(v) {
-		return apiErrorf(invalidRequest, "%s is not valid UTF-8", field)
-	}
-	if n := utf8.RuneCountInString(v); n > max {
-		return apiErrorf(invalidRequest, "%s is %d characters long; the limit is %d, so shorten it", field, n, max)
-	}
-	return nil
-}
-
-// checkMetadata applies the memory API's metadata rules (internal/validate)
-// with a count message that fits any object.
-func checkMetadata(field string, m map[string]string) error {
-	if len(m) > api.MaxMetadataPairs {
-		return apiErrorf(invalidRequest, "%s would hold %d key-value pairs; at most %d are allowed, so remove some (a key set to null is deleted)", field, len(m), api.MaxMetadataPairs)
-	}
-	return validate.Metadata(field, m)
-}
+// ---- metadata ----
 
 // patchMetadata merges a patch into stored metadata: a key mapped to null
 // or "" is deleted, any other value set. The result is checked whole.
@@ -315,7 +293,7 @@ func patchMetadata(field string, stored map[string]string, patch map[string]*str
 			out[k] = *v
 		}
 	}
-	if err := checkMetadata(field, out); err != nil {
+	if err := validate.Metadata(field, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -63,7 +63,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := validate.StoreName("name", req.Name); err != nil {
+	if err := validate.Name("name", req.Name); err != nil {
 		return err
 	}
 	if req.Description != nil {
@@ -77,7 +77,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := checkScope(req.Scope); err != nil {
 		return err
 	}
-	if err := checkMetadata("metadata", req.Metadata); err != nil {
+	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return err
 	}
 	now := s.now()
@@ -159,7 +159,7 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	if req.Name != nil {
-		if err := validate.StoreName("name", *req.Name); err != nil {
+		if err := validate.Name("name", *req.Name); err != nil {
 			return err
 		}
 	}
@@ -265,7 +265,7 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	if req.Name != "" {
-		if err := validate.StoreName("name", req.Name); err != nil {
+		if err := validate.Name("name", req.Name); err != nil {
 			return err
 		}
 	}

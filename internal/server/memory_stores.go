@@ -115,7 +115,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		in.Metadata[k] = *v
 	}
 	if err := firstError(
-		validate.StoreName("name", in.Name),
+		validate.Name("name", in.Name),
 		validate.Description("description", in.Description),
 		validate.Metadata("metadata", in.Metadata),
 	); err != nil {
@@ -211,7 +211,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	if body.Name != nil {
-		if err := validate.StoreName("name", *body.Name); err != nil {
+		if err := validate.Name("name", *body.Name); err != nil {
 			return err
 		}
 	}
@@ -220,18 +220,14 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 			return err
 		}
 	}
-	added := 0
+	// The count is checked against the merged metadata, in storage.
 	for k, v := range body.Metadata {
 		if v == nil {
 			continue
 		}
-		added++
 		if err := validate.MetadataPair("metadata", k, *v); err != nil {
 			return err
 		}
-	}
-	if added > api.MaxMetadataPairs {
-		return validate.TooManyMetadataPairs("metadata", added)
 	}
 	st, err := s.store.UpdateMemoryStore(r.Context(), id, storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata})
 	if err != nil {

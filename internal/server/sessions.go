@@ -9,11 +9,11 @@ import (
 	"path"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Session limits.
@@ -165,11 +165,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	}
 
 	if req.Title != nil {
-		if err := checkText("title", *req.Title, maxSessionTitleChars); err != nil {
+		if err := validate.Text("title", *req.Title, maxSessionTitleChars); err != nil {
 			return err
 		}
 	}
-	if err := checkMetadata("metadata", req.Metadata); err != nil {
+	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return err
 	}
 	if len(req.VaultIDs) > 0 {
@@ -255,10 +255,7 @@ func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourc
 			return nil, apiErrorf(invalidRequest, "resources[%d].access must be %q or %q, got %q", i, api.AccessReadWrite, api.AccessReadOnly, rp.Access)
 		}
 		if rp.Instructions != nil {
-			if n := utf8.RuneCountInString(*rp.Instructions); n > api.MaxResourceInstructions {
-				return nil, apiErrorf(invalidRequest, "resources[%d].instructions is %d characters long; the limit is %d, so shorten it", i, n, api.MaxResourceInstructions)
-			}
-			if err := checkText(fmt.Sprintf("resources[%d].instructions", i), *rp.Instructions, api.MaxResourceInstructions); err != nil {
+			if err := validate.Text(fmt.Sprintf("resources[%d].instructions", i), *rp.Instructions, api.MaxResourceInstructions); err != nil {
 				return nil, err
 			}
 		}
@@ -362,7 +359,7 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request, p Princip
 		return err
 	}
 	if req.Title.Set && !req.Title.Null {
-		if err := checkText("title", req.Title.Value, maxSessionTitleChars); err != nil {
+		if err := validate.Text("title", req.Title.Value, maxSessionTitleChars); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,6 @@
-// Package validate holds the input rules of the memory-stores API (SPEC §2):
-// memory paths, path prefixes, content, store names, descriptions and
-// metadata. The server applies them to every request, and the worker's sync
+// Package validate holds the input rules of the API: memory paths, path
+// prefixes and content (SPEC §2), and the names, free texts and metadata
+// of every object. The server applies them to every request, and the worker's sync
 // applies the same path and content rules before it uploads a file, so a
 // file the server would refuse is recognised locally instead of being sent
 // again and again.
@@ -142,9 +142,9 @@ func Content(field, c string) error {
 	return nil
 }
 
-// StoreName checks a memory store name: 1 to api.MaxStoreNameChars
-// characters, no control characters.
-func StoreName(field, name string) error {
+// Name checks the name of a memory store, an environment, an agent or a
+// key: 1 to api.MaxStoreNameChars characters, no control characters.
+func Name(field, name string) error {
 	n := utf8.RuneCountInString(name)
 	switch {
 	case n == 0:
@@ -162,15 +162,19 @@ func StoreName(field, name string) error {
 	return nil
 }
 
-// Description checks a store description: at most api.MaxDescriptionChars
+// Description checks a description: at most api.MaxDescriptionChars
 // characters ("" clears it). Line breaks are allowed: it is free text that
 // goes into the agent's system prompt.
-func Description(field, d string) error {
-	if !utf8.ValidString(d) {
+func Description(field, d string) error { return Text(field, d, api.MaxDescriptionChars) }
+
+// Text checks free text (a title, a prompt, instructions): valid UTF-8 and
+// at most max characters.
+func Text(field, v string, max int) error {
+	if !utf8.ValidString(v) {
 		return invalid(field, "is not valid UTF-8")
 	}
-	if n := utf8.RuneCountInString(d); n > api.MaxDescriptionChars {
-		return invalid(field, "is %d characters long; the limit is %d, so shorten it", n, api.MaxDescriptionChars)
+	if n := utf8.RuneCountInString(v); n > max {
+		return invalid(field, "is %d characters long; the limit is %d, so shorten it", n, max)
 	}
 	return nil
 }
@@ -214,10 +218,10 @@ func Metadata(field string, m map[string]string) error {
 }
 
 // TooManyMetadataPairs is the error for a metadata map that would hold n
-// pairs, over the limit. The server also uses it when a patch merged into a
-// store's metadata would exceed the limit.
+// pairs, over the limit. The server also uses it when a patch merged into
+// stored metadata would exceed the limit.
 func TooManyMetadataPairs(field string, n int) error {
-	return invalid(field, "would hold %d key-value pairs; a store holds at most %d, so remove some (set a key to null to delete it)", n, api.MaxMetadataPairs)
+	return invalid(field, "would hold %d key-value pairs; at most %d are allowed, so remove some (in an update, a key set to null is deleted)", n, api.MaxMetadataPairs)
 }
 
 // SHA256 checks a content hash given by a client: 64 lowercase hex digits.

@@ -96,14 +96,14 @@ func TestContent(t *testing.T) {
 	checkErr(t, Content("content", "a\xffb"), "not valid UTF-8", api.InvalidRequest, "content: ")
 }
 
-func TestStoreName(t *testing.T) {
-	checkErr(t, StoreName("name", "Team notes"), "", "", "")
-	checkErr(t, StoreName("name", strings.Repeat("n", 255)), "", "", "")
-	checkErr(t, StoreName("name", strings.Repeat("é", 255)), "", "", "") // characters, not bytes
-	checkErr(t, StoreName("name", strings.Repeat("n", 256)), "256 characters", api.InvalidRequest, "name: ")
-	checkErr(t, StoreName("name", ""), "is required", api.InvalidRequest, "name: ")
-	checkErr(t, StoreName("name", "two\nlines"), "control character", api.InvalidRequest, "name: ")
-	checkErr(t, StoreName("name", "tab\there"), "control character", api.InvalidRequest, "name: ")
+func TestName(t *testing.T) {
+	checkErr(t, Name("name", "Team notes"), "", "", "")
+	checkErr(t, Name("name", strings.Repeat("n", 255)), "", "", "")
+	checkErr(t, Name("name", strings.Repeat("é", 255)), "", "", "") // characters, not bytes
+	checkErr(t, Name("name", strings.Repeat("n", 256)), "256 characters", api.InvalidRequest, "name: ")
+	checkErr(t, Name("name", ""), "is required", api.InvalidRequest, "name: ")
+	checkErr(t, Name("name", "two\nlines"), "control character", api.InvalidRequest, "name: ")
+	checkErr(t, Name("name", "tab\there"), "control character", api.InvalidRequest, "name: ")
 }
 
 func TestDescription(t *testing.T) {
@@ -111,6 +111,12 @@ func TestDescription(t *testing.T) {
 	checkErr(t, Description("description", "line one\nline two"), "", "", "")
 	checkErr(t, Description("description", strings.Repeat("d", 1024)), "", "", "")
 	checkErr(t, Description("description", strings.Repeat("d", 1025)), "1025 characters", api.InvalidRequest, "description: ")
+}
+
+func TestText(t *testing.T) {
+	checkErr(t, Text("title", strings.Repeat("é", 10), 10), "", "", "") // characters, not bytes
+	checkErr(t, Text("title", strings.Repeat("t", 11), 10), "11 characters long; the limit is 10", api.InvalidRequest, "title: ")
+	checkErr(t, Text("title", "a\xffb", 10), "not valid UTF-8", api.InvalidRequest, "title: ")
 }
 
 func TestMetadata(t *testing.T) {
