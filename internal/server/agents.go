@@ -8,7 +8,6 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
 )
 
@@ -124,11 +123,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal)
 		return err
 	}
 	q := r.URL.Query()
-	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
-	if err != nil {
-		return err
-	}
-	after, err := pageParam(q, "agents")
+	l, err := listParams(q, "agents", api.MaxListLimit, false)
 	if err != nil {
 		return err
 	}
@@ -136,19 +131,11 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return err
 	}
-	list, err := s.store.ListAgents(r.Context(), storage.ListQuery{After: after, Limit: limit + 1, IncludeArchived: archived})
+	list, err := s.store.ListAgents(r.Context(), l.query(archived))
 	if err != nil {
 		return err
 	}
-	page := api.Page[api.Agent]{Data: []api.Agent{}}
-	for i, a := range list {
-		if i == limit {
-			page.NextPage = encodePage("agents", list[limit-1].ID)
-			break
-		}
-		page.Data = append(page.Data, wireAgent(a))
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(a api.Agent) string { return a.ID }, wireAgent))
 	return nil
 }
 

@@ -218,13 +218,13 @@ func (s *Server) memoryStoreAccess(ctx context.Context, p Principal, storeID str
 
 // ---- lists ----
 
-// listLimitParam reads limit: absent is def, otherwise 1 to max. clamp
-// lowers a larger value to max instead of refusing it (the event list,
-// which the official worker reads 1,000 at a time).
-func listLimitParam(q url.Values, def, max int, clamp bool) (int, error) {
+// listLimitParam reads limit: absent is api.DefaultListLimit, otherwise 1
+// to max. clamp lowers a larger value to max instead of refusing it (the
+// event list, which the official worker reads 1,000 at a time).
+func listLimitParam(q url.Values, max int, clamp bool) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
-		return def, nil
+		return api.DefaultListLimit, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -239,24 +239,63 @@ func listLimitParam(q url.Values, def, max int, clamp bool) (int, error) {
 	return n, nil
 }
 
-// encodePage is the next_page of a control-plane list: the shared opaque
-// cursor, naming the list (kind) so that it is not reused on another.
-func encodePage(kind, pos string) *string {
-	c := storage.EncodeCursor(kind, pos)
-	return &c
+// listing is the paging of a control-plane list, read from limit and page:
+// the page shows up to limit items after position after ("" for the first
+// page). Storage is asked for one row more, which tells whether a next
+// page exists. Cursors name the list (kind), so that one list's cursor is
+// refused by another.
+type listing struct {
+	kind  string
+	limit int
+	after string
 }
 
-// pageParam decodes page for a list of kind: "" when absent.
-func pageParam(q url.Values, kind string) (string, error) {
-	v := q.Get("page")
-	if v == "" {
-		return "", nil
+// listParams reads limit (see listLimitParam) and page for a list of kind.
+func listParams(q url.Values, kind string, max int, clamp bool) (listing, error) {
+	l := listing{kind: kind}
+	var err error
+	if l.limit, err = listLimitParam(q, max, clamp); err != nil {
+		return l, err
 	}
-	pos, err := storage.DecodeCursor(kind, v)
-	if err != nil {
-		return "", badCursor()
+	if v := q.Get("page"); v != "" {
+		if l.after, err = storage.DecodeCursor(kind, v); err != nil {
+			return l, badCursor()
+		}
 	}
-	return pos, nil
+	return l, nil
+}
+
+// query is the storage query for the page.
+func (l listing) query(includeArchived bool) storage.ListQuery {
+	return storage.ListQuery{After: l.after, Limit: l.limit + 1, IncludeArchived: includeArchived}
+}
+
+// cutPage turns the rows storage returned for l into the page: the first
+// limit of them in their wire form, and a next_page at the last one shown
+// when a row was left over. pos is a row's position for the cursor.
+func cutPage[S, T any](l listing, rows []S, pos func(S) string, wire func(S) T) api.Page[T] {
+	page := api.Page[T]{Data: make([]T, 0, min(len(rows), l.limit))}
+	for i, x := range rows {
+		if i == l.limit {
+			next := storage.EncodeCursor(l.kind, pos(rows[i-1]))
+			page.NextPage = &next
+			break
+		}
+		page.Data = append(page.Data, wire(x))
+	}
+	return page
+}
+
+// orderParam reads order, asc or desc; absent is the list's default.
+func orderParam(q url.Values, defaultAsc bool) (asc bool, err error) {
+	switch v := q.Get("order"); v {
+	case "":
+		return defaultAsc, nil
+	case "asc", "desc":
+		return v == "asc", nil
+	default:
+		return false, apiErrorf(invalidRequest, "order must be asc or desc, got %q", v)
+	}
 }
 
 func boolParam(q url.Values, name string) (bool, error) {

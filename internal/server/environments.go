@@ -105,11 +105,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, p Prin
 		return err
 	}
 	q := r.URL.Query()
-	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
-	if err != nil {
-		return err
-	}
-	after, err := pageParam(q, "environments")
+	l, err := listParams(q, "environments", api.MaxListLimit, false)
 	if err != nil {
 		return err
 	}
@@ -117,16 +113,11 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, p Prin
 	if err != nil {
 		return err
 	}
-	list, err := s.store.ListEnvironments(r.Context(), storage.ListQuery{After: after, Limit: limit + 1, IncludeArchived: archived})
+	list, err := s.store.ListEnvironments(r.Context(), l.query(archived))
 	if err != nil {
 		return err
 	}
-	page := api.Page[api.Environment]{Data: list}
-	if len(list) > limit {
-		page.Data = list[:limit]
-		page.NextPage = encodePage("environments", list[limit-1].ID)
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(e api.Environment) string { return e.ID }, func(e api.Environment) api.Environment { return e }))
 	return nil
 }
 

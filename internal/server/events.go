@@ -36,28 +36,21 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 		return err
 	}
 	q := r.URL.Query()
-	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxEventListLimit, true)
+	asc, err := orderParam(q, true)
 	if err != nil {
 		return err
-	}
-	eq := storage.EventQuery{Limit: limit + 1, Types: arrayParam(q, "types")}
-	switch q.Get("order") {
-	case "", "asc":
-	case "desc":
-		eq.Desc = true
-	default:
-		return apiErrorf(invalidRequest, "order must be asc or desc, got %q", q.Get("order"))
 	}
 	kind := "events_asc"
-	if eq.Desc {
+	if !asc {
 		kind = "events_desc"
 	}
-	pos, err := pageParam(q, kind)
+	l, err := listParams(q, kind, api.MaxEventListLimit, true)
 	if err != nil {
 		return err
 	}
-	if pos != "" {
-		seq, err := strconv.ParseInt(pos, 10, 64)
+	eq := storage.EventQuery{Limit: l.limit + 1, Types: arrayParam(q, "types"), Desc: !asc}
+	if l.after != "" {
+		seq, err := strconv.ParseInt(l.after, 10, 64)
 		if err != nil {
 			return badCursor()
 		}
@@ -71,15 +64,9 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return orMissing(err, "session", sess.ID, listSessions)
 	}
-	page := api.Page[api.Event]{Data: []api.Event{}}
-	for i, e := range list {
-		if i == limit {
-			page.NextPage = encodePage(kind, strconv.FormatInt(list[limit-1].Seq, 10))
-			break
-		}
-		page.Data = append(page.Data, e.Event)
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, cutPage(l, list,
+		func(e storage.StoredEvent) string { return strconv.FormatInt(e.Seq, 10) },
+		func(e storage.StoredEvent) api.Event { return e.Event }))
 	return nil
 }
 

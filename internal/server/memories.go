@@ -30,6 +30,23 @@ func (s *Server) memoryError(r *http.Request, err error, storeID, memoryID strin
 	return storeError(err, storeID)
 }
 
+// viewAndLimit reads view (default basic) and limit for a listing of
+// memories or versions. The full view carries up to 100 KB per item, so
+// its pages are capped rather than refused: a client asking for 100 gets
+// 20 and a next_page.
+func viewAndLimit(r *http.Request) (view string, limit int, err error) {
+	if view, err = viewParam(r, api.ViewBasic); err != nil {
+		return "", 0, err
+	}
+	if limit, err = listLimitParam(r.URL.Query(), api.MaxListLimit, false); err != nil {
+		return "", 0, err
+	}
+	if view == api.ViewFull {
+		limit = min(limit, api.MaxFullViewListLimit)
+	}
+	return view, limit, nil
+}
+
 // withView applies the view to a memory: basic drops the content.
 func withView(m api.Memory, view string) api.Memory {
 	if view != api.ViewFull {
@@ -199,20 +216,11 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	q := storage.MemoryQuery{StoreID: storeID, Prefix: "/", Cursor: r.URL.Query().Get("page")}
-	view, err := viewParam(r, api.ViewBasic)
+	view, limit, err := viewAndLimit(r)
 	if err != nil {
 		return err
 	}
-	q.WithContent = view == api.ViewFull
-	if q.Limit, err = listLimitParam(r.URL.Query(), api.DefaultListLimit, api.MaxListLimit, false); err != nil {
-		return err
-	}
-	// The full view carries up to 100 KB per memory, so its pages are
-	// capped rather than refused: a client asking for 100 gets 20 and a
-	// next_page.
-	if q.WithContent && q.Limit > api.MaxFullViewListLimit {
-		q.Limit = api.MaxFullViewListLimit
-	}
+	q.WithContent, q.Limit = view == api.ViewFull, limit
 	if q.Depth, err = intParam(r, "depth"); err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Prin
 		q   storage.MemoryStoreQuery
 		err error
 	)
-	if q.Limit, err = listLimitParam(r.URL.Query(), api.DefaultListLimit, api.MaxListLimit, false); err != nil {
+	if q.Limit, err = listLimitParam(r.URL.Query(), api.MaxListLimit, false); err != nil {
 		return err
 	}
 	if q.IncludeArchived, err = boolParam(r.URL.Query(), "include_archived"); err != nil {

@@ -49,17 +49,11 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 	}
 	query := r.URL.Query()
 	q := storage.MemoryVersionQuery{StoreID: storeID, Cursor: query.Get("page")}
-	view, err := viewParam(r, api.ViewBasic)
+	view, limit, err := viewAndLimit(r)
 	if err != nil {
 		return err
 	}
-	q.WithContent = view == api.ViewFull
-	if q.Limit, err = listLimitParam(r.URL.Query(), api.DefaultListLimit, api.MaxListLimit, false); err != nil {
-		return err
-	}
-	if q.WithContent && q.Limit > api.MaxFullViewListLimit {
-		q.Limit = api.MaxFullViewListLimit
-	}
+	q.WithContent, q.Limit = view == api.ViewFull, limit
 	if q.CreatedGTE, err = timeParam(r, "created_at[gte]"); err != nil {
 		return err
 	}

@@ -300,17 +300,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	q := r.URL.Query()
-	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
-	if err != nil {
-		return err
-	}
 	sq := storage.SessionQuery{AgentID: q.Get("agent_id"), EnvironmentID: q.Get("environment_id"), MemoryStoreID: q.Get("memory_store_id"), Statuses: arrayParam(q, "statuses")}
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		sq.Asc = true
-	default:
-		return apiErrorf(invalidRequest, "order must be asc or desc, got %q", q.Get("order"))
+	var err error
+	if sq.Asc, err = orderParam(q, false); err != nil {
+		return err
 	}
 	for _, st := range sq.Statuses {
 		switch st {
@@ -323,26 +316,20 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, p Principa
 	if sq.Asc {
 		kind = "sessions_asc"
 	}
-	if sq.After, err = pageParam(q, kind); err != nil {
+	l, err := listParams(q, kind, api.MaxListLimit, false)
+	if err != nil {
 		return err
 	}
-	if sq.IncludeArchived, err = boolParam(q, "include_archived"); err != nil {
+	archived, err := boolParam(q, "include_archived")
+	if err != nil {
 		return err
 	}
-	sq.Limit = limit + 1
+	sq.ListQuery = l.query(archived)
 	list, err := s.store.ListSessions(r.Context(), sq)
 	if err != nil {
 		return err
 	}
-	page := api.Page[api.Session]{Data: []api.Session{}}
-	for i, x := range list {
-		if i == limit {
-			page.NextPage = encodePage(kind, list[limit-1].ID)
-			break
-		}
-		page.Data = append(page.Data, s.wireSession(x))
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(x api.Session) string { return x.ID }, s.wireSession))
 	return nil
 }
 

@@ -368,12 +368,7 @@ func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err := requireEnvironmentScope(p, env); err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	limit, err := listLimitParam(q, api.DefaultListLimit, api.MaxListLimit, false)
-	if err != nil {
-		return err
-	}
-	after, err := pageParam(q, "work")
+	l, err := listParams(r.URL.Query(), "work", api.MaxListLimit, false)
 	if err != nil {
 		return err
 	}
@@ -384,19 +379,11 @@ func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err := s.expire(ctx, env); err != nil {
 		return err
 	}
-	list, err := s.store.ListWork(ctx, env, storage.ListQuery{After: after, Limit: limit + 1})
+	list, err := s.store.ListWork(ctx, env, l.query(false))
 	if err != nil {
 		return err
 	}
-	page := api.Page[api.Work]{Data: []api.Work{}}
-	for i, x := range list {
-		if i == limit {
-			page.NextPage = encodePage("work", list[limit-1].ID)
-			break
-		}
-		page.Data = append(page.Data, wireWork(x))
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(x storage.Work) string { return x.ID }, wireWork))
 	return nil
 }
 
