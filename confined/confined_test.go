@@ -265,11 +265,31 @@ func TestReadRefusesNonRegularAndLarge(t *testing.T) {
 	if _, err := r.ReadFile("dir", 100); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("ReadFile(dir) = %v, want ErrNotRegular", err)
 	}
-	if err := r.WriteFile("dir", []byte("x"), Precondition{}); !errors.Is(err, ErrNotRegular) {
-		t.Fatalf("WriteFile(dir) = %v, want ErrNotRegular", err)
+	mustWrite(t, r, "dir/inside", "kept")
+	for _, pre := range []Precondition{{}, {Absent: true}} {
+		if err := r.WriteFile("dir", []byte("x"), pre); !errors.Is(err, ErrNotRegular) {
+			t.Fatalf("WriteFile(dir, %+v) = %v, want ErrNotRegular", pre, err)
+		}
+	}
+	if got, err := r.ReadFile("dir/inside", 100); err != nil || string(got) != "kept" {
+		t.Fatalf("the refused write touched the folder's file: %q, %v", got, err)
 	}
 	if err := r.RemoveFile("dir", Precondition{}, false); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("RemoveFile(dir) = %v, want ErrNotRegular", err)
+	}
+	// An empty folder holds nothing: a file may take its place, unless the
+	// write requires the content it expected there.
+	if err := os.Mkdir(filepath.Join(r.Dir(), "empty"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteFile("empty", []byte("x"), Precondition{SHA256: sum("x")}); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("guarded WriteFile(empty folder) = %v, want ErrNotRegular", err)
+	}
+	if err := r.WriteFile("empty", []byte("now a file"), Precondition{Absent: true}); err != nil {
+		t.Fatalf("WriteFile(empty folder) = %v", err)
+	}
+	if got, err := r.ReadFile("empty", 100); err != nil || string(got) != "now a file" {
+		t.Fatalf("ReadFile after replacing an empty folder = %q, %v", got, err)
 	}
 	if err := r.WriteFile("big.md/x", []byte("x"), Precondition{}); !errors.Is(err, ErrNotDirectory) {
 		t.Fatalf("writing under a file = %v, want ErrNotDirectory", err)

@@ -140,8 +140,11 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 // is the temporary file renamed over rel and the folder fsynced: a reader sees
 // the old content or the new, never a mix, and a failed precondition
 // ([ErrChanged]) leaves rel untouched. A symlink at rel is replaced, not
-// followed. No temporary file survives an error. A [Root.WithoutSync] view
-// skips both fsyncs.
+// followed. An empty folder at rel holds nothing to lose and is replaced
+// too (unless pre requires content), so that a folder emptied of its files
+// never blocks a file of the same name; a folder that holds anything is
+// refused with [ErrNotRegular]. No temporary file survives an error. A
+// [Root.WithoutSync] view skips both fsyncs.
 func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 	const op = "write"
 	segs, err := split(rel)
@@ -163,7 +166,11 @@ func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 	defer c.close()
 	dir := c.dir()
 	if st, err := lstatAt(dir, leaf); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return &fs.PathError{Op: op, Path: rel, Err: typeError(&st)}
+		// rmdir removes the folder only while it is empty, so nothing in
+		// it can be lost to a file created there meanwhile.
+		if pre.SHA256 != "" || unix.Unlinkat(dir, leaf, unix.AT_REMOVEDIR) != nil {
+			return &fs.PathError{Op: op, Path: rel, Err: typeError(&st)}
+		}
 	}
 	tmp, f, err := createTemp(dir)
 	if err != nil {

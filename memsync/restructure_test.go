@@ -60,3 +60,17 @@ func TestAFileReplacedByAFolderReachesTheServer(t *testing.T) {
 		})
 	}
 }
+
+// A folder the agent emptied (rm a/b leaves a/ behind) holds nothing, so it
+// must not keep a memory of the same name, created elsewhere, out of the
+// folder.
+func TestAnEmptiedFolderGivesWayToAMemoryOfItsName(t *testing.T) {
+	e := newEnv(t)
+	e.put("/a/b.md", "b")
+	m := e.mount(t.TempDir())
+	removeFile(t, m.dir, "a/b.md")
+	e.remove("/a/b.md")
+	e.put("/a", "a file now")
+	m.Sync(e.ctx)
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/a": "a file now"})
+}
