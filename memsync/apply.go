@@ -206,7 +206,10 @@ func (a *applier) download(ctx context.Context, act Action) result {
 			fmt.Errorf("content hashes to %s, content_sha256 is %s", sum, m.ContentSHA256))
 	}
 	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
-	if errors.Is(err, confined.ErrChanged) {
+	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {
+		if act.Base != "" {
+			a.mark(func(s State) { s.MarkSynced(act.Path, act.Base) })
+		}
 		a.debug(ctx, act, "the file changed after the scan, so the download did not overwrite it; the next sync decides", "error", err)
 		return skipped
 	}
@@ -216,6 +219,13 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
 	a.debug(ctx, act, "downloaded")
 	return done
+}
+
+// localChange reports a write refused because the folder's shape changed
+// at the path since the scan: a file where a folder should be, a folder
+// holding files, or a symlink, in place of the file or of a folder above it.
+func localChange(err error) bool {
+	return errors.Is(err, confined.ErrNotDirectory) || errors.Is(err, confined.ErrNotRegular) || errors.Is(err, confined.ErrSymlink)
 }
 
 // upload sends the file as an update of act.MemoryID (guarded by the

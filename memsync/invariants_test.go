@@ -114,6 +114,9 @@ func checkPlan(in input, p Plan) error {
 			if !inR || a.MemoryID != rm.ID || a.RemoteSHA != rm.SHA256 {
 				return fmt.Errorf("download of %s does not match the listing", a.Path)
 			}
+			if a.Base != "" && (!p.Rebuild || a.Base != rm.SHA256 || a.Base != b) {
+				return fmt.Errorf("download of %s keeps base %q, which is not what both sides last agreed on and the server still holds", a.Path, a.Base)
+			}
 			if a.Local.Absent == inL {
 				return fmt.Errorf("download of %s expects absent=%v but the scan has present=%v", a.Path, a.Local.Absent, inL)
 			}

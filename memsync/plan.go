@@ -132,6 +132,15 @@ type Action struct {
 	// sha (the content a Download overwrites, the bytes a Create or Update
 	// sends, the file RemoveLocal removes).
 	Local confined.Precondition
+	// Base is set on a Download of a [Plan.Rebuild] whose memory the server
+	// still holds as both sides last agreed (its state's Base). The rebuild
+	// starts the state over, so that a download that fails is simply tried
+	// again; but if the agent writes the path — or a file where its folder
+	// should be — while the rebuild runs, the download leaves it alone and
+	// apply keeps Base as the path's base, so that the next sync reads the
+	// agent's change as an edit (or a deletion) of that memory, not as a
+	// conflict the server wins.
+	Base string
 }
 
 // Note is a message for the operator about a decision.

@@ -129,13 +129,13 @@ func Reconcile(state State, local Local, remote Remote, opts Options) Plan {
 			r.plan.Next = state.Clone()
 			return r.plan
 		}
-		r.rebuild(fmt.Sprintf("the folder or its marker file %s is gone and the folder is empty", MarkerName))
+		r.rebuild(fmt.Sprintf("the folder or its marker file %s is gone and the folder is empty", MarkerName), r.settle(state))
 		return r.plan
 	}
 
 	eff := r.settle(state)
 	if wiped(eff, local) {
-		r.rebuild("every memory file vanished from the folder at once, which looks like a wiped folder rather than deliberate deletions")
+		r.rebuild("every memory file vanished from the folder at once, which looks like a wiped folder rather than deliberate deletions", eff)
 		return r.plan
 	}
 
@@ -242,8 +242,10 @@ func wiped(eff State, local Local) bool {
 
 // rebuild plans a download of every memory into an emptied folder, and
 // nothing else. The state starts over: each successful download is marked
-// synced, and a failed one is simply downloaded again next time.
-func (r *reconciler) rebuild(why string) {
+// synced, and a failed one is simply downloaded again next time. Each
+// download carries the base it had (eff, settled), for a path the agent
+// writes while the rebuild runs (see Action.Base).
+func (r *reconciler) rebuild(why string, eff State) {
 	r.plan.Rebuild = true
 	r.note(slog.LevelWarn, "", why+"; rebuilding the folder from the server and deleting nothing there", nil)
 	keys := slices.Sorted(maps.Keys(r.remote))
@@ -255,7 +257,11 @@ func (r *reconciler) rebuild(why string) {
 			r.act(Action{Kind: SkipCaseCollision, Path: p})
 		default:
 			rm := r.remote[p]
-			r.act(Action{Kind: Download, Path: p, MemoryID: rm.ID, RemoteSHA: rm.SHA256, Local: confined.Precondition{Absent: true}})
+			act := Action{Kind: Download, Path: p, MemoryID: rm.ID, RemoteSHA: rm.SHA256, Local: confined.Precondition{Absent: true}}
+			if eff[p].Base == rm.SHA256 {
+				act.Base = rm.SHA256
+			}
+			r.act(act)
 		}
 	}
 }

@@ -61,6 +61,14 @@ var (
 func download(p, remoteSHA string, local confined.Precondition) Action {
 	return Action{Kind: Download, Path: p, MemoryID: id(p), RemoteSHA: remoteSHA, Local: local}
 }
+
+// rebuilt is a rebuild's download of a memory the server still holds as it
+// was synced, which keeps its base if the agent writes the path meanwhile.
+func rebuilt(p, sha string) Action {
+	a := download(p, sha, absent)
+	a.Base = sha
+	return a
+}
 func create(p, localSHA string) Action {
 	return Action{Kind: Create, Path: p, Local: holds(localSHA)}
 }
@@ -289,7 +297,7 @@ func reconcileCases() []reconcileCase {
 			local:   trusted(files()),
 			remote:  remote("/a", A, "/b", X, "/d", C),
 			rebuild: true,
-			actions: []Action{download("/a", A, absent), download("/b", X, absent), download("/d", C, absent)},
+			actions: []Action{rebuilt("/a", A), download("/b", X, absent), download("/d", C, absent)},
 			next:    State{},
 			notes:   []string{"every memory file vanished from the folder at once"},
 		},
@@ -302,7 +310,7 @@ func reconcileCases() []reconcileCase {
 			remote:  remote("/a", A, "/b", B),
 			opts:    Options{Final: true},
 			rebuild: true,
-			actions: []Action{download("/a", A, absent), download("/b", B, absent)},
+			actions: []Action{rebuilt("/a", A), rebuilt("/b", B)},
 			next:    State{},
 			notes:   []string{"rebuilding the folder"},
 		},
@@ -565,7 +573,7 @@ func reconcileCases() []reconcileCase {
 			local:   Local{Marker: MarkerMissing},
 			remote:  remote("/a", A, "/b", C),
 			rebuild: true,
-			actions: []Action{download("/a", A, absent), download("/b", C, absent)},
+			actions: []Action{rebuilt("/a", A), download("/b", C, absent)},
 			next:    State{},
 			notes:   []string{"the folder or its marker file .anthropic-memory-store is gone"},
 		},
@@ -618,7 +626,7 @@ func reconcileCases() []reconcileCase {
 			remote:  remote("/a", A, "/B", C, "/b", B),
 			opts:    Options{CaseInsensitive: true},
 			rebuild: true,
-			actions: []Action{only(SkipCaseCollision, "/B"), download("/a", A, absent), only(SkipCaseCollision, "/b")},
+			actions: []Action{only(SkipCaseCollision, "/B"), rebuilt("/a", A), only(SkipCaseCollision, "/b")},
 			next:    State{},
 			notes:   []string{"rebuilding", "differ only in letter case"},
 		},
@@ -793,6 +801,9 @@ func fmtActions(as []Action) string {
 		}
 		if a.Local.SHA256 != "" {
 			s += " local=" + a.Local.SHA256
+		}
+		if a.Base != "" {
+			s += " base=" + a.Base
 		}
 		parts = append(parts, s)
 	}

@@ -839,3 +839,45 @@ func TestArchivedStoreRefusalIsRememberedNotResent(t *testing.T) {
 	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "edited", "/new.md": "new"})
 }
+
+// The agent may write into a wiped folder while the sync that rebuilds it
+// runs (a background job of its shell). What it writes is its edit of the
+// memories it had before the wipe: uploaded, never overwritten as if the
+// server had changed them.
+func TestAnEditDuringARebuildIsTheAgents(t *testing.T) {
+	for _, how := range []string{"files deleted", "folder deleted"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			e.put("/a/b.md", "b")
+			e.put("/c.md", "c")
+			e.put("/d.md", "d")
+			m := e.mount(t.TempDir())
+			if how == "files deleted" {
+				for _, rel := range []string{"a", "c.md", "d.md"} {
+					must(t, os.RemoveAll(filepath.Join(m.dir, rel)))
+				}
+			} else {
+				must(t, os.RemoveAll(m.dir))
+			}
+			// After the scan, before the downloads: /c.md rewritten, and a
+			// file /a where the folder of /a/b.md was.
+			edited := false
+			m.rec.before = func(r *http.Request) error {
+				if !edited && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/memories") {
+					edited = true
+					writeFile(t, m.dir, "c.md", "c, the agent's")
+					writeFile(t, m.dir, "a", "a file now")
+				}
+				return nil
+			}
+			m.Sync(e.ctx)
+			want := map[string]string{"/a": "a file now", "/c.md": "c, the agent's", "/d.md": "d"}
+			equal(t, "folder after the rebuild", folder(t, m.dir), want)
+			if w := e.logs.records(t, slog.LevelWarn, "server version wins"); len(w) != 0 {
+				t.Fatalf("the agent's edit was taken for a conflict: %v", w)
+			}
+			m.End(e.ctx, true)
+			equal(t, "server", e.server(), want)
+		})
+	}
+}
