@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -647,6 +648,37 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 			t.Fatalf("flush failure summary: %v", w)
 		}
 		equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+	})
+	t.Run("uploads the server refused at the flush are listed as lost", func(t *testing.T) {
+		// Another writer gets in between the flush's listing and its
+		// uploads: the update meets a changed memory, the create a memory
+		// where its folder should be. The server wins both, and with no
+		// sync to come, the edits go with the folder: the operator must be
+		// told which.
+		e := newEnv(t)
+		e.put("/a.md", "a")
+		m := e.mount(t.TempDir())
+		writeFile(t, m.dir, "a.md", "a2")
+		writeFile(t, m.dir, "x/y.md", "y")
+		var once sync.Once // the uploads run in parallel: all wait for it
+		m.rec.before = func(r *http.Request) error {
+			if r.Method == http.MethodPost {
+				once.Do(func() {
+					e.put("/a.md", "a from elsewhere")
+					e.put("/x", "x from elsewhere")
+				})
+			}
+			return nil
+		}
+		rep := m.End(e.ctx, false)
+		equal(t, "server", e.server(), map[string]string{"/a.md": "a from elsewhere", "/x": "x from elsewhere"})
+		if rep.Flush.Changes != 0 {
+			t.Fatalf("flush report %+v", rep.Flush)
+		}
+		w := e.logs.records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
+		if len(w) != 1 || fmt.Sprint(w[0]["paths"]) != "[/a.md /x/y.md]" {
+			t.Fatalf("lost edits summary: %v\n%s", w, e.logs)
+		}
 	})
 	t.Run("distrusted folder holding files is kept", func(t *testing.T) {
 		e := newEnv(t)

@@ -321,11 +321,20 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	a := st.newApplier(plan.Next)
 	a.apply(ctx, uploads)
 	st.state = a.next
-	if len(a.out.failedPaths) > 0 {
-		slices.Sort(a.out.failedPaths)
+	// An upload that did not land — it failed, or the server refused it or
+	// changed first, or the file changed while it was sent — is lost with
+	// the folder. The time limit's cut-offs are End's to report.
+	var lost []string
+	for _, act := range uploads {
+		if st.state[act.Path].Base != act.Local.SHA256 && !slices.Contains(a.out.cutPaths, act.Path) {
+			lost = append(lost, act.Path)
+		}
+	}
+	if len(lost) > 0 {
 		// Said every time: there is no later sync to retry these.
-		st.log.WarnContext(ctx, "local edits could not be uploaded at the end of the session and are lost when the folder is removed (each failure is logged above)",
-			"paths", a.out.failedPaths)
+		st.log.WarnContext(ctx, "local edits could not be uploaded at the end of the session and are lost when the folder is removed "+
+			"(the messages above say why for each: a failed request, a refusal, or a server change that won)",
+			"paths", lost)
 	}
 	return a.out
 }
