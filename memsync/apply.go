@@ -272,8 +272,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	if create {
 		m, err = a.st.client.CreateMemory(ctx, a.st.id, api.CreateMemoryRequest{Path: act.Path, Content: content})
 		if client.IsStatus(err, http.StatusConflict) && !refused(err) {
-			a.st.emit(ctx, Note{Level: slog.LevelInfo, Path: act.Path, Persistent: true, Err: err,
-				Msg: "another writer created a memory at this path (or at a folder of it) first, so the file was not uploaded; the next sync settles which version stays"})
+			a.st.emit(ctx, createConflict(act.Path, err))
 			return skipped
 		}
 	}
@@ -288,6 +287,22 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
 	return done
+}
+
+// createConflict is the note for a create that met a memory in its way. At
+// the path itself, another writer won the race, and the next sync
+// downloads its memory. At a folder of the path, or under it (a file /a
+// against a memory /a/b), the two cannot coexist in a folder, and neither
+// side gives way without losing an edit: a person has to rename one.
+func createConflict(path string, err error) Note {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.ConflictingPath == "" || ae.ConflictingPath == path {
+		return Note{Level: slog.LevelInfo, Path: path, Persistent: true, Err: err,
+			Msg: "another writer created a memory at this path first, so the file was not uploaded; the server version wins and the next sync downloads it"}
+	}
+	return Note{Level: slog.LevelWarn, Path: path, Persistent: true, Err: err,
+		Msg: fmt.Sprintf("this file cannot be uploaded: the memory %s is in its way (a path cannot be both a file and a folder), so the file stays in the folder, unsynced, "+
+			"and is lost with the folder when the session ends; rename the file, or delete or rename that memory, to sync it", ae.ConflictingPath)}
 }
 
 // refused reports an answer that no retry of the same content can change:

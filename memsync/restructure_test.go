@@ -1,8 +1,10 @@
 package memsync_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +75,23 @@ func TestAnEmptiedFolderGivesWayToAMemoryOfItsName(t *testing.T) {
 	e.put("/a", "a file now")
 	m.Sync(e.ctx)
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/a": "a file now"})
+}
+
+// When the agent makes a folder /x while another writer makes a memory /x,
+// neither side can give way without losing an edit. The agent's files stay
+// in the folder, and the operator is told what is in the way and what to
+// do.
+func TestAFileAndAMemoryThatCannotCoexistAreBothKeptAndReported(t *testing.T) {
+	e := newEnv(t)
+	m := e.mount(t.TempDir())
+	writeFile(t, m.dir, "x/y.md", "the agent's")
+	e.put("/x", "another writer's")
+	m.Sync(e.ctx)
+	m.Sync(e.ctx)
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/x/y.md": "the agent's"})
+	equal(t, "server", e.server(), map[string]string{"/x": "another writer's"})
+	w := e.logs.records(t, slog.LevelWarn, "the memory /x is in its way")
+	if len(w) != 1 || w[0]["path"] != "/x/y.md" || !strings.Contains(w[0]["msg"].(string), "rename the file") {
+		t.Fatalf("conflict warning (once, for the file): %v\n%s", w, e.logs)
+	}
 }
