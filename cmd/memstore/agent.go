@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -11,10 +12,12 @@ import (
 
 func init() {
 	commands["agent"] = command{summary: "manage agents (create, list, get, archive)", run: noun("agent", map[string]verb{
-		"create":  {summary: "create an agent", run: agentCreate},
-		"list":    {summary: "list agents", run: agentList},
-		"get":     {summary: "show an agent", run: agentGet},
-		"archive": {summary: "archive an agent (no new sessions)", run: agentArchive},
+		"create": {summary: "create an agent", run: agentCreate},
+		"list": listVerb("list agents", "agents", func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[api.Agent, error] {
+			return c.ListAllAgents(ctx, api.AgentListParams{IncludeArchived: archived, Limit: api.MaxListLimit})
+		}),
+		"get":     idVerb("show an agent", "agent-id", (*client.Client).GetAgent),
+		"archive": idVerb("archive an agent (no new sessions)", "agent-id", (*client.Client).ArchiveAgent),
 	})}
 }
 
@@ -49,32 +52,4 @@ func agentCreate(ctx context.Context, cli *cliContext, args []string) error {
 		return err
 	}
 	return cli.print(a)
-}
-
-func agentList(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	archived := fs.Bool("archived", false, "include archived agents")
-	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	out := []api.Agent{}
-	for a, err := range c.ListAllAgents(ctx, api.AgentListParams{IncludeArchived: *archived, Limit: api.MaxListLimit}) {
-		if err != nil {
-			return err
-		}
-		out = append(out, a)
-	}
-	return cli.print(out)
-}
-
-func agentGet(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "agent-id", func(c *client.Client, id string) (any, error) { return c.GetAgent(ctx, id) })
-}
-
-func agentArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "agent-id", func(c *client.Client, id string) (any, error) { return c.ArchiveAgent(ctx, id) })
 }

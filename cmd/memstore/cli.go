@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,7 +19,7 @@ import (
 // The operator verbs (env, agent, store, memory, session) talk HTTP to a
 // running server through package client, as any other user of the API
 // would. This file holds what they share: the connection flags, nested
-// verb dispatch, and output.
+// verb dispatch (which worker poll | run use too), and output.
 
 // verb is one action of a noun command ("env create").
 type verb struct {
@@ -119,22 +120,71 @@ func (cli *cliContext) parse(fs *flag.FlagSet, args []string, usage string, minA
 	return pos, nil
 }
 
-// byID runs a verb whose only argument is an object id (what names it in
-// the usage line) and prints what call returns.
-func byID(cli *cliContext, args []string, what string, call func(*client.Client, string) (any, error)) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <"+what+">", 1, 1)
+// connect parses a verb's arguments (see parse) and builds its API client:
+// the first steps of every verb that calls the server.
+func (cli *cliContext) connect(fs *flag.FlagSet, args []string, usage string, minArgs, maxArgs int) ([]string, *client.Client, error) {
+	pos, err := cli.parse(fs, args, usage, minArgs, maxArgs)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	v, err := call(c, pos[0])
-	if err != nil {
-		return err
-	}
-	return cli.print(v)
+	return pos, c, err
+}
+
+// idVerb is a verb whose only argument is an object's id (what names it
+// in the usage line) and that prints what call returns for it: get,
+// archive, delete. call is usually a method expression such as
+// (*client.Client).GetEnvironment.
+func idVerb[T any](summary, what string, call func(*client.Client, context.Context, string) (T, error)) verb {
+	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
+		pos, c, err := cli.connect(cli.flags(), args, "[flags] <"+what+">", 1, 1)
+		if err != nil {
+			return err
+		}
+		v, err := call(c, ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return cli.print(v)
+	}}
+}
+
+// listVerb is the list verb of a kind of object whose only filter is
+// --archived: it prints every page of list as one JSON array.
+func listVerb[T any](summary, what string, list func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[T, error]) verb {
+	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
+		fs := cli.flags()
+		archived := fs.Bool("archived", false, "include archived "+what)
+		_, c, err := cli.connect(fs, args, "[flags]", 0, 0)
+		if err != nil {
+			return err
+		}
+		return printAll(cli, list(c, ctx, *archived))
+	}}
+}
+
+// describedCreate is the create verb of an object made of a name, an
+// optional description and metadata: environments and memory stores.
+// desc is nil when --description is not given.
+func describedCreate[T any](summary, descUsage string, create func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (T, error)) verb {
+	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
+		fs := cli.flags()
+		desc := fs.String("description", "", descUsage)
+		md := kvFlag{}
+		fs.Var(md, "metadata", "metadata key=value (repeatable)")
+		pos, c, err := cli.connect(fs, args, "[flags] <name>", 1, 1)
+		if err != nil {
+			return err
+		}
+		if *desc == "" {
+			desc = nil
+		}
+		v, err := create(ctx, c, pos[0], desc, md)
+		if err != nil {
+			return err
+		}
+		return cli.print(v)
+	}}
 }
 
 // noun makes a top-level command out of verbs.
@@ -175,7 +225,21 @@ func verbUsage(w io.Writer, name string, verbs map[string]verb) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, verbs[n].summary)
 	}
-	fmt.Fprintf(w, "\nRun 'memstore %s <verb> -h' for a verb's flags. Every verb takes --base-url and --api-key.\n", name)
+	fmt.Fprintf(w, "\nRun 'memstore %s <verb> -h' for a verb's flags.\n", name)
+}
+
+// printAll prints every item of a listing as one JSON array (or, with -q,
+// their ids), after the last page arrived: a listing that fails half-way
+// prints nothing but the error.
+func printAll[T any](cli *cliContext, seq iter.Seq2[T, error]) error {
+	out := []T{}
+	for v, err := range seq {
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	return cli.print(out)
 }
 
 // print writes v as indented JSON: objects are shown whole, so ids and

@@ -122,6 +122,8 @@ func TestCLIUsageErrors(t *testing.T) {
 	memstoreCLI(t, 2, "env", "frobnicate")
 	memstoreCLI(t, 2, "env", "get")
 	memstoreCLI(t, 2, "session", "send", "only-one-arg")
+	memstoreCLI(t, 2, "worker")
+	memstoreCLI(t, 2, "worker", "frobnicate")
 	var errb bytes.Buffer
 	t.Setenv("MEMSTORE_API_KEY", "")
 	t.Setenv("MEMSTORE_ADMIN_KEY", "")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -10,81 +11,27 @@ import (
 
 func init() {
 	commands["env"] = command{summary: "manage environments and their keys (create, list, get, archive, delete, key create)", run: noun("env", map[string]verb{
-		"create":  {summary: "create a self-hosted environment", run: envCreate},
-		"list":    {summary: "list environments", run: envList},
-		"get":     {summary: "show an environment", run: envGet},
-		"archive": {summary: "archive an environment (no new sessions)", run: envArchive},
-		"delete":  {summary: "delete an environment without sessions", run: envDelete},
+		"create": describedCreate("create a self-hosted environment", "description",
+			func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (*api.Environment, error) {
+				return c.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: name, Description: desc, Metadata: md,
+					Config: &api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}})
+			}),
+		"list": listVerb("list environments", "environments", func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[api.Environment, error] {
+			return c.ListAllEnvironments(ctx, api.EnvironmentListParams{IncludeArchived: archived, Limit: api.MaxListLimit})
+		}),
+		"get":     idVerb("show an environment", "environment-id", (*client.Client).GetEnvironment),
+		"archive": idVerb("archive an environment (no new sessions)", "environment-id", (*client.Client).ArchiveEnvironment),
+		"delete":  idVerb("delete an environment without sessions", "environment-id", (*client.Client).DeleteEnvironment),
 		"key": {summary: "environment keys: key create (-q prints the key alone)", sub: map[string]verb{
 			"create": {summary: "mint an environment key for the workers (shown once)", run: envKeyCreate},
 		}},
 	})}
 }
 
-func envCreate(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	desc := fs.String("description", "", "description")
-	md := kvFlag{}
-	fs.Var(md, "metadata", "metadata key=value (repeatable)")
-	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	req := api.CreateEnvironmentRequest{Name: pos[0], Config: &api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Metadata: md}
-	if *desc != "" {
-		req.Description = desc
-	}
-	e, err := c.CreateEnvironment(ctx, req)
-	if err != nil {
-		return err
-	}
-	return cli.print(e)
-}
-
-func envList(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	archived := fs.Bool("archived", false, "include archived environments")
-	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	out := []api.Environment{}
-	for e, err := range c.ListAllEnvironments(ctx, api.EnvironmentListParams{IncludeArchived: *archived, Limit: api.MaxListLimit}) {
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-	}
-	return cli.print(out)
-}
-
-func envGet(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.GetEnvironment(ctx, id) })
-}
-
-func envArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.ArchiveEnvironment(ctx, id) })
-}
-
-func envDelete(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "environment-id", func(c *client.Client, id string) (any, error) { return c.DeleteEnvironment(ctx, id) })
-}
-
 func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
 	name := fs.String("name", "", "a name to recognise the key by")
-	pos, err := cli.parse(fs, args, "[flags] <environment-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
+	pos, c, err := cli.connect(fs, args, "[flags] <environment-id>", 1, 1)
 	if err != nil {
 		return err
 	}

@@ -13,14 +13,16 @@ import (
 
 func init() {
 	commands["session"] = command{summary: "run sessions (create, list, get, send, interrupt, events, archive, delete)", run: noun("session", map[string]verb{
-		"create":    {summary: "start a session of an agent on an environment, with memory stores", run: sessionCreate},
-		"list":      {summary: "list sessions", run: sessionList},
-		"get":       {summary: "show a session", run: sessionGet},
-		"send":      {summary: "send a user message (a JSON script for the scripted model)", run: sessionSend},
-		"interrupt": {summary: "interrupt the session's turn", run: sessionInterrupt},
-		"events":    {summary: "print a session's events; --follow streams new ones", run: sessionEvents},
-		"archive":   {summary: "terminate and archive a session", run: sessionArchive},
-		"delete":    {summary: "delete a session and its events", run: sessionDelete},
+		"create": {summary: "start a session of an agent on an environment, with memory stores", run: sessionCreate},
+		"list":   {summary: "list sessions", run: sessionList},
+		"get":    idVerb("show a session", "session-id", (*client.Client).GetSession),
+		"send":   {summary: "send a user message (a JSON script for the scripted model)", run: sessionSend},
+		"interrupt": idVerb("interrupt the session's turn", "session-id", func(c *client.Client, ctx context.Context, id string) (*api.SendEventsResponse, error) {
+			return c.SendEvents(ctx, id, api.UserInterrupt())
+		}),
+		"events":  {summary: "print a session's events; --follow streams new ones", run: sessionEvents},
+		"archive": idVerb("terminate and archive a session", "session-id", (*client.Client).ArchiveSession),
+		"delete":  idVerb("delete a session and its events", "session-id", (*client.Client).DeleteSession),
 	})}
 }
 
@@ -106,40 +108,12 @@ func sessionList(ctx context.Context, cli *cliContext, args []string) error {
 	store := fs.String("store", "", "only sessions with this memory store attached")
 	var statuses listFlag
 	fs.Var(&statuses, "status", "only sessions in this status (repeatable)")
-	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
-		return err
-	}
-	c, err := cli.client()
+	_, c, err := cli.connect(fs, args, "[flags]", 0, 0)
 	if err != nil {
 		return err
 	}
-	out := []api.Session{}
 	p := api.SessionListParams{Limit: api.MaxListLimit, IncludeArchived: *archived, EnvironmentID: *env, AgentID: *agent, MemoryStoreID: *store, Statuses: statuses}
-	for s, err := range c.ListAllSessions(ctx, p) {
-		if err != nil {
-			return err
-		}
-		out = append(out, s)
-	}
-	return cli.print(out)
-}
-
-func sessionGet(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.GetSession(ctx, id) })
-}
-
-func sessionArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.ArchiveSession(ctx, id) })
-}
-
-func sessionDelete(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) { return c.DeleteSession(ctx, id) })
-}
-
-func sessionInterrupt(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "session-id", func(c *client.Client, id string) (any, error) {
-		return c.SendEvents(ctx, id, api.UserInterrupt())
-	})
+	return printAll(cli, c.ListAllSessions(ctx, p))
 }
 
 func sessionSend(ctx context.Context, cli *cliContext, args []string) error {

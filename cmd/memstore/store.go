@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"iter"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -11,11 +12,16 @@ import (
 
 func init() {
 	commands["store"] = command{summary: "manage memory stores (create, list, get, archive, delete)", run: noun("store", map[string]verb{
-		"create":  {summary: "create a memory store", run: storeCreate},
-		"list":    {summary: "list memory stores", run: storeList},
-		"get":     {summary: "show a memory store", run: storeGet},
-		"archive": {summary: "archive a store: read-only, not attachable to new sessions", run: storeArchive},
-		"delete":  {summary: "delete a store with all its memories and versions", run: storeDelete},
+		"create": describedCreate("create a memory store", "description (shown to agents)",
+			func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (*api.MemoryStore, error) {
+				return c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: name, Description: desc, Metadata: md})
+			}),
+		"list": listVerb("list memory stores", "stores", func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[api.MemoryStore, error] {
+			return c.ListAllMemoryStores(ctx, client.ListMemoryStoresParams{IncludeArchived: archived, Limit: api.MaxListLimit})
+		}),
+		"get":     idVerb("show a memory store", "memory-store-id", (*client.Client).GetMemoryStore),
+		"archive": idVerb("archive a store: read-only, not attachable to new sessions", "memory-store-id", (*client.Client).ArchiveMemoryStore),
+		"delete":  idVerb("delete a store with all its memories and versions", "memory-store-id", (*client.Client).DeleteMemoryStore),
 	})}
 	commands["memory"] = command{summary: "manage the memories of a store (create, list, get, update, delete, versions)", run: noun("memory", map[string]verb{
 		"create":   {summary: "create a memory at a path", run: memoryCreate},
@@ -25,62 +31,6 @@ func init() {
 		"delete":   {summary: "delete a memory", run: memoryDelete},
 		"versions": {summary: "list a store's versions, newest first", run: memoryVersions},
 	})}
-}
-
-func storeCreate(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	desc := fs.String("description", "", "description (shown to agents)")
-	md := kvFlag{}
-	fs.Var(md, "metadata", "metadata key=value (repeatable)")
-	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	req := api.CreateMemoryStoreRequest{Name: pos[0], Metadata: md}
-	if *desc != "" {
-		req.Description = desc
-	}
-	s, err := c.CreateMemoryStore(ctx, req)
-	if err != nil {
-		return err
-	}
-	return cli.print(s)
-}
-
-func storeList(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	archived := fs.Bool("archived", false, "include archived stores")
-	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	out := []api.MemoryStore{}
-	for s, err := range c.ListAllMemoryStores(ctx, client.ListMemoryStoresParams{IncludeArchived: *archived, Limit: api.MaxListLimit}) {
-		if err != nil {
-			return err
-		}
-		out = append(out, s)
-	}
-	return cli.print(out)
-}
-
-func storeGet(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.GetMemoryStore(ctx, id) })
-}
-
-func storeArchive(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.ArchiveMemoryStore(ctx, id) })
-}
-
-func storeDelete(ctx context.Context, cli *cliContext, args []string) error {
-	return byID(cli, args, "memory-store-id", func(c *client.Client, id string) (any, error) { return c.DeleteMemoryStore(ctx, id) })
 }
 
 func memoryCreate(ctx context.Context, cli *cliContext, args []string) error {
@@ -107,32 +57,17 @@ func memoryList(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
 	prefix := fs.String("prefix", "", "only paths under this folder (ends in /)")
 	depth := fs.Int("depth", 0, "1: only the folder's children, deeper paths rolled up into prefixes")
-	pos, err := cli.parse(fs, args, "[flags] <memory-store-id>", 1, 1)
+	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id>", 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	out := []api.MemoryListItem{}
-	for it, err := range c.ListAllMemories(ctx, pos[0], client.ListMemoriesParams{PathPrefix: *prefix, Depth: *depth, Limit: api.MaxListLimit}) {
-		if err != nil {
-			return err
-		}
-		out = append(out, it)
-	}
-	return cli.print(out)
+	return printAll(cli, c.ListAllMemories(ctx, pos[0], client.ListMemoriesParams{PathPrefix: *prefix, Depth: *depth, Limit: api.MaxListLimit}))
 }
 
 func memoryGet(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
 	asJSON := fs.Bool("json", false, "print the whole memory as JSON instead of its content")
-	pos, err := cli.parse(fs, args, "[flags] <memory-store-id> <memory-id>", 2, 2)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
+	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id> <memory-id>", 2, 2)
 	if err != nil {
 		return err
 	}
@@ -192,11 +127,7 @@ func memoryUpdate(ctx context.Context, cli *cliContext, args []string) error {
 func memoryDelete(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
 	ifSHA := fs.String("if-sha256", "", "only if the stored content still has this SHA-256")
-	pos, err := cli.parse(fs, args, "[flags] <memory-store-id> <memory-id>", 2, 2)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
+	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id> <memory-id>", 2, 2)
 	if err != nil {
 		return err
 	}
@@ -211,20 +142,9 @@ func memoryVersions(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
 	memory := fs.String("memory", "", "only versions of this memory id")
 	session := fs.String("session", "", "only versions written by this session")
-	pos, err := cli.parse(fs, args, "[flags] <memory-store-id>", 1, 1)
+	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id>", 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	out := []api.MemoryVersion{}
-	for v, err := range c.ListAllMemoryVersions(ctx, pos[0], client.ListMemoryVersionsParams{MemoryID: *memory, SessionID: *session, Limit: api.MaxListLimit}) {
-		if err != nil {
-			return err
-		}
-		out = append(out, v)
-	}
-	return cli.print(out)
+	return printAll(cli, c.ListAllMemoryVersions(ctx, pos[0], client.ListMemoryVersionsParams{MemoryID: *memory, SessionID: *session, Limit: api.MaxListLimit}))
 }

@@ -23,31 +23,14 @@ import (
 )
 
 func init() {
-	commands["worker"] = command{summary: "environment worker: poll a queue and serve its sessions, or run one claimed item", run: runWorkerCmd}
-}
-
-const workerUsage = `Usage:
-  memstore worker poll [flags]   claim and serve an environment's sessions until stopped
-  memstore worker run  [flags]   serve one already-claimed work item (inside a per-session sandbox)
-
-Run 'memstore worker poll -h' or 'memstore worker run -h' for the flags.`
-
-func runWorkerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, workerUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	switch args[0] {
-	case "poll":
-		return workerPoll(ctx, args[1:], stderr)
-	case "run":
-		return workerRun(ctx, args[1:], stderr)
-	}
-	fmt.Fprintf(stderr, "memstore worker: unknown subcommand %q\n\n%s\n", args[0], workerUsage)
-	return errUsage
+	commands["worker"] = command{summary: "environment worker: poll a queue and serve its sessions, or run one claimed item", run: noun("worker", map[string]verb{
+		"poll": {summary: "claim and serve an environment's sessions until stopped", run: func(ctx context.Context, cli *cliContext, args []string) error {
+			return workerPoll(ctx, args, cli.stderr)
+		}},
+		"run": {summary: "serve one already-claimed work item (inside a per-session sandbox)", run: func(ctx context.Context, cli *cliContext, args []string) error {
+			return workerRun(ctx, args, cli.stderr)
+		}},
+	})}
 }
 
 // workerFlags are the flags of SPEC §7 shared by poll, run and up. Each
