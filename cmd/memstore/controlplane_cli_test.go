@@ -124,6 +124,11 @@ func TestCLIUsageErrors(t *testing.T) {
 	memstoreCLI(t, 2, "session", "send", "only-one-arg")
 	memstoreCLI(t, 2, "worker")
 	memstoreCLI(t, 2, "worker", "frobnicate")
+	// Asking for the usage is not an error, at any level.
+	memstoreCLI(t, 0, "-h")
+	memstoreCLI(t, 0, "env", "-h")
+	memstoreCLI(t, 0, "env", "get", "-h")
+	memstoreCLI(t, 0, "worker", "poll", "-h")
 	var errb bytes.Buffer
 	t.Setenv("MEMSTORE_API_KEY", "")
 	t.Setenv("MEMSTORE_ADMIN_KEY", "")

@@ -101,7 +101,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0 // -h asked for the usage, as 'memstore -h' does
+		case errors.Is(err, errUsage):
 			return 2
 		}
 		fmt.Fprintf(stderr, "memstore %s: %v\n", args[0], err)
