@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -98,7 +99,7 @@ func (cli *cliContext) parse(fs *flag.FlagSet, args []string, usage string, minA
 	}
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -312,8 +313,11 @@ func textArg(arg string, stdin io.Reader) (string, error) {
 		return string(b), err
 	case strings.HasPrefix(arg, "@"):
 		b, err := os.ReadFile(arg[1:])
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err // the path is said once, as it was given
+		}
 		if err != nil {
-			return "", fmt.Errorf("read %s: %w", arg[1:], err)
+			return "", fmt.Errorf("%s: %w", arg, err)
 		}
 		return string(b), nil
 	}

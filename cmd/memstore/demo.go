@@ -72,7 +72,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", stderr)
 	keep := fs.Bool("keep", false, "keep the temporary folder (database and working directory) to look at afterwards")
 	verbose := fs.Bool("v", false, "also print the server's and the worker's logs (to stderr)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "memstore-demo-")

@@ -134,6 +134,17 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args with fs. A bad flag is a usage error (exit 2):
+// the flag package has already printed it with the usage, so it is not
+// printed again; -h stays flag.ErrHelp (exit 0).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return errUsage
+	}
+	return err
+}
+
 // envOr returns the environment variable's value, or def when it is unset.
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {

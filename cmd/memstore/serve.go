@@ -42,7 +42,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr, o.logFormat)

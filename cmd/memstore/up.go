@@ -35,7 +35,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f workerFlags
 	f.registerLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -124,7 +124,7 @@ func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	var f workerFlags
 	f.register(fs)
 	onWork := fs.String("on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -196,7 +196,7 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 	sessionID := fs.String("session-id", os.Getenv("ANTHROPIC_SESSION_ID"), "the item's session, sesn_… (env ANTHROPIC_SESSION_ID)")
 	secretFile := fs.String("work-secret-file", "", "file holding the work secret, readable by its owner only (default: env ANTHROPIC_WORK_SECRET)")
 	lastHeartbeat := fs.String("last-heartbeat", os.Getenv("ANTHROPIC_WORK_LAST_HEARTBEAT"), "continue a lease another process started: its last heartbeat's last_heartbeat (env ANTHROPIC_WORK_LAST_HEARTBEAT)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
