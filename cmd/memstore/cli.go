@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,17 +50,15 @@ type connFlags struct {
 
 func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.baseURL, "base-url", envOr("MEMSTORE_BASE_URL", "http://127.0.0.1:8080"), "server base URL (env MEMSTORE_BASE_URL)")
-	fs.StringVar(&c.apiKey, "api-key", os.Getenv("MEMSTORE_API_KEY"), "API key (env MEMSTORE_API_KEY; default: MEMSTORE_ADMIN_KEY, then <data>/admin.key)")
+	// No default from the environment: a usage text would print the key.
+	fs.StringVar(&c.apiKey, "api-key", "", "API key (default: env MEMSTORE_API_KEY, then MEMSTORE_ADMIN_KEY, then <data>/admin.key)")
 	fs.StringVar(&c.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder of a local server, where admin.key is read from when no key is given (env MEMSTORE_DATA)")
 }
 
-// key resolves the API key: the flag or MEMSTORE_API_KEY, then
-// MEMSTORE_ADMIN_KEY, then the admin.key a local `memstore serve` wrote.
+// key resolves the API key: the flag, MEMSTORE_API_KEY, MEMSTORE_ADMIN_KEY,
+// then the admin.key a local `memstore serve` wrote.
 func (c *connFlags) key() (string, error) {
-	if c.apiKey != "" {
-		return c.apiKey, nil
-	}
-	if k := os.Getenv("MEMSTORE_ADMIN_KEY"); k != "" {
+	if k := cmp.Or(c.apiKey, os.Getenv("MEMSTORE_API_KEY"), os.Getenv("MEMSTORE_ADMIN_KEY")); k != "" {
 		return k, nil
 	}
 	path := filepath.Join(c.dataDir, "admin.key")

@@ -178,3 +178,31 @@ func TestOperatorVerbsRefuseBadInputBeforeSendingIt(t *testing.T) {
 		t.Errorf("the memory changed: %+v, %v", got, err)
 	}
 }
+
+// A usage text (on -h, or after a bad flag) shows each flag's default; a
+// key taken from the environment must not be one of them, or asking for
+// help prints a credential to the terminal, the scrollback and any log
+// that captures stderr.
+func TestUsageNeverPrintsACredentialFromTheEnvironment(t *testing.T) {
+	const apiKey, envKey = "sk-memstore-from-the-environment", "sk-memstore-env-from-the-environment"
+	t.Setenv("MEMSTORE_API_KEY", apiKey)
+	t.Setenv("MEMSTORE_ADMIN_KEY", apiKey)
+	t.Setenv("ANTHROPIC_ENVIRONMENT_KEY", envKey)
+	for _, args := range [][]string{
+		{"env", "list", "-h"},
+		{"store", "create", "--no-such-flag"},
+		{"worker", "poll", "-h"},
+		{"worker", "run", "--no-such-flag"},
+		{"up", "-h"},
+		{"serve", "-h"},
+	} {
+		var stdout, stderr bytes.Buffer
+		run(context.Background(), args, &stdout, &stderr)
+		if out := stdout.String() + stderr.String(); strings.Contains(out, apiKey) || strings.Contains(out, envKey) {
+			t.Errorf("memstore %s printed a key:\n%s", strings.Join(args, " "), out)
+		}
+		if !strings.Contains(stderr.String(), "Usage") {
+			t.Errorf("memstore %s printed no usage:\n%s", strings.Join(args, " "), stderr.String())
+		}
+	}
+}

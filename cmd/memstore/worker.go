@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,8 @@ type workerFlags struct {
 func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.baseURL, "base-url", envOr("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080"), "API base URL: a memstore server or https://api.anthropic.com (env ANTHROPIC_BASE_URL)")
 	fs.StringVar(&f.environmentID, "environment-id", os.Getenv("ANTHROPIC_ENVIRONMENT_ID"), "environment to serve, env_… (env ANTHROPIC_ENVIRONMENT_ID)")
-	fs.StringVar(&f.environmentKey, "environment-key", os.Getenv("ANTHROPIC_ENVIRONMENT_KEY"), "the environment's key; prefer the variable, command lines are visible to other users (env ANTHROPIC_ENVIRONMENT_KEY)")
+	// No default from the environment: a usage text would print the key.
+	fs.StringVar(&f.environmentKey, "environment-key", "", "the environment's key; prefer the variable, command lines are visible to other users (default: env ANTHROPIC_ENVIRONMENT_KEY)")
 	f.registerLocal(fs, "default: the current directory", api.DefaultMountPrefix)
 }
 
@@ -65,6 +67,11 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
+}
+
+// envKey is --environment-key, else ANTHROPIC_ENVIRONMENT_KEY.
+func (f *workerFlags) envKey() string {
+	return cmp.Or(f.environmentKey, os.Getenv("ANTHROPIC_ENVIRONMENT_KEY"))
 }
 
 // config turns the flags into a worker configuration logging to logger;
@@ -93,7 +100,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	return worker.Config{
 		Client:              c,
 		EnvironmentID:       f.environmentID,
-		EnvironmentKey:      f.environmentKey,
+		EnvironmentKey:      f.envKey(),
 		Workdir:             f.workdir,
 		MountRoot:           f.mountRoot,
 		MemorySyncInterval:  interval,
@@ -219,7 +226,7 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		secret = s
 	}
-	if secret == "" && f.environmentKey == "" {
+	if secret == "" && f.envKey() == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
 	w, err := f.newWorker(stderr, "")
