@@ -75,21 +75,39 @@ func (s *Server) expire(ctx context.Context, env string) error {
 	return nil
 }
 
-// requireEnvironment checks that env exists (404 otherwise).
-func (s *Server) requireEnvironment(ctx context.Context, env string) error {
-	_, err := s.environment(ctx, env)
-	return err
+// queueScope reads {env} for the endpoints of a whole queue: p may use
+// it, and it exists.
+func (s *Server) queueScope(r *http.Request, p Principal) (env string, err error) {
+	if env, err = environmentID(r); err != nil {
+		return "", err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return "", err
+	}
+	_, err = s.environment(r.Context(), env)
+	return env, err
+}
+
+// itemScope reads {env} and {work} for the item endpoints that the queue's
+// credentials drive (not heartbeat and stop, which a sessions token also
+// reaches: see requireWorkScope), and settles lapsed leases first, so the
+// item is read as it stands now.
+func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err error) {
+	if env, work, err = workPath(r); err != nil {
+		return "", "", err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
+		return "", "", err
+	}
+	return env, work, s.expire(r.Context(), env)
 }
 
 // pollWork claims the oldest claimable item, waiting up to block_ms for
 // one. The wait is woken by the environment's queue notifier, not by
 // re-reading the database on a timer.
 func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, err := environmentID(r)
+	env, err := s.queueScope(r, p)
 	if err != nil {
-		return err
-	}
-	if err := requireEnvironmentScope(p, env); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -110,9 +128,6 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		reclaim = time.Duration(n) * time.Millisecond
 	}
 	ctx := r.Context()
-	if err := s.requireEnvironment(ctx, env); err != nil {
-		return err
-	}
 	s.cp.pollers.saw(env, r.Header.Get("Anthropic-Worker-ID"), s.now())
 
 	deadline := time.Now().Add(block)
@@ -159,14 +174,8 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 }
 
 func (s *Server) ackWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, work, err := workPath(r)
+	env, work, err := s.itemScope(r, p)
 	if err != nil {
-		return err
-	}
-	if err := requireEnvironmentScope(p, env); err != nil {
-		return err
-	}
-	if err := s.expire(r.Context(), env); err != nil {
 		return err
 	}
 	got, err := s.store.AckWork(r.Context(), env, work)
@@ -312,14 +321,8 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 }
 
 func (s *Server) getWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, work, err := workPath(r)
+	env, work, err := s.itemScope(r, p)
 	if err != nil {
-		return err
-	}
-	if err := requireEnvironmentScope(p, env); err != nil {
-		return err
-	}
-	if err := s.expire(r.Context(), env); err != nil {
 		return err
 	}
 	got, err := s.store.GetWork(r.Context(), env, work)
@@ -334,11 +337,8 @@ func (s *Server) getWork(w http.ResponseWriter, r *http.Request, p Principal) er
 }
 
 func (s *Server) updateWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, work, err := workPath(r)
+	env, work, err := s.itemScope(r, p)
 	if err != nil {
-		return err
-	}
-	if err := requireEnvironmentScope(p, env); err != nil {
 		return err
 	}
 	var req api.UpdateWorkRequest
@@ -361,11 +361,8 @@ func (s *Server) updateWork(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, err := environmentID(r)
+	env, err := s.queueScope(r, p)
 	if err != nil {
-		return err
-	}
-	if err := requireEnvironmentScope(p, env); err != nil {
 		return err
 	}
 	l, err := listParams(r.URL.Query(), "work", api.MaxListLimit, false)
@@ -373,9 +370,6 @@ func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	ctx := r.Context()
-	if err := s.requireEnvironment(ctx, env); err != nil {
-		return err
-	}
 	if err := s.expire(ctx, env); err != nil {
 		return err
 	}
@@ -388,17 +382,11 @@ func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) e
 }
 
 func (s *Server) workStats(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, err := environmentID(r)
+	env, err := s.queueScope(r, p)
 	if err != nil {
 		return err
 	}
-	if err := requireEnvironmentScope(p, env); err != nil {
-		return err
-	}
 	ctx := r.Context()
-	if err := s.requireEnvironment(ctx, env); err != nil {
-		return err
-	}
 	if err := s.expire(ctx, env); err != nil {
 		return err
 	}
