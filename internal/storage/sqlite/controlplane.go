@@ -24,6 +24,44 @@ type queryer interface {
 
 type rowScanner interface{ Scan(dest ...any) error }
 
+// queryAll runs a query and scans every row with scan; the rows are closed
+// when it returns, so the caller may write in the same transaction.
+func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// scanJSON reads a row of one JSON column (the body of a stored object).
+func scanJSON[T any](r rowScanner) (T, error) {
+	var (
+		body string
+		v    T
+	)
+	if err := r.Scan(&body); err != nil {
+		return v, notFound(err)
+	}
+	err := json.Unmarshal([]byte(body), &v)
+	return v, err
+}
+
+func scanString(r rowScanner) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
+}
+
 func toJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -123,22 +161,9 @@ func getEnvironment(ctx context.Context, q queryer, id string) (api.Environment,
 
 // ListEnvironments implements storage.ControlPlane.
 func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.Environment, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments
+	return queryAll(ctx, s.db, scanEnvironment, `SELECT `+environmentColumns+` FROM environments
 		WHERE (? = '' OR id < ?) AND (? OR archived_at IS NULL) ORDER BY id DESC LIMIT ?`,
 		q.After, q.After, q.IncludeArchived, limitArg(q.Limit))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.Environment{}
-	for rows.Next() {
-		e, err := scanEnvironment(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // UpdateEnvironment implements storage.ControlPlane.
@@ -191,16 +216,6 @@ func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
 
 // ---- agents ----
 
-func scanAgent(r rowScanner) (api.Agent, error) {
-	var body string
-	if err := r.Scan(&body); err != nil {
-		return api.Agent{}, notFound(err)
-	}
-	var a api.Agent
-	err := json.Unmarshal([]byte(body), &a)
-	return a, err
-}
-
 // CreateAgent implements storage.ControlPlane.
 func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES (?, ?, ?, ?)`,
@@ -213,34 +228,21 @@ func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
 
 // GetAgent implements storage.ControlPlane.
 func (s *DB) GetAgent(ctx context.Context, id string) (api.Agent, error) {
-	return scanAgent(s.db.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
+	return scanJSON[api.Agent](s.db.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
 }
 
 // ListAgents implements storage.ControlPlane.
 func (s *DB) ListAgents(ctx context.Context, q storage.ListQuery) ([]api.Agent, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT body FROM agents
+	return queryAll(ctx, s.db, scanJSON[api.Agent], `SELECT body FROM agents
 		WHERE (? = '' OR id < ?) AND (? OR archived_at IS NULL) ORDER BY id DESC LIMIT ?`,
 		q.After, q.After, q.IncludeArchived, limitArg(q.Limit))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
 }
 
 // UpdateAgent implements storage.ControlPlane.
 func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) error) (api.Agent, error) {
 	var out api.Agent
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		a, err := scanAgent(tx.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
+		a, err := scanJSON[api.Agent](tx.QueryRowContext(ctx, `SELECT body FROM agents WHERE id = ?`, id))
 		if err != nil {
 			return err
 		}
@@ -277,24 +279,7 @@ func getSession(ctx context.Context, q queryer, id string) (api.Session, error) 
 }
 
 func sessionResources(ctx context.Context, q queryer, sessionID string) ([]api.SessionResource, error) {
-	rows, err := q.QueryContext(ctx, `SELECT body FROM session_resources WHERE session_id = ? ORDER BY position`, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.SessionResource{}
-	for rows.Next() {
-		var body string
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var r api.SessionResource
-		if err := json.Unmarshal([]byte(body), &r); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanJSON[api.SessionResource], `SELECT body FROM session_resources WHERE session_id = ? ORDER BY position`, sessionID)
 }
 
 // saveSession writes the session row (not its resources, which never
@@ -394,21 +379,8 @@ func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Se
 		order = "ASC"
 	}
 	args = append(args, limitArg(q.Limit))
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT ?`, args...)
+	idList, err := queryAll(ctx, s.db, scanString, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT ?`, args...)
 	if err != nil {
-		return nil, err
-	}
-	var idList []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		idList = append(idList, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := []api.Session{}
@@ -627,26 +599,19 @@ func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQu
 		order = "DESC"
 	}
 	args = append(args, limitArg(q.Limit))
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
-	if err != nil {
-		return nil, err
+	return queryAll(ctx, s.db, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
+}
+
+func scanStoredEvent(r rowScanner) (storage.StoredEvent, error) {
+	var (
+		se   storage.StoredEvent
+		body string
+	)
+	if err := r.Scan(&se.Seq, &body); err != nil {
+		return se, err
 	}
-	defer rows.Close()
-	out := []storage.StoredEvent{}
-	for rows.Next() {
-		var (
-			se   storage.StoredEvent
-			body string
-		)
-		if err := rows.Scan(&se.Seq, &body); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(body), &se.Event); err != nil {
-			return nil, err
-		}
-		out = append(out, se)
-	}
-	return out, rows.Err()
+	err := json.Unmarshal([]byte(body), &se.Event)
+	return se, err
 }
 
 // EventSeq implements storage.ControlPlane.

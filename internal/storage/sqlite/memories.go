@@ -179,20 +179,10 @@ func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (
 	}
 	limit := listLimit(q.Limit)
 	args = append(args, limit+1)
-	rows, err := s.cached(nil).QueryContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+	var err error
+	page.Items, err = queryAll(ctx, s.cached(nil), scanStore, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
 	if err != nil {
 		return page, fmt.Errorf("list memory stores: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		st, err := scanStore(rows)
-		if err != nil {
-			return page, err
-		}
-		page.Items = append(page.Items, st)
-	}
-	if err := rows.Err(); err != nil {
-		return page, err
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
@@ -694,20 +684,12 @@ func memoryBatch(ctx context.Context, tx queryer, q storage.MemoryQuery, from bo
 	if q.WithContent {
 		sel = memoryWithContent
 	}
-	rows, err := tx.QueryContext(ctx, sel+` WHERE m.store_id = ? AND m.path `+from.op()+` ? AND m.path < ? ORDER BY m.path LIMIT ?`, q.StoreID, from.key, upper, n)
+	scan := func(r rowScanner) (memoryRow, error) { return scanMemory(r, q.WithContent) }
+	out, err := queryAll(ctx, tx, scan, sel+` WHERE m.store_id = ? AND m.path `+from.op()+` ? AND m.path < ? ORDER BY m.path LIMIT ?`, q.StoreID, from.key, upper, n)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
-	defer rows.Close()
-	var out []memoryRow
-	for rows.Next() {
-		r, err := scanMemory(rows, q.WithContent)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // nthSlashPrefix returns rel up to and including its n-th slash.
@@ -820,19 +802,12 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
-		if err != nil {
+		scan := func(r rowScanner) (api.MemoryVersion, error) { return scanVersion(r, q.WithContent) }
+		var err error
+		if page.Items, err = queryAll(ctx, tx, scan, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...); err != nil {
 			return fmt.Errorf("list memory versions: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			v, err := scanVersion(rows, q.WithContent)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, v)
-		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return page, err

@@ -137,23 +137,10 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	var stopped []storage.Work
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		rows, err := tx.QueryContext(ctx, `SELECT `+workColumns+` FROM work_items
+		lapsed, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
 			WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`,
 			environmentID, formatTime(now))
 		if err != nil {
-			return err
-		}
-		var lapsed []storage.Work
-		for rows.Next() {
-			w, err := scanWork(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			lapsed = append(lapsed, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, w := range lapsed {
@@ -341,22 +328,9 @@ func (s *DB) GetWork(ctx context.Context, environmentID, workID string) (storage
 
 // ListWork implements storage.ControlPlane.
 func (s *DB) ListWork(ctx context.Context, environmentID string, q storage.ListQuery) ([]storage.Work, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+workColumns+` FROM work_items
+	return queryAll(ctx, s.db, scanWork, `SELECT `+workColumns+` FROM work_items
 		WHERE environment_id = ? AND (? = '' OR id < ?) ORDER BY id DESC LIMIT ?`,
 		environmentID, q.After, q.After, limitArg(q.Limit))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []storage.Work{}
-	for rows.Next() {
-		w, err := scanWork(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
 }
 
 // UpdateWork implements storage.ControlPlane.
