@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 
@@ -112,9 +111,4 @@ func jsonKind(goKind string) string {
 	default:
 		return fmt.Sprintf("a %s", goKind)
 	}
-}
-
-// logAttrs are the attributes every handler log line starts with.
-func logAttrs(r *http.Request) []any {
-	return []any{slog.String("request_id", requestID(r.Context())), slog.String("method", r.Method), slog.String("path", r.URL.Path)}
 }

@@ -94,9 +94,6 @@ type ControlPlane interface {
 	// WorkStats counts an environment's queue; WorkersPolling is left to
 	// the caller, which sees the polls.
 	WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
-	// LiveWorkForSession returns the session's newest item that is not
-	// stopped, or ErrNotFound.
-	LiveWorkForSession(ctx context.Context, sessionID string) (Work, error)
 }
 
 // ListQuery pages a list ordered by id: After is the last id of the

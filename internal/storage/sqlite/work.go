@@ -366,9 +366,3 @@ func (s *DB) WorkStats(ctx context.Context, environmentID string) (api.WorkQueue
 	st.OldestQueuedAt, err = nullTime(oldest)
 	return st, err
 }
-
-// LiveWorkForSession implements storage.ControlPlane.
-func (s *DB) LiveWorkForSession(ctx context.Context, sessionID string) (storage.Work, error) {
-	return scanWork(s.db.QueryRowContext(ctx, `SELECT `+workColumns+` FROM work_items
-		WHERE session_id = ? AND state != 'stopped' ORDER BY id DESC LIMIT 1`, sessionID))
-}

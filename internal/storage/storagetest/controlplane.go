@@ -621,8 +621,8 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if err != nil || !queued || w.State != api.WorkQueued || w.Data.ID != first.ID || w.EnvironmentID != f.env.ID {
 		t.Fatalf("EnsureWork = %+v, %v, %v", w, queued, err)
 	}
-	if live, err := s.LiveWorkForSession(ctx, first.ID); err != nil || live.ID != w.ID {
-		t.Fatalf("LiveWorkForSession = %+v, %v", live, err)
+	if stored, err := s.GetWork(ctx, f.env.ID, w.ID); err != nil || stored.State != api.WorkQueued || stored.Data.ID != first.ID {
+		t.Fatalf("the item EnsureWork queued = %+v, %v", stored, err)
 	}
 	if _, queued, _ := s.EnsureWork(ctx, first.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work)}}); queued {
 		t.Fatal("EnsureWork queued a second live item")
