@@ -82,6 +82,7 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err == nil {
+			noteCredential(r, p)
 			err = h(w, r, p)
 		}
 		if err != nil {

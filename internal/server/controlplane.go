@@ -115,7 +115,8 @@ func (p *pollers) count(env string, now time.Time) int64 {
 // streams if the log changed.
 func (s *Server) settle(ctx context.Context, sessionID string) {
 	if _, err := s.store.AppendEvents(ctx, sessionID, nil, s.cp.runtime); err != nil && !errors.Is(err, storage.ErrNotFound) {
-		s.log.ErrorContext(ctx, "settling session failed", "session_id", sessionID, "err", err)
+		s.log.ErrorContext(ctx, "the session could not react to its work item stopping; it will when the server next starts, or on the session's next event",
+			"request_id", requestID(ctx), "session_id", sessionID, "err", err)
 	}
 	s.cp.sessions.notify(sessionID)
 }

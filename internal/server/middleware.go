@@ -13,7 +13,10 @@ import (
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	requestLogKey
+)
 
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey).(string)
@@ -66,13 +69,28 @@ func (r *statusRecorder) Flush() {
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// requestLog is what the access log learns while the request is handled.
+type requestLog struct {
+	credentialID string // set by authed once the credential is known
+}
+
+// noteCredential records who made the request, for its access log line.
+func noteCredential(r *http.Request, p Principal) {
+	if rl, ok := r.Context().Value(requestLogKey).(*requestLog); ok {
+		rl.credentialID = p.ID
+	}
+}
+
 // withAccessLog writes one structured line per request. Credentials are
-// never logged: only the credential id once authentication has run.
+// never logged: only the credential id once authentication has run, so an
+// operator can tell whose key or token made a request. The query string is
+// left out too; the path holds ids only.
 func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
+		rl := &requestLog{}
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestLogKey, rl)))
 		if r.URL.Path == "/healthz" {
 			return
 		}
@@ -80,15 +98,21 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		if rec.status >= 500 {
 			level = slog.LevelError
 		}
-		s.log.Log(r.Context(), level, "http request",
+		attrs := []any{
 			"request_id", requestID(r.Context()),
 			"method", r.Method,
 			"path", r.URL.Path,
 			"status", rec.status,
 			"bytes", rec.bytes,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000,
-			"worker_id", r.Header.Get("Anthropic-Worker-ID"),
-		)
+			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+		}
+		if rl.credentialID != "" {
+			attrs = append(attrs, "credential_id", rl.credentialID)
+		}
+		if id := r.Header.Get("Anthropic-Worker-ID"); id != "" {
+			attrs = append(attrs, "worker_id", id)
+		}
+		s.log.Log(r.Context(), level, "http request", attrs...)
 	})
 }
 

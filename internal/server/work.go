@@ -69,7 +69,7 @@ func (s *Server) expire(ctx context.Context, env string) error {
 		return err
 	}
 	for _, w := range stopped {
-		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
+		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "request_id", requestID(ctx), "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
 		s.settle(ctx, w.Data.ID)
 	}
 	return nil

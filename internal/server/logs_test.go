@@ -1,0 +1,90 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/memstore/memstore/api"
+)
+
+// syncBuffer is a log destination that handlers on several goroutines may
+// write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A whole worker's round — keys minted, a session claimed, its sessions
+// token used on the queue, the session and a store — leaves no key, token
+// or work secret in the log, and every access line names the credential
+// that made the request by id.
+func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
+	var out syncBuffer
+	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
+	env := e.environment("e")
+	envKey := e.envKey(env.ID)
+	var st api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "notes"}, &st)
+	e.session(env.ID, e.scriptedAgent().ID, map[string]any{"resources": []any{map[string]any{"type": "memory_store", "memory_store_id": st.ID}}})
+	var work *api.Work
+	e.must(200, "GET", "/v1/environments/"+env.ID+"/work/poll", envKey, nil, &work, "Anthropic-Worker-ID", "host-1")
+	sec, err := api.DecodeWorkSecret(*work.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat(env.ID, work.ID, sec.SessionsToken, api.NoHeartbeat)
+	write := e.must(200, "POST", "/v1/memory_stores/"+st.ID+"/memories", sec.SessionsToken, api.CreateMemoryRequest{Path: "/a.md", Content: "x"}, nil)
+
+	logged := out.String()
+	for name, secret := range map[string]string{"API key": e.apiKey, "environment key": envKey, "sessions token": sec.SessionsToken, "work secret": *work.Secret} {
+		if strings.Contains(logged, secret) {
+			t.Errorf("the log holds the %s", name)
+		}
+	}
+	token, err := e.db.CredentialByHash(context.Background(), HashSecret(sec.SessionsToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(logged), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %s", line)
+		}
+		if rec["msg"] != "http request" {
+			continue
+		}
+		if rec["credential_id"] == nil || rec["credential_id"] == "" {
+			t.Errorf("an authenticated request's access line has no credential_id: %s", line)
+		}
+		if rec["request_id"] == write.header.Get("request-id") {
+			found = true
+			if rec["credential_id"] != token.ID {
+				t.Errorf("the token's write is logged as credential %v, want %s", rec["credential_id"], token.ID)
+			}
+		}
+		if strings.HasSuffix(rec["path"].(string), "/work/poll") && rec["worker_id"] != "host-1" {
+			t.Errorf("the poll's access line lacks its worker_id: %s", line)
+		}
+	}
+	if !found {
+		t.Fatal("no access line carries the request-id of the token's write")
+	}
+}
