@@ -111,8 +111,8 @@ type SessionResource struct {
 }
 
 // SessionResourceParams is one entry of CreateSessionRequest.Resources. Only
-// memory_store resources are accepted on self-hosted environments; Extra keeps
-// the fields of other types so the refusal can name them.
+// memory_store resources are accepted on self-hosted environments; the
+// fields of other types are not read, as the server refuses them by type.
 type SessionResourceParams struct {
 	Type          string  `json:"type"`
 	MemoryStoreID string  `json:"memory_store_id,omitempty"`
