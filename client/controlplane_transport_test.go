@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -323,6 +324,34 @@ func TestStreamEventsCancel(t *testing.T) {
 	cancel()
 	if s.Next() || !errors.Is(s.Err(), context.Canceled) {
 		t.Errorf("after cancel: err = %v, want context.Canceled", s.Err())
+	}
+}
+
+func TestStreamEventsEndsASilentConnection(t *testing.T) {
+	// A server that answers, sends one keep-alive, then goes silent with
+	// the connection open: a dead peer that TCP has not noticed.
+	block := make(chan struct{})
+	defer close(block)
+	_, c, _ := fixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		io.WriteString(w, ": keepalive\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	})
+	s, err := c.StreamEvents(context.Background(), "sesn_1", client.StreamEventsParams{IdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Next() || !errors.Is(s.Err(), client.ErrStreamIdle) {
+		t.Fatalf("after the silence: err = %v, want ErrStreamIdle", s.Err())
+	}
+	if !strings.Contains(s.Err().Error(), "reconnect") {
+		t.Errorf("err = %v, want it to say what to do", s.Err())
 	}
 }
 

@@ -56,13 +56,21 @@ type StreamEventsParams struct {
 	// ended. Servers that do not resume send only new events, so a caller
 	// that must miss nothing also lists the history after connecting.
 	LastEventID string
+	// IdleTimeout ends the stream with ErrStreamIdle when nothing at all,
+	// not even a keep-alive, arrives for this long: a connection that died
+	// without a word is otherwise noticed only by TCP, many minutes later.
+	// 0 means DefaultStreamIdleTimeout; a negative value never times out,
+	// for a server that sends no keep-alives.
+	IdleTimeout time.Duration
 }
 
 // StreamEvents opens a session's live event stream (Server-Sent Events).
 // Connecting is retried like any GET; once connected, a dropped stream is
 // not re-opened behind the caller's back: Next returns false, and the caller
-// reconnects with the stream's LastEventID when it wants more. The stream
-// lives as long as ctx, so do not bound it with a client-wide timeout.
+// reconnects with the stream's LastEventID when it wants more. A stream
+// that stays silent for longer than p.IdleTimeout ends the same way, with
+// ErrStreamIdle. The stream lives as long as ctx, so do not bound it with a
+// client-wide timeout.
 func (c *Client) StreamEvents(ctx context.Context, sessionID string, p StreamEventsParams) (*EventStream, error) {
 	path, err := route("/v1/sessions/{session_id}/events/stream", sessionID)
 	if err != nil {
@@ -82,7 +90,14 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, p StreamEve
 			return nil, fmt.Errorf("client: GET %s: expected an event stream, got Content-Type %q; check that the base URL points at the API", path, ct)
 		}
 	}
-	return &EventStream{body: res.Body, rd: newSSEReader(res.Body, maxSSELine), lastID: p.LastEventID}, nil
+	body := res.Body
+	switch {
+	case p.IdleTimeout == 0:
+		body = watchIdle(body, DefaultStreamIdleTimeout, time.Now, realAfter)
+	case p.IdleTimeout > 0:
+		body = watchIdle(body, p.IdleTimeout, time.Now, realAfter)
+	}
+	return &EventStream{body: body, rd: newSSEReader(body, maxSSELine), lastID: p.LastEventID}, nil
 }
 
 // EventStream reads a session's events as they happen:
