@@ -29,11 +29,13 @@ import (
 	"github.com/memstore/memstore/api"
 )
 
-// Protocol constants sent on every request. The beta names select the
-// Managed Agents API surface on Anthropic's servers; memstore accepts and
-// ignores them.
+// Protocol constants sent on every request. APIVersion is the one the
+// official Go SDK (v2.15.0), the reference client of this API, sends, so
+// Anthropic's servers treat this client's requests as they treat the SDK's.
+// The beta names select the Managed Agents API surface there; memstore
+// accepts and ignores both headers.
 const (
-	APIVersion        = "2023-06-01"
+	APIVersion        = "2026-10-21"
 	BetaManagedAgents = "managed-agents-2026-04-01"
 	BetaAgentMemory   = "agent-memory-2026-07-22"
 )
