@@ -60,7 +60,10 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "ANTHROPIC_WORKDIR", "ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_MAX_IDLE", "ANTHROPIC_MEMORY_SYNC_INTERVAL"} {
 		t.Setenv(v, "")
 	}
-	data := t.TempDir()
+	// A relative --data, as in the README: the hint must still work
+	// from another folder.
+	t.Chdir(t.TempDir())
+	data := "memstore-data"
 	start := func() (out *syncBuffer, stop func() int) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out = &syncBuffer{}
@@ -145,5 +148,12 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	}
 	if strings.Contains(again.String(), "Generated the admin API key") {
 		t.Errorf("a restart generated a new admin key")
+	}
+	// Keys are shown once, when they are made; a restart says where they are.
+	if envKey := field(out.String(), "environment key"); !strings.HasPrefix(envKey, "sk-memstore-env-") || strings.Contains(again.String(), envKey) {
+		t.Errorf("environment key %q: want it shown on the first start only:\n%s", envKey, again)
+	}
+	if abs, _ := filepath.Abs(data); !strings.Contains(again.String(), "MEMSTORE_DATA="+abs+"\n") {
+		t.Errorf("the hint does not give the data folder as an absolute path:\n%s", again)
 	}
 }

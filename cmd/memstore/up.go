@@ -89,9 +89,18 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	onForceQuit(ctx, w.Abandon)
 
-	envNote := "reused from " + filepath.Join(o.dataDir, "up.json")
+	// Like the admin key, the environment key is shown once, when it is
+	// made; afterwards the output (which a service manager may keep) only
+	// says where it is.
+	statePath := filepath.Join(o.dataDir, "up.json")
+	envNote, envKey := "reused from "+statePath, "in "+statePath
 	if fresh {
-		envNote = "created; saved in " + filepath.Join(o.dataDir, "up.json")
+		envNote, envKey = "created; saved in "+statePath, st.EnvironmentKey+" (saved in "+statePath+")"
+	}
+	// The hint is pasted in another terminal, maybe in another folder.
+	dataDir, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, `memstore is up: one server and one worker in this process.
   API              %s
@@ -103,9 +112,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 Next, in another terminal (the CLI finds this server and its admin key through these):
   export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
   memstore agent create notes-bot
+  memstore store create notes
   memstore session create --env %s --agent <agent id> --store <store id> --message '<script>'
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, st.EnvironmentKey, cfg.Workdir, cfg.MountRoot, rs.baseURL, o.dataDir, st.EnvironmentID)
+`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, rs.baseURL, dataDir, st.EnvironmentID)
 	return w.Run(ctx)
 }
 
