@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -337,20 +334,6 @@ func patchMetadata(field string, stored map[string]string, patch map[string]*str
 		return nil, err
 	}
 	return out, nil
-}
-
-// decodeOptionalJSON is decodeJSON for endpoints whose body may be absent
-// (the official SDK sends no body on some POSTs).
-func decodeOptionalJSON(r *http.Request, v any) error {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return bodyError(err)
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decodeJSON(r, v)
 }
 
 // Resume lets the runtime react once to every session that is not

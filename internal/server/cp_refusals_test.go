@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -224,4 +226,37 @@ func TestControlPlaneRefusalsSayWhatToDo(t *testing.T) {
 		{"work metadata empty key", "POST", item, k, map[string]any{"metadata": map[string]any{"": "x"}}, 400, api.InvalidRequest, []string{"metadata", "empty key"}},
 		{"stop body not an object", "POST", item + "/stop", key, "force", 400, api.InvalidRequest, []string{"JSON object"}},
 	})
+}
+
+// Names, titles and messages are text the server stores as sent, like
+// memory content: a body that is not UTF-8, or that escapes half a
+// surrogate pair, is refused rather than stored with U+FFFD in place of
+// what the client sent.
+func TestControlPlaneBodiesMustBeUnicode(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	for _, c := range []struct{ name, path, body, want string }{
+		{"environment name not UTF-8", "/v1/environments", "{\"name\":\"a\xffb\"}", "not valid UTF-8"},
+		{"agent name with a lone surrogate", "/v1/agents", `{"name":"a\ud800","model":"scripted"}`, "surrogate"},
+		{"message not UTF-8", "/v1/sessions/" + sess.ID + "/events", "{\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"\xc3\"}]}]}", "not valid UTF-8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.cpSnapshot()
+			req, _ := http.NewRequest("POST", e.hs.URL+c.path, strings.NewReader(c.body))
+			req.Header.Set("x-api-key", e.apiKey)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 400 || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), string(api.InvalidRequest)) {
+				t.Fatalf("%d %s; want 400 invalid_request_error saying %q", res.StatusCode, b, c.want)
+			}
+			if e.cpSnapshot() != before {
+				t.Fatal("a refused body changed the control plane")
+			}
+		})
+	}
 }

@@ -73,7 +73,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	var body createMemoryBody
-	if err := decodeText(r, &body); err != nil {
+	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
 	if body.Path == nil {
@@ -139,7 +139,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	var body updateMemoryBody
-	if err := decodeText(r, &body); err != nil {
+	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
 	if body.Content == nil && body.Path == nil {

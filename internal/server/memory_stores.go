@@ -98,7 +98,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	var body createStoreBody
-	if err := decodeText(r, &body); err != nil {
+	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
 	if body.Name == nil {
@@ -207,7 +207,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	var body api.UpdateMemoryStoreRequest
-	if err := decodeText(r, &body); err != nil {
+	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
 	if body.Name != nil {

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -123,16 +121,9 @@ func intParam(r *http.Request, name string) (int, error) {
 	return n, nil
 }
 
-// decodeText reads a JSON body that carries user text (memory content,
-// names). It refuses bytes that are not UTF-8 and escaped lone surrogates
-// (\ud800) before decoding, because encoding/json would silently replace
-// both with U+FFFD: the server would then store, and hash, text the client
-// never sent, and a client comparing hashes would see a conflict forever.
-func decodeText(r *http.Request, v any) error {
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return bodyError(err)
-	}
+// checkUnicode refuses a body that is not UTF-8 or that escapes half of a
+// surrogate pair, naming the offset.
+func checkUnicode(raw []byte) error {
 	if !utf8.Valid(raw) {
 		i := 0
 		for i < len(raw) {
@@ -147,8 +138,7 @@ func decodeText(r *http.Request, v any) error {
 	if off := loneSurrogate(raw); off >= 0 {
 		return apiErrorf(invalidRequest, "request body has an unpaired UTF-16 surrogate escape at byte %d; text must be valid Unicode, so encode characters outside the BMP as a surrogate pair or as UTF-8", off)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	return decodeJSON(r, v)
+	return nil
 }
 
 // loneSurrogate returns the offset of a \uD800–\uDFFF escape inside a JSON

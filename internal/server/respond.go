@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,7 +61,36 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // trailing data is a 400 naming the problem; a body over the cap is a 413.
 // Unknown fields are ignored, as clients may send newer fields.
 func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	return decodeBody(raw, v)
+}
+
+// decodeOptionalJSON is decodeJSON for endpoints whose body may be absent
+// (the official SDK sends no body on some POSTs).
+func decodeOptionalJSON(r *http.Request, v any) error {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	return decodeBody(raw, v)
+}
+
+// decodeBody decodes a whole body into v. Text is taken byte for byte:
+// bytes that are not UTF-8 and escaped lone surrogates (\ud800) are refused
+// first, because encoding/json would silently replace both with U+FFFD, and
+// the server would then store (and, for memories, hash) text the client
+// never sent; a client comparing hashes would see a conflict forever.
+func decodeBody(raw []byte, v any) error {
+	if err := checkUnicode(raw); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(v); err != nil {
 		return bodyError(err)
 	}
