@@ -1,30 +1,24 @@
 package worker
 
-// The real parts the worker's tests run against: memstore's server on
-// httptest over a real SQLite file, with an admin key, an environment and
-// its key, and a scripted agent; real folders for the workdir and mounts.
+// The real parts the worker's tests run against: memstore's server
+// (internal/testserver: httptest over a real SQLite file), with an
+// environment and its key and a scripted agent; real folders for the
+// workdir and mounts.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/server"
-	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testserver"
 )
-
-const testAdminKey = "sk-memstore-worker-test"
 
 // serverClock is the server's clock: real time plus an offset a test can
 // push forward, to make a lease lapse without waiting for it.
@@ -45,60 +39,28 @@ func (c *serverClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// testServer is a running memstore server.
+// testServer is a running memstore server and its clock.
 type testServer struct {
-	URL   string
+	*testserver.Server
 	clock *serverClock
-	// wrap, when set, sits in front of the real handler (to cut streams).
-	wrap atomic.Pointer[func(http.Handler) http.Handler]
 }
 
 // startServer starts a server whose sessions mount stores under
-// mountPrefix ("" for /mnt/memory, the default).
+// mountPrefix ("" for /mnt/memory, the default). Its streams send no
+// keepalives, so that a test's log holds only what the worker did.
 func startServer(t *testing.T, mountPrefix string) *testServer {
 	t.Helper()
-	ctx := context.Background()
-	ts := &testServer{clock: &serverClock{}}
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: ts.clock.now})
-	if err != nil {
-		t.Fatal(err)
+	clock := &serverClock{}
+	return &testServer{
+		Server: testserver.Start(t, testserver.Options{Now: clock.now, MountPrefix: mountPrefix, StreamKeepalive: time.Hour}),
+		clock:  clock,
 	}
-	var h http.Handler
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if wrap := ts.wrap.Load(); wrap != nil {
-			(*wrap)(h).ServeHTTP(w, r)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	ts.URL = "http://" + hs.Listener.Addr().String()
-	srv := server.New(server.Config{
-		Store: db, Logger: slog.New(slog.DiscardHandler), Now: ts.clock.now,
-		PublicBaseURL: ts.URL, MountPrefix: mountPrefix, StreamKeepalive: time.Hour,
-	})
-	h = srv.Handler()
-	if _, _, err := srv.BootstrapAdminKey(ctx, testAdminKey); err != nil {
-		t.Fatal(err)
-	}
-	hs.Start()
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		db.Close()
-	})
-	return ts
 }
 
 // testClient is a client of ts whose retries do not sleep.
 func testClient(t *testing.T, ts *testServer, opts ...client.Option) *client.Client {
 	t.Helper()
-	policy := client.DefaultRetryPolicy
-	policy.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
-	c, err := client.New(ts.URL, append([]client.Option{client.WithRetryPolicy(policy)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return ts.Client(t, opts...)
 }
 
 // fixture is an environment with a key and a scripted agent on a server.
@@ -115,7 +77,7 @@ func newFixture(t *testing.T, mountPrefix string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	srv := startServer(t, mountPrefix)
-	admin := testClient(t, srv, client.WithAPIKey(testAdminKey))
+	admin := srv.Admin(t)
 	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
 	if err != nil {
 		t.Fatal(err)

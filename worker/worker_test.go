@@ -78,7 +78,7 @@ func cutStreams(ts *testServer, n int32, d time.Duration) *atomic.Int32 {
 			h.ServeHTTP(w, r)
 		})
 	}
-	ts.wrap.Store(&wrap)
+	ts.Wrap(wrap)
 	return &cut
 }
 

@@ -1,0 +1,115 @@
+// Package testserver starts memstore's real server for the tests of the
+// packages that talk to it (client, memsync, worker): the real handler on
+// httptest, a real SQLite file in the test's temporary folder, and an
+// admin API key bootstrapped as an operator's would be. It is a package of
+// its own, not a copy in each test harness, so that a change to how a
+// server is assembled reaches every such test at once.
+package testserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+)
+
+// DefaultAdminKey is the admin API key of a server started without one.
+const DefaultAdminKey = "sk-memstore-test-admin"
+
+// Options configure Start. The zero value is a server on the real clock
+// that mounts sessions' stores under /mnt/memory.
+type Options struct {
+	// Now is the clock of the server and of its database; nil is time.Now.
+	Now func() time.Time
+	// MountPrefix is the server's --mount-prefix; "" is /mnt/memory.
+	MountPrefix string
+	// StreamKeepalive is how often an idle event stream sends a comment;
+	// 0 is the server's default.
+	StreamKeepalive time.Duration
+	// AdminKey is the admin API key; "" is DefaultAdminKey.
+	AdminKey string
+}
+
+// Server is a running memstore server, closed when the test ends.
+type Server struct {
+	// URL is the base URL, also the api_base_url of its work secrets.
+	URL      string
+	AdminKey string
+	wrap     atomic.Pointer[func(http.Handler) http.Handler]
+}
+
+// Start starts a server for t.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: o.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{AdminKey: o.AdminKey}
+	if s.AdminKey == "" {
+		s.AdminKey = DefaultAdminKey
+	}
+	var h http.Handler
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wrap := s.wrap.Load(); wrap != nil {
+			(*wrap)(h).ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	s.URL = "http://" + hs.Listener.Addr().String()
+	srv := server.New(server.Config{
+		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
+		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive,
+	})
+	h = srv.Handler()
+	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
+		t.Fatal(err)
+	}
+	hs.Start()
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		db.Close()
+	})
+	return s
+}
+
+// Wrap puts mw in front of the real handler for the requests that follow,
+// to cut streams or lose responses on purpose; nil takes it away.
+func (s *Server) Wrap(mw func(http.Handler) http.Handler) {
+	if mw == nil {
+		s.wrap.Store(nil)
+		return
+	}
+	s.wrap.Store(&mw)
+}
+
+// Client is a client of s with opts (no credential unless opts give one)
+// whose retries do not sleep, so that a test of a retried failure does not
+// wait out real backoffs.
+func (s *Server) Client(t testing.TB, opts ...client.Option) *client.Client {
+	t.Helper()
+	policy := client.DefaultRetryPolicy
+	policy.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+	c, err := client.New(s.URL, append([]client.Option{client.WithRetryPolicy(policy)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Admin is a client of s with its admin API key.
+func (s *Server) Admin(t testing.TB) *client.Client {
+	t.Helper()
+	return s.Client(t, client.WithAPIKey(s.AdminKey))
+}
