@@ -85,7 +85,7 @@ func TestInvalidPathsAreRefused(t *testing.T) {
 			t.Errorf("RemoveFile(%q) = %v, want ErrInvalidPath", rel, err)
 		}
 	}
-	if err := r.WriteFile("a/"+tempPrefix+"x", []byte("x"), Precondition{}); !errors.Is(err, ErrInvalidPath) {
+	if err := r.WriteFile("a/"+TempPrefix+"x", []byte("x"), Precondition{}); !errors.Is(err, ErrInvalidPath) {
 		t.Errorf("writing a temporary name = %v, want ErrInvalidPath", err)
 	}
 	files, _, err := r.Walk()
@@ -573,7 +573,7 @@ func TestWalkReportsSkipped(t *testing.T) {
 	must(os.Symlink(outside, filepath.Join(r.Dir(), "sub/dirlink")))
 	must(unix.Mkfifo(filepath.Join(r.Dir(), "sub/fifo"), 0o600))
 	must(os.WriteFile(filepath.Join(r.Dir(), "bad\xffname"), []byte("x"), 0o600))
-	must(os.WriteFile(filepath.Join(r.Dir(), "sub", tempPrefix+"0123"), []byte("x"), 0o600))
+	must(os.WriteFile(filepath.Join(r.Dir(), "sub", TempPrefix+"0123"), []byte("x"), 0o600))
 
 	files, skipped, err := r.Walk()
 	if err != nil {
@@ -588,7 +588,7 @@ func TestWalkReportsSkipped(t *testing.T) {
 	want := map[string]error{
 		"bad\xffname":                ErrBadName,
 		"filelink":                   ErrSymlink,
-		"sub/" + tempPrefix + "0123": ErrTempFile,
+		"sub/" + TempPrefix + "0123": ErrTempFile,
 		"sub/dirlink":                ErrSymlink,
 		"sub/fifo":                   ErrNotRegular,
 	}

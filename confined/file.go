@@ -153,7 +153,7 @@ func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 	case pre.Absent && pre.SHA256 != "":
 		err = errBadPrecondition
 	case IsTempName(segs[len(segs)-1]):
-		err = fmt.Errorf("%w: names starting with %q are reserved for temporary files", ErrInvalidPath, tempPrefix)
+		err = fmt.Errorf("%w: names starting with %q are reserved for temporary files", ErrInvalidPath, TempPrefix)
 	}
 	if err != nil {
 		return &fs.PathError{Op: op, Path: rel, Err: err}
@@ -210,7 +210,7 @@ func createTemp(dirfd int) (string, *os.File, error) {
 	var rnd [8]byte
 	for range 10 {
 		_, _ = rand.Read(rnd[:])
-		name := tempPrefix + hex.EncodeToString(rnd[:])
+		name := TempPrefix + hex.EncodeToString(rnd[:])
 		fd, err := openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue

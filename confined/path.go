@@ -35,14 +35,15 @@ var (
 	ErrTempFile = errors.New("is a temporary file of an interrupted write")
 )
 
-// tempPrefix starts the name of every temporary file an atomic write makes.
-// Walk reports such files as skipped instead of listing them, so a leftover
-// from a crash is never uploaded as a memory.
-const tempPrefix = ".memstore-tmp-"
+// TempPrefix starts the name of every temporary file an atomic write makes,
+// here and in any other writer into a store's folder (the agent's file
+// tools). Walk reports such files as skipped instead of listing them, so a
+// leftover from a crash is never uploaded as a memory.
+const TempPrefix = ".memstore-tmp-"
 
 // IsTempName reports whether a file name (one path segment) is one of the
 // temporary names [Root.WriteFile] uses.
-func IsTempName(name string) bool { return strings.HasPrefix(name, tempPrefix) }
+func IsTempName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 
 // split validates a relative path and returns its segments.
 func split(rel string) ([]string, error) {

@@ -16,17 +16,14 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/memstore/memstore/confined"
 )
 
 // markerName is the file that binds a memory folder to its store (SPEC §5).
 // write and edit refuse it: an agent that rewrote it would silently stop the
 // folder from syncing.
 const markerName = ".anthropic-memory-store"
-
-// tempPrefix starts the name of the temporary file of an atomic write. The
-// memory sync skips names with this prefix, so a temporary file left by a
-// crash is never uploaded as a memory.
-const tempPrefix = ".memstore-tmp-"
 
 type readInput struct {
 	FilePath  string  `json:"file_path"`
@@ -309,7 +306,9 @@ func (o *opened) replace(name string, data []byte) error {
 	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	tmp := path.Join(dir, tempPrefix+hex.EncodeToString(nonce[:]))
+	// The memory sync skips names with confined's temporary prefix, so a
+	// temporary file left by a crash is never uploaded as a memory.
+	tmp := path.Join(dir, confined.TempPrefix+hex.EncodeToString(nonce[:]))
 	f, err := o.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("%s: %s", name, fsErr(err))

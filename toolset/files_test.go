@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/memstore/memstore/confined"
 )
 
 func TestReadReturnsTheFileAsIs(t *testing.T) {
@@ -163,7 +165,7 @@ func assertMode(t *testing.T, name string, want os.FileMode) {
 func assertNoTempFiles(t *testing.T, dir string) {
 	t.Helper()
 	for name := range snapshot(t, dir) {
-		if strings.HasPrefix(filepath.Base(name), tempPrefix) {
+		if confined.IsTempName(filepath.Base(name)) {
 			t.Fatalf("temporary file %s left behind", name)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/memsync"
 )
 
 // fixture is a session laid out in real folders:
@@ -254,11 +254,10 @@ func TestNewChecksTheConfig(t *testing.T) {
 	}
 }
 
-// The memory sync skips leftovers of interrupted writes by their name; ours
-// must carry the prefix it looks for.
-func TestTempFilesAreOnesTheSyncSkips(t *testing.T) {
-	if !confined.IsTempName(tempPrefix + "0123456789abcdef") {
-		t.Fatalf("confined does not recognise %q as a temporary file", tempPrefix)
+// write and edit protect the file the memory sync trusts a folder by.
+func TestTheProtectedMarkerIsTheSyncs(t *testing.T) {
+	if markerName != memsync.MarkerName {
+		t.Fatalf("the tools protect %q, but the sync's marker is %q", markerName, memsync.MarkerName)
 	}
 }
 
