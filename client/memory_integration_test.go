@@ -19,6 +19,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testenv"
 )
 
 func sha(s string) string {
@@ -278,7 +279,7 @@ func TestRefusalsAgainstServer(t *testing.T) {
 
 	_, err := c.With(client.WithAPIKey("sk-wrong")).GetMemoryStore(ctx, "memstore_x")
 	wantAPIError(t, err, 401, api.Authentication)
-	_, err = c.With(client.WithBearerToken(adminKey)).ListMemoryStores(ctx, client.ListMemoryStoresParams{})
+	_, err = c.With(client.WithBearerToken(testenv.AdminKey)).ListMemoryStores(ctx, client.ListMemoryStoresParams{})
 	if err != nil {
 		t.Errorf("the API key as a bearer token: %v", err)
 	}
@@ -321,7 +322,7 @@ func TestLostResponseOfGuardedUpdate(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	rs.wrap.Store(&wrap)
+	rs.Wrap(wrap)
 
 	v1 := "v1"
 	got := must(c.UpdateMemory(ctx, store.ID, m.ID, api.UpdateMemoryRequest{Content: &v1, Precondition: &api.Precondition{Type: "content_sha256", ContentSHA256: m.ContentSHA256}})).ok(t)

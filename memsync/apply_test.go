@@ -115,7 +115,7 @@ func TestApplyRefusalIsRememberedUntilTheFileChanges(t *testing.T) {
 	if got := state["/a.md"]; got.Held != sha("edited") || got.Base != sha("a") {
 		t.Fatalf("state %+v, want the refused sha held", got)
 	}
-	if w := e.logs.records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 1 || w[0]["path"] != "/a.md" {
+	if w := e.logs.Records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 1 || w[0]["path"] != "/a.md" {
 		t.Fatalf("refusal warning: %v", w)
 	}
 	m.rec.take()

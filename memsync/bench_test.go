@@ -3,6 +3,7 @@ package memsync_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -120,10 +121,7 @@ var discard = slog.New(slog.DiscardHandler)
 // measures the sync rather than the logging.
 func (e *env) quietSession(root string) *benchMount {
 	e.t.Helper()
-	c, err := client.New(e.url, client.WithAPIKey(e.key), client.WithRetryPolicy(instant))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c := e.sessionClient(http.DefaultTransport)
 	s, err := memsync.NewSession(memsync.SessionConfig{
 		Client: c,
 		Now:    e.clock.Now,

@@ -1,16 +1,12 @@
 package memsync_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,64 +16,9 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/server"
-	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/memsync"
 )
-
-// clock is the injected time of the server and of every session.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// logBuffer collects JSON log records from every session of a test.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the records at level whose message contains msg.
-func (l *logBuffer) records(t testing.TB, level slog.Level, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(l.buf.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line is not JSON: %q", line)
-		}
-		if rec["level"] == level.String() && strings.Contains(rec["msg"].(string), msg) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // recorder is the sessions' HTTP transport: it forwards to the real test
 // server, records every request, and lets a test cut a connection after the
@@ -122,46 +63,38 @@ func (r *recorder) take() []string {
 	return out
 }
 
-// env is a real memstore server on httptest with a real SQLite file, one
+// env is a real memstore server with a clock stopped at a fixed time, one
 // store, and an admin client that plays "another writer".
 type env struct {
 	t       testing.TB
 	ctx     context.Context
-	clock   *clock
-	url     string
-	key     string
+	clock   *testenv.Clock
+	srv     *testenv.Server
 	admin   *client.Client
 	storeID string
-	logs    *logBuffer
+	logs    *testenv.LogBuffer // JSON records, from every session
 }
 
+// instant retries like the worker does, without waiting.
 var instant = client.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	ctx := t.Context()
-	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: clk.Now})
+	clk := testenv.NewClock(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))
+	srv := testenv.StartServer(t, testenv.Options{Clock: clk})
+	admin := srv.Admin(t, client.WithRetryPolicy(instant))
+	st, err := admin.CreateMemoryStore(t.Context(), api.CreateMemoryStoreRequest{Name: "Notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	srv := server.New(server.Config{Store: db, Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
-	key, _, err := srv.BootstrapAdminKey(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	admin, err := client.New(ts.URL, client.WithAPIKey(key), client.WithRetryPolicy(instant))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "Notes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, ctx: ctx, clock: clk, url: ts.URL, key: key, admin: admin, storeID: st.ID, logs: &logBuffer{}}
+	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &testenv.LogBuffer{}}
+}
+
+// sessionClient is a client for a session's sync, with the admin key (the
+// server's scopes are tested elsewhere) and rt as its transport.
+func (e *env) sessionClient(rt http.RoundTripper) *client.Client {
+	e.t.Helper()
+	return e.srv.Admin(e.t, client.WithRetryPolicy(instant), client.WithHTTPClient(&http.Client{Transport: rt}))
 }
 
 // put writes a memory as another writer would: created, or updated without
@@ -261,15 +194,12 @@ func deletions(d memsync.DeletionMode) mountOption {
 func (e *env) session(root string, opts ...mountOption) *mount {
 	e.t.Helper()
 	rec := &recorder{}
-	c, err := client.New(e.url, client.WithAPIKey(e.key), client.WithRetryPolicy(instant), client.WithHTTPClient(&http.Client{Transport: rec}))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c := e.sessionClient(rec)
 	sm := memsync.StoreMount{MemoryStoreID: e.storeID, Name: "Notes", MountPath: "/mnt/memory/notes", Dir: filepath.Join(root, "notes")}
 	cfg := memsync.SessionConfig{
 		Client: c,
 		Now:    e.clock.Now,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: e.logs.JSON(),
 	}
 	for _, o := range opts {
 		o(&cfg, &sm)

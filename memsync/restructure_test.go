@@ -90,7 +90,7 @@ func TestAFileAndAMemoryThatCannotCoexistAreBothKeptAndReported(t *testing.T) {
 	m.Sync(e.ctx)
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/x/y.md": "the agent's"})
 	equal(t, "server", e.server(), map[string]string{"/x": "another writer's"})
-	w := e.logs.records(t, slog.LevelWarn, "the memory /x is in its way")
+	w := e.logs.Records(t, slog.LevelWarn, "the memory /x is in its way")
 	if len(w) != 1 || w[0]["path"] != "/x/y.md" || !strings.Contains(w[0]["msg"].(string), "rename the file") {
 		t.Fatalf("conflict warning (once, for the file): %v\n%s", w, e.logs)
 	}

@@ -94,7 +94,7 @@ func TestTwoMountsSeeEachOthersEdits(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.dir, "gone.md")); !os.IsNotExist(err) {
 		t.Fatalf("gone.md is still in a's folder: %v", err)
 	}
-	if w := e.logs.records(t, slog.LevelWarn, ""); len(w) != 0 {
+	if w := e.logs.Records(t, slog.LevelWarn, ""); len(w) != 0 {
 		t.Fatalf("edits taking turns logged warnings: %v", w)
 	}
 }
@@ -114,7 +114,7 @@ func TestConflictKeepsTheServerVersionAndWarns(t *testing.T) {
 	if got := e.versions(); got != before+1 {
 		t.Fatalf("%d versions after the conflict, want %d (only the human's)", got, before+1)
 	}
-	warns := e.logs.records(t, slog.LevelWarn, "server version wins")
+	warns := e.logs.Records(t, slog.LevelWarn, "server version wins")
 	if len(warns) != 1 {
 		t.Fatalf("conflict warnings: %v\nlog:\n%s", warns, e.logs)
 	}
@@ -159,7 +159,7 @@ func TestSymlinksAreNeverFollowedOrUploaded(t *testing.T) {
 	if w := writes(m.rec.take()); len(w) != 0 {
 		t.Fatalf("the sync sent %v with symlinks in the folder", w)
 	}
-	if w := e.logs.records(t, slog.LevelWarn, "memories at or under it are not synced"); len(w) != 1 || w[0]["path"] != "/docs" {
+	if w := e.logs.Records(t, slog.LevelWarn, "memories at or under it are not synced"); len(w) != 1 || w[0]["path"] != "/docs" {
 		t.Fatalf("want one warning about /docs hiding a memory, got %v\nlog:\n%s", w, e.logs)
 	}
 	// The links are left in place, untouched.
@@ -192,7 +192,7 @@ func TestLocalDeleteReachesTheServerOnlyAfterTheWindow(t *testing.T) {
 	if w := writes(m.rec.take()); len(w) != 1 || !strings.HasPrefix(w[0], "DELETE ") {
 		t.Fatalf("the corroborated delete sent %v, want one DELETE", w)
 	}
-	if r := e.logs.records(t, slog.LevelInfo, "deleted the memory on the server"); len(r) != 1 || r[0]["path"] != "/drop.md" {
+	if r := e.logs.Records(t, slog.LevelInfo, "deleted the memory on the server"); len(r) != 1 || r[0]["path"] != "/drop.md" {
 		t.Fatalf("delete log: %v", r)
 	}
 }
@@ -233,10 +233,10 @@ func TestLostUploadResponsesCreateNoDuplicateAndNoConflict(t *testing.T) {
 	}
 	m.rec.cut = nil
 	equal(t, "server", e.server(), map[string]string{"/old.md": "v2", "/new.md": "created"})
-	if w := e.logs.records(t, slog.LevelWarn, "got no answer"); len(w) != 2 {
+	if w := e.logs.Records(t, slog.LevelWarn, "got no answer"); len(w) != 2 {
 		t.Fatalf("warnings about the cut uploads: %v", w)
 	}
-	warned := len(e.logs.records(t, slog.LevelWarn, ""))
+	warned := len(e.logs.Records(t, slog.LevelWarn, ""))
 
 	// The agent edits both files again before the next sync. That sync's
 	// listing shows the lost uploads landed: it must read them as its own
@@ -249,7 +249,7 @@ func TestLostUploadResponsesCreateNoDuplicateAndNoConflict(t *testing.T) {
 	want := map[string]string{"/old.md": "v3", "/new.md": "created, then edited"}
 	equal(t, "server", e.server(), want)
 	equal(t, "folder", folder(t, m.dir), want)
-	if w := e.logs.records(t, slog.LevelWarn, ""); len(w) != warned {
+	if w := e.logs.Records(t, slog.LevelWarn, ""); len(w) != warned {
 		t.Fatalf("warnings after the lost responses were settled: %v", w[warned:])
 	}
 	if got := e.versions(); got != before+4 {
@@ -292,7 +292,7 @@ func TestWipedFolderIsRebuiltWithoutRemoteDeletes(t *testing.T) {
 			if w := writes(m.rec.take()); len(w) != 0 {
 				t.Fatalf("the rebuild sent %v", w)
 			}
-			if w := e.logs.records(t, slog.LevelWarn, "rebuilding the folder"); len(w) != 1 {
+			if w := e.logs.Records(t, slog.LevelWarn, "rebuilding the folder"); len(w) != 1 {
 				t.Fatalf("rebuild warnings: %v", w)
 			}
 			// The rebuilt folder is trusted again: a later edit goes up.
@@ -499,7 +499,7 @@ func TestMountRefusals(t *testing.T) {
 			if reqs := m.rec.take(); len(reqs) != 0 {
 				t.Fatalf("a refused mount sent %v", reqs)
 			}
-			logged := e.logs.records(t, slog.LevelError, err.Error())
+			logged := e.logs.Records(t, slog.LevelError, err.Error())
 			if len(logged) != 1 || logged[0]["memory_store_id"] != e.storeID || logged[0]["folder"] != m.dir {
 				t.Fatalf("refusal log: %v", logged)
 			}
@@ -618,7 +618,7 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 		if rep.FinalSync.Ran || rep.Flush.Changes != 2 || len(rep.Removed) != 1 {
 			t.Fatalf("report %+v", rep)
 		}
-		if w := e.logs.records(t, slog.LevelWarn, "local edit is not uploaded at the end of the session"); len(w) != 1 || w[0]["path"] != "/c.md" {
+		if w := e.logs.Records(t, slog.LevelWarn, "local edit is not uploaded at the end of the session"); len(w) != 1 || w[0]["path"] != "/c.md" {
 			t.Fatalf("flush conflict warning: %v", w)
 		}
 		for _, r := range writes(m.rec.take()) {
@@ -643,7 +643,7 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 		if rep.Flush.Failed != 2 || rep.Flush.Changes != 0 {
 			t.Fatalf("flush report %+v", rep.Flush)
 		}
-		w := e.logs.records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
+		w := e.logs.Records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
 		if len(w) != 1 || fmt.Sprint(w[0]["paths"]) != "[/a.md /b.md]" {
 			t.Fatalf("flush failure summary: %v", w)
 		}
@@ -675,7 +675,7 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 		if rep.Flush.Changes != 0 {
 			t.Fatalf("flush report %+v", rep.Flush)
 		}
-		w := e.logs.records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
+		w := e.logs.Records(t, slog.LevelWarn, "local edits could not be uploaded at the end of the session")
 		if len(w) != 1 || fmt.Sprint(w[0]["paths"]) != "[/a.md /x/y.md]" {
 			t.Fatalf("lost edits summary: %v\n%s", w, e.logs)
 		}
@@ -693,11 +693,11 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 		}
 		equal(t, "kept folder", folder(t, m.dir), map[string]string{"/a.md": "edited after the marker changed"})
 		equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
-		if w := e.logs.records(t, slog.LevelWarn, "the folder was kept"); len(w) != 1 || w[0]["folder"] != m.dir {
+		if w := e.logs.Records(t, slog.LevelWarn, "the folder was kept"); len(w) != 1 || w[0]["folder"] != m.dir {
 			t.Fatalf("kept warning: %v", w)
 		}
 		// The untrusted marker was warned about once, though two syncs saw it.
-		if w := e.logs.records(t, slog.LevelWarn, "so the folder may not be this store's"); len(w) != 1 {
+		if w := e.logs.Records(t, slog.LevelWarn, "so the folder may not be this store's"); len(w) != 1 {
 			t.Fatalf("marker warnings: %d, want 1\n%s", len(w), e.logs)
 		}
 	})
@@ -733,7 +733,7 @@ func TestEndCountsWhatTheTimeLimitCutOff(t *testing.T) {
 	if rep.Flush.CutOff != 3 || rep.Flush.Changes != 0 {
 		t.Fatalf("flush report %+v, want 3 cut off", rep.Flush)
 	}
-	w := e.logs.records(t, slog.LevelWarn, "the flush of this memory store ran out of its 1s: 3 planned changes were not made")
+	w := e.logs.Records(t, slog.LevelWarn, "the flush of this memory store ran out of its 1s: 3 planned changes were not made")
 	if len(w) != 1 {
 		t.Fatalf("cut-off warning: %v\n%s", w, e.logs)
 	}
@@ -777,7 +777,7 @@ func TestDeletionModes(t *testing.T) {
 				memsync.DeletionsDisabled: "memory_sync_deletions is disabled",
 			}[mode]
 			// Said once, though every sync (and the final one) finds it again.
-			if r := e.logs.records(t, slog.LevelInfo, want); len(r) != 1 || r[0]["path"] != "/a.md" {
+			if r := e.logs.Records(t, slog.LevelInfo, want); len(r) != 1 || r[0]["path"] != "/a.md" {
 				t.Fatalf("%d log records %q, want 1:\n%s", len(r), want, e.logs)
 			}
 		})
@@ -807,7 +807,7 @@ func TestOneFailingStoreDoesNotStopTheOthers(t *testing.T) {
 		s.Sync(e.ctx)
 		equal(t, "server", e.server(), map[string]string{"/n.md": fmt.Sprint("edit ", i)})
 	}
-	w := e.logs.records(t, slog.LevelWarn, "cannot list the store's memories")
+	w := e.logs.Records(t, slog.LevelWarn, "cannot list the store's memories")
 	if len(w) != 1 || w[0]["memory_store_id"] != other.ID {
 		t.Fatalf("want one warning about the deleted store, got %v", w)
 	}
@@ -837,7 +837,7 @@ func TestCaseCollisionsAreNeverMerged(t *testing.T) {
 	if w := writes(m.rec.take()); len(w) != 0 {
 		t.Fatalf("syncs sent %v", w)
 	}
-	if w := e.logs.records(t, slog.LevelWarn, "differ only in letter case"); len(w) != 1 {
+	if w := e.logs.Records(t, slog.LevelWarn, "differ only in letter case"); len(w) != 1 {
 		t.Fatalf("collision warnings: %v", w)
 	}
 	// Renaming one spelling away ends the collision.
@@ -858,7 +858,7 @@ func TestArchivedStoreRefusalIsRememberedNotResent(t *testing.T) {
 	if w := writes(m.rec.take()); len(w) != 2 {
 		t.Fatalf("first sync sent %v, want one update and one create", w)
 	}
-	if w := e.logs.records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 2 {
+	if w := e.logs.Records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 2 {
 		t.Fatalf("refusal warnings: %v", w)
 	}
 	for range 2 {
@@ -905,7 +905,7 @@ func TestAnEditDuringARebuildIsTheAgents(t *testing.T) {
 			m.Sync(e.ctx)
 			want := map[string]string{"/a": "a file now", "/c.md": "c, the agent's", "/d.md": "d"}
 			equal(t, "folder after the rebuild", folder(t, m.dir), want)
-			if w := e.logs.records(t, slog.LevelWarn, "server version wins"); len(w) != 0 {
+			if w := e.logs.Records(t, slog.LevelWarn, "server version wins"); len(w) != 0 {
 				t.Fatalf("the agent's edit was taken for a conflict: %v", w)
 			}
 			m.End(e.ctx, true)
