@@ -14,7 +14,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 func TestEnvironmentsAndAgentsAgainstServer(t *testing.T) {
@@ -96,7 +96,7 @@ type workerSetup struct {
 	session       *api.Session
 }
 
-func setupWorker(t *testing.T, rs *testenv.Server) workerSetup {
+func setupWorker(t *testing.T, rs *testserver.Server) workerSetup {
 	t.Helper()
 	ctx := context.Background()
 	admin := adminClient(t, rs)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 func sha(s string) string {
@@ -279,7 +279,7 @@ func TestRefusalsAgainstServer(t *testing.T) {
 
 	_, err := c.With(client.WithAPIKey("sk-wrong")).GetMemoryStore(ctx, "memstore_x")
 	wantAPIError(t, err, 401, api.Authentication)
-	_, err = c.With(client.WithBearerToken(testenv.AdminKey)).ListMemoryStores(ctx, client.ListMemoryStoresParams{})
+	_, err = c.With(client.WithBearerToken(testserver.DefaultAdminKey)).ListMemoryStores(ctx, client.ListMemoryStoresParams{})
 	if err != nil {
 		t.Errorf("the API key as a bearer token: %v", err)
 	}

@@ -1,6 +1,6 @@
 package client_test
 
-// The real server for integration tests (internal/testenv): the real
+// The real server for integration tests (internal/testserver): the real
 // handler on httptest, a real SQLite file in t.TempDir(), the admin API key
 // bootstrapped as an operator would.
 
@@ -11,17 +11,17 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // startServer starts the real server, on real time.
-func startServer(t *testing.T) *testenv.Server {
+func startServer(t *testing.T) *testserver.Server {
 	t.Helper()
-	return testenv.StartServer(t, testenv.Options{})
+	return testserver.Start(t, testserver.Options{MountPrefix: t.TempDir()})
 }
 
 // adminClient is a client with the admin key whose retries do not sleep.
-func adminClient(t *testing.T, rs *testenv.Server) *client.Client {
+func adminClient(t *testing.T, rs *testserver.Server) *client.Client {
 	t.Helper()
 	return rs.Admin(t)
 }

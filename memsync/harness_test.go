@@ -1,11 +1,14 @@
 package memsync_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +19,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -63,16 +66,69 @@ func (r *recorder) take() []string {
 	return out
 }
 
-// env is a real memstore server with a clock stopped at a fixed time, one
-// store, and an admin client that plays "another writer".
+// clock is the injected time of the server and of every session.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// logBuffer collects JSON log records from every session of a test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Records returns the records at level whose message contains msg.
+func (l *logBuffer) Records(t testing.TB, level slog.Level, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(l.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if m, _ := rec["msg"].(string); rec["level"] == level.String() && strings.Contains(m, msg) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// env is a real memstore server (internal/testserver) on a clock stopped
+// at a fixed time, one store, and an admin client that plays "another
+// writer".
 type env struct {
 	t       testing.TB
 	ctx     context.Context
-	clock   *testenv.Clock
-	srv     *testenv.Server
+	clock   *clock
+	srv     *testserver.Server
 	admin   *client.Client
 	storeID string
-	logs    *testenv.LogBuffer // JSON records, from every session
+	logs    *logBuffer
 }
 
 // instant retries like the worker does, without waiting.
@@ -80,21 +136,21 @@ var instant = client.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, tim
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	clk := testenv.NewClock(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))
-	srv := testenv.StartServer(t, testenv.Options{Clock: clk})
-	admin := srv.Admin(t, client.WithRetryPolicy(instant))
+	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	srv := testserver.Start(t, testserver.Options{Now: clk.Now})
+	admin := srv.Client(t, client.WithAPIKey(srv.AdminKey), client.WithRetryPolicy(instant))
 	st, err := admin.CreateMemoryStore(t.Context(), api.CreateMemoryStoreRequest{Name: "Notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &testenv.LogBuffer{}}
+	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &logBuffer{}}
 }
 
 // sessionClient is a client for a session's sync, with the admin key (the
 // server's scopes are tested elsewhere) and rt as its transport.
 func (e *env) sessionClient(rt http.RoundTripper) *client.Client {
 	e.t.Helper()
-	return e.srv.Admin(e.t, client.WithRetryPolicy(instant), client.WithHTTPClient(&http.Client{Transport: rt}))
+	return e.srv.Client(e.t, client.WithAPIKey(e.srv.AdminKey), client.WithRetryPolicy(instant), client.WithHTTPClient(&http.Client{Transport: rt}))
 }
 
 // put writes a memory as another writer would: created, or updated without
@@ -199,7 +255,7 @@ func (e *env) session(root string, opts ...mountOption) *mount {
 	cfg := memsync.SessionConfig{
 		Client: c,
 		Now:    e.clock.Now,
-		Logger: e.logs.JSON(),
+		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {
 		o(&cfg, &sm)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -55,7 +54,7 @@ func newModel(t *rapid.T, shared *env, root string) *model {
 		t.Fatal(err)
 	}
 	e := *shared
-	e.storeID, e.logs = st.ID, &testenv.LogBuffer{}
+	e.storeID, e.logs = st.ID, &logBuffer{}
 	md := &model{t: t, e: &e}
 	for _, p := range modelPaths {
 		if rapid.Bool().Draw(t, "initial "+p) {
