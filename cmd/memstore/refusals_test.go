@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,6 +204,34 @@ func TestUsageNeverPrintsACredentialFromTheEnvironment(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), "Usage") {
 			t.Errorf("memstore %s printed no usage:\n%s", strings.Join(args, " "), stderr.String())
+		}
+	}
+}
+
+// The README and the worker's own log line say --memory-sync-interval=-1
+// runs sessions without memory: any negative value disables it, so a
+// negative number needs no unit. A positive one still does.
+func TestMemorySyncIntervalOfMinusOneDisablesMemory(t *testing.T) {
+	for _, tc := range []struct {
+		value    string
+		disabled bool
+		refused  bool
+	}{
+		{"-1", true, false},
+		{"-1s", true, false},
+		{"15s", false, false},
+		{"15", false, true},
+		{"-x", false, true},
+	} {
+		f := workerFlags{baseURL: "http://127.0.0.1:1", syncInterval: tc.value, syncDeletions: "enabled", maxIdle: "60s"}
+		cfg, err := f.config(slog.New(slog.DiscardHandler))
+		switch {
+		case tc.refused && (err == nil || !strings.Contains(err.Error(), "--memory-sync-interval")):
+			t.Errorf("%q: err %v, want a refusal naming the flag", tc.value, err)
+		case !tc.refused && err != nil:
+			t.Errorf("%q: refused: %v", tc.value, err)
+		case !tc.refused && (cfg.MemorySyncInterval < 0) != tc.disabled:
+			t.Errorf("%q: interval %v, want disabled=%v", tc.value, cfg.MemorySyncInterval, tc.disabled)
 		}
 	}
 }

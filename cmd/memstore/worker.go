@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,8 +80,13 @@ func (f *workerFlags) envKey() string {
 func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	var cfg worker.Config
 	interval, err := time.ParseDuration(f.syncInterval)
+	if n, nerr := strconv.Atoi(f.syncInterval); err != nil && nerr == nil && n < 0 {
+		// Any negative value disables memory, so its unit does not
+		// matter: take the -1 the docs and the log lines suggest.
+		interval, err = -1, nil
+	}
 	if err != nil {
-		return cfg, fmt.Errorf("--memory-sync-interval %q: a duration such as 15s or 1m (negative disables memory)", f.syncInterval)
+		return cfg, fmt.Errorf("--memory-sync-interval %q: a duration such as 15s or 1m (negative, such as -1, disables memory)", f.syncInterval)
 	}
 	deletions, err := memsync.ParseDeletionMode(f.syncDeletions)
 	if err != nil {
