@@ -55,7 +55,10 @@
 // is a graceful stop too: the running call is cancelled and its result
 // posted, the memory flushed within its bound (no final sync: the session
 // did not end), the item force-stopped. The session then waits idle with
-// requires_action for the next worker.
+// requires_action for the next worker. A program that cannot wait for that
+// (a second Ctrl-C) calls [Worker.Abandon] before it exits, which logs what
+// quitting loses: the item is left to its lease, and the edits not yet
+// uploaded stay in folders that must be removed by hand.
 //
 // Poll errors are sorted once: 401, 403, 404 and other refusals that a
 // retry cannot change end Run with an error saying what to check; network
