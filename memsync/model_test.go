@@ -38,11 +38,14 @@ type model struct {
 	t *rapid.T
 	e *env
 	m *mount
-	// mid, when set, is run once, just before the next sync's listing is
-	// sent: after the sync scanned the folder, before it acts. (Set before
-	// Sync and cleared after it returns, so the store's goroutine reads it
-	// safely.)
-	mid func()
+	// mid, when set, is run once during the next sync, around its listing:
+	// just before it is sent (after the scan, so the listing sees a
+	// server change but the scan missed a local one), or, with midAfter,
+	// once its answer is in (after the plan's inputs, before its actions).
+	// (Set before Sync and cleared after it returns, so the store's
+	// goroutine reads them safely.)
+	mid      func()
+	midAfter bool
 	// cut drops the response of every write the next sync sends, after
 	// the server applied it.
 	cut bool
@@ -62,21 +65,26 @@ func newModel(t *rapid.T, shared *env, root string) *model {
 		}
 	}
 	md.m = e.mount(root)
-	md.m.rec.before = md.beforeRequest
-	md.m.rec.cut = func(r *http.Request) bool { return md.cut && r.Method != http.MethodGet }
+	md.m.rec.before = func(r *http.Request) error {
+		md.duringListing(r, false)
+		return nil
+	}
+	md.m.rec.cut = func(r *http.Request) bool {
+		md.duringListing(r, true)
+		return md.cut && r.Method != http.MethodGet
+	}
 	return md
 }
 
-// beforeRequest runs the pending mid-sync edit on the sync's listing, the
-// one request every sync sends between its scan and its actions.
-func (md *model) beforeRequest(r *http.Request) error {
-	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/memories") && r.URL.Query().Get("view") == string(api.ViewBasic) {
-		if f := md.mid; f != nil {
-			md.mid = nil // once: a retried listing is the same sync
-			f()
-		}
+// duringListing runs the pending mid-sync edit at its moment of the sync's
+// listing, the one request every sync sends between its scan and its
+// actions.
+func (md *model) duringListing(r *http.Request, answered bool) {
+	listing := r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/memories") && r.URL.Query().Get("view") == string(api.ViewBasic)
+	if f := md.mid; f != nil && listing && md.midAfter == answered {
+		md.mid = nil // once: a retried listing is the same sync
+		f()
 	}
-	return nil
 }
 
 // localWrite is the agent writing a file with its shell. A path the folder's
@@ -201,6 +209,7 @@ func (md *model) step(remote bool) {
 	case "sync":
 		if rapid.Bool().Draw(md.t, "edit during the sync") {
 			md.mid = md.edit(remote)
+			md.midAfter = rapid.Bool().Draw(md.t, "edit after the listing")
 		}
 		md.cut = rapid.IntRange(0, 3).Draw(md.t, "lose responses") == 0
 		md.m.Sync(md.e.ctx)
