@@ -19,10 +19,13 @@ const DefaultStreamIdleTimeout = 45 * time.Second
 // keep-alive, for longer than its idle timeout. It is transient: reconnect.
 var ErrStreamIdle = errors.New("no data from the server, not even a keep-alive, for longer than the stream's idle timeout, so the connection is presumed dead; reconnect")
 
-// idleBody ends a response body that has been silent for longer than limit:
-// it closes the body, which unblocks a pending Read, and every Read from
-// then on fails with ErrStreamIdle. Any byte counts as life, keep-alive
-// comments included, which the SSE reader then drops.
+// idleBody ends a response body on which a reader has been waiting for
+// longer than limit without a byte: it closes the body, which unblocks the
+// pending Read, and every Read from then on fails with ErrStreamIdle. Any
+// byte counts as life, keep-alive comments included, which the SSE reader
+// then drops. Only time spent waiting in Read counts: a caller busy
+// elsewhere (a worker listing a long history right after connecting) finds
+// what arrived meanwhile in the socket's buffer, not a timeout.
 type idleBody struct {
 	rc    io.ReadCloser
 	limit time.Duration
@@ -32,7 +35,7 @@ type idleBody struct {
 	after func(d time.Duration, f func()) (stop func() bool)
 
 	mu      sync.Mutex
-	last    time.Time // when the last byte arrived (or the stream opened)
+	waiting time.Time // when the pending Read started waiting; zero when none is
 	stop    func() bool
 	expired bool
 	closed  bool
@@ -41,23 +44,27 @@ type idleBody struct {
 func realAfter(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 func watchIdle(rc io.ReadCloser, limit time.Duration, now func() time.Time, after func(time.Duration, func()) func() bool) *idleBody {
-	b := &idleBody{rc: rc, limit: limit, now: now, after: after, last: now()}
+	b := &idleBody{rc: rc, limit: limit, now: now, after: after}
 	b.mu.Lock()
 	b.stop = after(limit, b.check)
 	b.mu.Unlock()
 	return b
 }
 
-// check runs when the timer fires. Reads do not reset the timer, they only
-// note the time, so a stream that is busy costs no timer work; the timer is
-// re-armed for whatever is left of the limit since the last byte.
+// check runs when the timer fires. Reads do not touch the timer, they only
+// note when they start waiting, so a busy stream costs no timer work; the
+// timer is re-armed for whatever is left of the limit.
 func (b *idleBody) check() {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return
 	}
-	if idle := b.now().Sub(b.last); idle < b.limit {
+	idle := time.Duration(0)
+	if !b.waiting.IsZero() {
+		idle = b.now().Sub(b.waiting)
+	}
+	if idle < b.limit {
 		b.stop = b.after(b.limit-idle, b.check)
 		b.mu.Unlock()
 		return
@@ -67,15 +74,21 @@ func (b *idleBody) check() {
 	_ = b.rc.Close()
 }
 
+// Read is called by one goroutine at a time, as bufio.Scanner does.
 func (b *idleBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.expired {
+		b.mu.Unlock()
+		return 0, ErrStreamIdle
+	}
+	b.waiting = b.now()
+	b.mu.Unlock()
 	n, err := b.rc.Read(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.waiting = time.Time{}
 	if b.expired {
 		return n, ErrStreamIdle
-	}
-	if n > 0 {
-		b.last = b.now()
 	}
 	return n, err
 }

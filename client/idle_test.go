@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -52,47 +53,89 @@ func (f *fakeTimer) lastArmed() time.Duration {
 	return f.armed[len(f.armed)-1]
 }
 
-func TestIdleBodyEndsASilentStreamOnly(t *testing.T) {
+// reading starts a Read of b in the background and returns once it waits
+// for data, with a channel for its outcome.
+func reading(t *testing.T, b *idleBody) <-chan readResult {
+	t.Helper()
+	out := make(chan readResult, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := b.Read(buf)
+		out <- readResult{string(buf[:n]), err}
+	}()
+	for {
+		b.mu.Lock()
+		started := !b.waiting.IsZero()
+		b.mu.Unlock()
+		if started {
+			return out
+		}
+		runtime.Gosched()
+	}
+}
+
+type readResult struct {
+	data string
+	err  error
+}
+
+func TestIdleBodyEndsAStreamThatKeepsAReaderWaiting(t *testing.T) {
 	clk := &fakeTimer{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
 	pr, pw := io.Pipe()
 	b := watchIdle(pr, 45*time.Second, clk.Now, clk.after)
 	if clk.lastArmed() != 45*time.Second {
 		t.Fatalf("first timer %v, want the whole limit", clk.lastArmed())
 	}
-	read := func() (string, error) {
-		buf := make([]byte, 64)
-		n, err := b.Read(buf)
-		return string(buf[:n]), err
-	}
 
-	// A keep-alive 30 s in: when the timer fires at 45 s, the stream has
-	// been silent for 15 s only, so the timer is re-armed for the rest.
+	// A keep-alive after 30 s of waiting; the next read waits 15 s when
+	// the timer fires: re-armed for the 30 s left.
+	got := reading(t, b)
 	clk.advance(30 * time.Second)
-	go pw.Write([]byte(": keepalive\n\n"))
-	if got, err := read(); got != ": keepalive\n\n" || err != nil {
-		t.Fatalf("read %q, %v", got, err)
+	pw.Write([]byte(": keepalive\n\n"))
+	if r := <-got; r.data != ": keepalive\n\n" || r.err != nil {
+		t.Fatalf("read %q, %v", r.data, r.err)
 	}
+	got = reading(t, b)
 	clk.advance(15 * time.Second)
 	clk.fireTimer()
 	if clk.lastArmed() != 30*time.Second {
-		t.Fatalf("re-armed for %v, want the 30 s left since the keep-alive", clk.lastArmed())
+		t.Fatalf("re-armed for %v, want the 30 s left of the limit", clk.lastArmed())
 	}
 
-	// Then silence for the whole limit: the body is closed under a
-	// pending read, which fails with ErrStreamIdle, and so does every
-	// read after it.
-	done := make(chan error, 1)
-	go func() { _, err := read(); done <- err }()
+	// Then nothing for the whole limit: the body is closed under the
+	// waiting read, which fails with ErrStreamIdle, as does every read
+	// after it.
 	clk.advance(30 * time.Second)
 	clk.fireTimer()
-	if err := <-done; !errors.Is(err, ErrStreamIdle) {
-		t.Fatalf("pending read after the limit = %v, want ErrStreamIdle", err)
+	if r := <-got; !errors.Is(r.err, ErrStreamIdle) {
+		t.Fatalf("waiting read after the limit = %v, want ErrStreamIdle", r.err)
 	}
-	if _, err := read(); !errors.Is(err, ErrStreamIdle) {
+	if _, err := b.Read(make([]byte, 8)); !errors.Is(err, ErrStreamIdle) {
 		t.Fatalf("later read = %v, want ErrStreamIdle", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
+	}
+}
+
+func TestIdleBodyDoesNotCountTimeNobodyReads(t *testing.T) {
+	// The caller is busy elsewhere for two whole limits (a worker lists a
+	// long history before it reads the stream): no timeout; what arrived
+	// meanwhile is there to read.
+	clk := &fakeTimer{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	pr, pw := io.Pipe()
+	b := watchIdle(pr, 45*time.Second, clk.Now, clk.after)
+	for range 2 {
+		clk.advance(45 * time.Second)
+		clk.fireTimer()
+	}
+	if clk.lastArmed() != 45*time.Second || b.expired {
+		t.Fatalf("with no reader waiting: re-armed for %v, expired %v; want the whole limit again, not expired", clk.lastArmed(), b.expired)
+	}
+	got := reading(t, b)
+	pw.Write([]byte("data: x\n\n"))
+	if r := <-got; r.data != "data: x\n\n" || r.err != nil {
+		t.Fatalf("read %q, %v", r.data, r.err)
 	}
 }
 
