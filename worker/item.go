@@ -171,6 +171,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	// bash and everything it started are killed before the last sync reads
 	// the folders.
 	defer ts.Close()
+	w.setTools(active, ts)
 
 	afterCall := func(context.Context) {}
 	if mem != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -461,17 +463,20 @@ func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 }
 
 // A program that quits without waiting for the item to wind down (a
-// second Ctrl-C during the flush) first asks Abandon to log what that
+// second Ctrl-C during the flush) first calls Abandon. It logs what that
 // loses: one line per item still served, naming it and the folders that
 // keep the edits not yet uploaded, which the next session of those stores
-// would refuse to mount over. Once the item is let go there is nothing to
-// say.
+// would refuse to mount over. And it kills the item's shell, which would
+// otherwise outlive the worker, still running the agent's command. Once
+// the item is let go there is nothing to say.
 func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &logBuffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", nil)
-	sess := f.session(script(api.ScriptEndIdle, startedMarker("started")), attach(st, api.AccessReadWrite))
+	sess := f.session(script(api.ScriptEndIdle,
+		toolCall("bash", map[string]any{"command": "echo $$ > shell.pid; touch started; sleep 120", "timeout_ms": 300000})),
+		attach(st, api.AccessReadWrite))
 	w := f.worker(cfg)
 	work := f.claim()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -479,7 +484,19 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	go func() { done <- w.RunItem(ctx, Item{Work: work}) }()
 	waitStarted(t, cfg.Workdir, "started")
 
+	b, err := os.ReadFile(filepath.Join(cfg.Workdir, "shell.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	w.Abandon()
+	if err := syscall.Kill(shell, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the agent's shell (pid %d) outlived Abandon: %v", shell, err)
+	}
 	line := logs.line("quitting before the work item was let go")
 	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID,
 		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "remove"} {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -100,11 +101,12 @@ type Worker struct {
 	active map[*activeItem]struct{} // the items being served, for Abandon
 }
 
-// activeItem is an item being served: its log (with its ids) and the
-// folders its stores are mounted in.
+// activeItem is an item being served: its log (with its ids), the folders
+// its stores are mounted in, and its tools once they are set up.
 type activeItem struct {
 	log     *slog.Logger
 	folders []string
+	tools   io.Closer
 }
 
 // track records an item as being served until the returned func is called.
@@ -126,24 +128,39 @@ func (w *Worker) setFolders(a *activeItem, folders []string) {
 	w.mu.Unlock()
 }
 
-// Abandon logs what quitting the process now would lose, for each item the
-// worker is still serving: a program that cannot wait for Run or RunItem
-// to return (memstore's second Ctrl-C, during a flush that may take a
-// minute) calls it right before it exits. The item is not stopped, so the
-// server offers it again once its lease lapses; the memory edits not yet
-// uploaded stay in the store folders, which the next session of those
-// stores refuses to mount over until someone removes them.
+func (w *Worker) setTools(a *activeItem, tools io.Closer) {
+	w.mu.Lock()
+	a.tools = tools
+	w.mu.Unlock()
+}
+
+// Abandon prepares the process to quit now, for a program that cannot wait
+// for Run or RunItem to return (memstore's second Ctrl-C, during a flush
+// that may take a minute) and calls it right before it exits. For each item
+// still served it logs what quitting loses — the item is not stopped, so
+// the server offers it again once its lease lapses; the memory edits not
+// yet uploaded stay in the store folders, which the next session of those
+// stores refuses to mount over until someone removes them — and it kills
+// the item's shell, which would otherwise outlive the worker, still
+// running the agent's command. The worker must not be used afterwards.
 func (w *Worker) Abandon() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	var tools []io.Closer
 	for a := range w.active {
 		if len(a.folders) == 0 {
 			a.log.Error("quitting before the work item was let go: it is not stopped, so the server offers it again once its lease lapses")
-			continue
+		} else {
+			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
+				"folders", a.folders,
+				"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
 		}
-		a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
-			"folders", a.folders,
-			"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
+		if a.tools != nil {
+			tools = append(tools, a.tools)
+		}
+	}
+	w.mu.Unlock()
+	for _, t := range tools {
+		t.Close()
 	}
 }
 
