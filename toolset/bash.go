@@ -189,15 +189,24 @@ func (t *Toolset) dropShell(sh *shell, why string) {
 	}
 }
 
-// scrubbedEnv is the worker's environment without ANTHROPIC_* variables: the
-// environment key and work secret live there, and the shell is driven by the
-// model.
+// credentialPrefixes name the variables the shell never inherits: the
+// worker's ANTHROPIC_* (environment key, work secret) and memstore's own
+// MEMSTORE_* (the admin key under 'memstore up'). The shell is driven by the
+// model, so a credential in its environment is a credential handed to it.
+var credentialPrefixes = []string{"ANTHROPIC_", "MEMSTORE_"}
+
+// scrubbedEnv is the worker's environment without the credentialPrefixes
+// variables.
 func scrubbedEnv() []string {
 	var env []string
+next:
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(strings.ToUpper(kv), "ANTHROPIC_") {
-			env = append(env, kv)
+		for _, p := range credentialPrefixes {
+			if strings.HasPrefix(strings.ToUpper(kv), p) {
+				continue next
+			}
 		}
+		env = append(env, kv)
 	}
 	return env
 }

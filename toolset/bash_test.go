@@ -236,13 +236,14 @@ func TestBashOutputKeepsHeadAndTail(t *testing.T) {
 
 func TestBashKeepsCredentialsOutOfTheShell(t *testing.T) {
 	t.Setenv("ANTHROPIC_ENVIRONMENT_KEY", "sk-secret")
-	t.Setenv("MEMSTORE_TEST_VISIBLE", "visible")
+	t.Setenv("MEMSTORE_ADMIN_KEY", "sk-memstore-secret")
+	t.Setenv("TOOLSET_TEST_VISIBLE", "visible")
 	f := newFixture(t)
-	if got := wantOK(t, f.run(t, "bash", in("command", `echo "[$ANTHROPIC_ENVIRONMENT_KEY][$MEMSTORE_TEST_VISIBLE]"`))); got != "[][visible]\n" {
+	if got := wantOK(t, f.run(t, "bash", in("command", `echo "[$ANTHROPIC_ENVIRONMENT_KEY][$MEMSTORE_ADMIN_KEY][$TOOLSET_TEST_VISIBLE]"`))); got != "[][][visible]\n" {
 		t.Fatalf("environment = %q", got)
 	}
 	g := newFixture(t, func(c *Config) { c.BashEnv = []string{"PATH=" + os.Getenv("PATH"), "ONLY=this"} })
-	if got := wantOK(t, g.run(t, "bash", in("command", `echo "[$ONLY][$MEMSTORE_TEST_VISIBLE]"`))); got != "[this][]\n" {
+	if got := wantOK(t, g.run(t, "bash", in("command", `echo "[$ONLY][$TOOLSET_TEST_VISIBLE]"`))); got != "[this][]\n" {
 		t.Fatalf("BashEnv did not replace the environment: %q", got)
 	}
 }

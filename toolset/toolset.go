@@ -73,7 +73,8 @@
 // working directory: cwd, variables and functions carry over between calls.
 // It runs without a terminal, reads commands from a pipe, and gives each
 // command /dev/null as stdin. It is not confined, and it does not get the
-// worker's ANTHROPIC_* variables. Run the worker in a sandbox.
+// worker's ANTHROPIC_* or MEMSTORE_* variables (credentials). Run the worker
+// in a sandbox.
 //
 // POSIX only.
 package toolset
@@ -140,9 +141,9 @@ type Config struct {
 	MaxBashTimeout time.Duration
 	// BashEnv, when non-nil, is the whole environment of the shell
 	// ("KEY=value" entries). When nil the shell inherits the worker's
-	// environment without its ANTHROPIC_* variables, which hold the
-	// environment key and the work secret and have no business in a shell
-	// the model drives.
+	// environment without its ANTHROPIC_* and MEMSTORE_* variables, which
+	// hold the environment key, the work secret and the admin key and have
+	// no business in a shell the model drives.
 	BashEnv []string
 
 	// Logger receives the toolset's own events (shell started, killed).
