@@ -41,8 +41,6 @@ type Credentials interface {
 	// CredentialByHash returns the live (unrevoked) credential with that hash,
 	// or ErrNotFound.
 	CredentialByHash(ctx context.Context, hash string) (Credential, error)
-	// RevokeCredential marks a credential unusable from now on.
-	RevokeCredential(ctx context.Context, id string) error
 	// CountCredentials counts live credentials of a kind (the server asks
 	// whether an admin key exists yet).
 	CountCredentials(ctx context.Context, kind CredentialKind) (int, error)

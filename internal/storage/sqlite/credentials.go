@@ -47,18 +47,6 @@ func (s *DB) CredentialByHash(ctx context.Context, hash string) (storage.Credent
 	return c, nil
 }
 
-// RevokeCredential implements storage.Credentials.
-func (s *DB) RevokeCredential(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, formatTime(s.now()), id)
-	if err != nil {
-		return fmt.Errorf("revoke credential %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return storage.ErrNotFound
-	}
-	return nil
-}
-
 // CountCredentials implements storage.Credentials.
 func (s *DB) CountCredentials(ctx context.Context, kind storage.CredentialKind) (int, error) {
 	var n int

@@ -46,14 +46,4 @@ func testCredentials(t *testing.T, open Factory) {
 	if n, _ := s.CountCredentials(ctx, storage.APIKey); n != 1 {
 		t.Fatalf("CountCredentials(api_key) = %d, want 1", n)
 	}
-
-	if err := s.RevokeCredential(ctx, tok.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CredentialByHash(ctx, "hash-b"); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("revoked credential still found: %v", err)
-	}
-	if err := s.RevokeCredential(ctx, tok.ID); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("second revoke: err = %v, want ErrNotFound", err)
-	}
 }
