@@ -685,6 +685,81 @@ func TestHashCacheRereadsOnlyChangedFiles(t *testing.T) {
 	}
 }
 
+// TestHashCacheKeyIsSizeMtimeCtimeInode pins the cache key one field at a
+// time: a stat that differs from the cached one in any of size, mtime,
+// ctime, inode or device makes the file be read again, and the same stat
+// never does. Each field is the only witness of some change: ctime of an
+// in-place rewrite whose mtime was put back (cp -p, rsync -t, touch -r),
+// the inode of a replace-by-rename landing in the same timestamp tick,
+// the size of a truncation on a filesystem with coarse timestamps.
+func TestHashCacheKeyIsSizeMtimeCtimeInode(t *testing.T) {
+	r, _ := newRoot(t)
+	mustWrite(t, r, "a", "content of a")
+	later := time.Now().Add(time.Hour)
+	cache := NewHashCache(func() time.Time { return later })
+	files, _, err := r.Walk()
+	if err != nil || len(files) != 1 {
+		t.Fatalf("Walk = %v, %v", files, err)
+	}
+	info := files[0].Info
+	if _, err := cache.Sum(r, "a", info); err != nil {
+		t.Fatal(err)
+	}
+	same := info
+	if _, err := cache.Sum(r, "a", same); err != nil || cache.Reads() != 1 {
+		t.Fatalf("the same stat: %d reads in total, want 1 (%v)", cache.Reads(), err)
+	}
+	for _, c := range []struct {
+		field  string
+		change func(*FileInfo)
+	}{
+		{"size", func(fi *FileInfo) { fi.Size++ }},
+		{"mtime", func(fi *FileInfo) { fi.ModTime = fi.ModTime.Add(time.Nanosecond) }},
+		{"ctime", func(fi *FileInfo) { fi.ChangeTime = fi.ChangeTime.Add(time.Nanosecond) }},
+		{"inode", func(fi *FileInfo) { fi.Inode++ }},
+		{"device", func(fi *FileInfo) { fi.Device++ }},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			before := cache.Reads()
+			changed := info
+			c.change(&changed)
+			if _, err := cache.Sum(r, "a", changed); err != nil {
+				t.Fatal(err)
+			}
+			if cache.Reads() != before+1 {
+				t.Fatalf("a stat differing only in %s was served from the cache", c.field)
+			}
+			// The file was re-read and cached under its real stat again.
+			if _, err := cache.Sum(r, "a", info); err != nil || cache.Reads() != before+1 {
+				t.Fatalf("the real stat after the re-read: %d reads, want %d (%v)", cache.Reads(), before+1, err)
+			}
+		})
+	}
+
+	// The real case only ctime catches: same size, written in place, and
+	// the old mtime put back.
+	mtime := info.ModTime
+	if err := os.WriteFile(filepath.Join(r.Dir(), "a"), []byte("CONTENT OF A"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(r.Dir(), "a"), mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	files, _, err = r.Walk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := files[0].Info
+	if now.Size != info.Size || !now.ModTime.Equal(info.ModTime) || now.Inode != info.Inode {
+		t.Fatalf("the rewrite changed more than ctime: %+v, was %+v", now, info)
+	}
+	later = time.Now().Add(time.Hour)
+	d, err := cache.Sum(r, "a", now)
+	if err != nil || d.SHA256 != sum("CONTENT OF A") {
+		t.Fatalf("after an in-place rewrite with its mtime restored: %+v, %v; want the new content's digest", d, err)
+	}
+}
+
 // TestHashCacheDistrustsYoungFiles: a file changed within the racy window is
 // hashed again on every scan, since a second write in the same timestamp tick
 // would leave its stat unchanged.
