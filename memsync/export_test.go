@@ -3,6 +3,7 @@ package memsync
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/confined"
 )
@@ -34,4 +35,30 @@ func PretendCaseInsensitive(t *testing.T) {
 	old := probeCaseInsensitive
 	probeCaseInsensitive = func(*confined.Root) (bool, error) { return true, nil }
 	t.Cleanup(func() { probeCaseInsensitive = old })
+}
+
+// SettleHashCaches gives every store of the session a fresh hash cache
+// whose clock is an hour ahead, so that files written moments ago count as
+// settled and are cached once hashed: the state a folder reaches two
+// seconds after its last change, without waiting for it. Call it before
+// the first sync.
+func (s *Session) SettleHashCaches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	later := time.Now().Add(time.Hour)
+	for _, st := range s.stores {
+		st.cache = confined.NewHashCache(func() time.Time { return later })
+	}
+}
+
+// FilesHashed returns how many files the session's scans have read, over
+// all its stores.
+func (s *Session) FilesHashed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.stores {
+		n += st.cache.Reads()
+	}
+	return n
 }

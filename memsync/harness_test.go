@@ -36,12 +36,14 @@ type recorder struct {
 	// cut, when set, is asked about each request after the server
 	// answered it; true drops the response.
 	cut func(*http.Request) bool
+	// answered, when set, is given each response body the server sent.
+	answered func(req *http.Request, body []byte)
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, req.Method+" "+req.URL.Path)
-	cut, before := r.cut, r.before
+	cut, before, answered := r.cut, r.before, r.answered
 	r.mu.Unlock()
 	if before != nil {
 		if err := before(req); err != nil {
@@ -49,6 +51,15 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	res, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && answered != nil {
+		body, rerr := io.ReadAll(res.Body)
+		res.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		answered(req, body)
+		res.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	if err == nil && cut != nil && cut(req) {
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()

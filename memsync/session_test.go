@@ -1,6 +1,7 @@
 package memsync_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -336,10 +337,15 @@ func TestReadOnlyStorePullsButNeverPushes(t *testing.T) {
 	}
 }
 
+// An idle sync — nothing changed on either side — moves no memory content
+// and rewrites nothing: it sends one basic listing per 100 memories, whose
+// answers carry no content, and its scan reads no file, every digest coming
+// from the stat-keyed hash cache.
 func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 	e := newEnv(t)
 	fill(t, e, 101)
 	m := e.mount(t.TempDir())
+	m.SettleHashCaches()
 	stamp := func() map[string]time.Time {
 		out := map[string]time.Time{}
 		must(t, filepath.WalkDir(m.dir, func(p string, d fs.DirEntry, err error) error {
@@ -354,7 +360,29 @@ func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 		}))
 		return out
 	}
+	// The first sync hashes every file once: the cache starts empty.
+	m.Sync(e.ctx)
+	if got := m.FilesHashed(); got != 101 {
+		t.Fatalf("the first sync hashed %d files, want the 101 downloaded", got)
+	}
+	m.rec.take()
 	mtimes := stamp()
+	listed := 0
+	m.rec.answered = func(r *http.Request, body []byte) {
+		var page struct {
+			Data []map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Errorf("%s %s answered %q: %v", r.Method, r.URL, body, err)
+			return
+		}
+		for _, item := range page.Data {
+			listed++
+			if c, ok := item["content"]; ok && c != nil {
+				t.Errorf("an idle sync's listing carried the content of %v", item["path"])
+			}
+		}
+	}
 	for range 3 {
 		e.clock.Advance(memsync.DefaultInterval)
 		m.SyncIfDue(e.ctx)
@@ -367,6 +395,13 @@ func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 				t.Fatalf("an idle sync sent %s", r)
 			}
 		}
+		if got := m.FilesHashed(); got != 101 {
+			t.Fatalf("an idle sync read %d files, want none", got-101)
+		}
+	}
+	m.rec.answered = nil
+	if listed != 3*101 {
+		t.Fatalf("the idle syncs' listings held %d memories, want %d", listed, 3*101)
 	}
 	if after := stamp(); len(after) != len(mtimes) {
 		t.Fatal("the idle syncs changed the folder")
@@ -376,6 +411,15 @@ func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 				t.Fatalf("the idle syncs rewrote %s", k)
 			}
 		}
+	}
+	// An edit is read, and only that file.
+	writeFile(t, m.dir, "topic-3/note-0003.md", "edited")
+	m.Sync(e.ctx)
+	if got := m.FilesHashed(); got != 102 {
+		t.Fatalf("a sync after one edit read %d files, want 1", got-101)
+	}
+	if got := e.server()["/topic-3/note-0003.md"]; got != "edited" {
+		t.Fatalf("the edit did not reach the server: %q", got)
 	}
 }
 
