@@ -62,3 +62,6 @@ func (s *Session) FilesHashed() int {
 	}
 	return n
 }
+
+// EndTimeout is the bound of each of End's steps.
+func (s *Session) EndTimeout() time.Duration { return s.endTimeout }

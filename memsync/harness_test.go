@@ -252,6 +252,10 @@ func endTimeout(d time.Duration) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.EndTimeout = d }
 }
 
+func interval(d time.Duration) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Interval = d }
+}
+
 func deletions(d memsync.DeletionMode) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Deletions = d }
 }

@@ -423,24 +423,41 @@ func TestIdleSyncIsOneListingPerPageAndNoWrites(t *testing.T) {
 	}
 }
 
+// SyncIfDue syncs once the interval has passed since the last sync (or the
+// mount): 15 s unless configured — SPEC §5's default, spelled out here
+// rather than read from the constant, so that changing it fails a test.
 func TestSyncIfDueHonoursTheInterval(t *testing.T) {
-	e := newEnv(t)
-	m := e.mount(t.TempDir())
-	writeFile(t, m.dir, "a.md", "a")
-	e.clock.Advance(memsync.DefaultInterval - time.Second)
-	m.SyncIfDue(e.ctx)
-	if reqs := m.rec.take(); len(reqs) != 0 {
-		t.Fatalf("SyncIfDue before the interval sent %v", reqs)
-	}
-	e.clock.Advance(time.Second)
-	m.SyncIfDue(e.ctx)
-	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
-	// The interval restarts at the last sync.
-	writeFile(t, m.dir, "b.md", "b")
-	e.clock.Advance(memsync.DefaultInterval / 2)
-	m.SyncIfDue(e.ctx)
-	if _, ok := e.server()["/b.md"]; ok {
-		t.Fatal("SyncIfDue synced again before the interval passed")
+	for _, c := range []struct {
+		name     string
+		opts     []mountOption
+		interval time.Duration
+	}{
+		{"default", nil, 15 * time.Second},
+		{"configured", []mountOption{interval(time.Minute)}, time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			m := e.mount(t.TempDir(), c.opts...)
+			writeFile(t, m.dir, "a.md", "a")
+			e.clock.Advance(c.interval - time.Second)
+			m.SyncIfDue(e.ctx)
+			if reqs := m.rec.take(); len(reqs) != 0 {
+				t.Fatalf("SyncIfDue before the interval sent %v", reqs)
+			}
+			e.clock.Advance(time.Second)
+			m.SyncIfDue(e.ctx)
+			equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+			// The interval restarts at the last sync.
+			writeFile(t, m.dir, "b.md", "b")
+			e.clock.Advance(c.interval - time.Second)
+			m.SyncIfDue(e.ctx)
+			if _, ok := e.server()["/b.md"]; ok {
+				t.Fatal("SyncIfDue synced again before the interval passed")
+			}
+			e.clock.Advance(time.Second)
+			m.SyncIfDue(e.ctx)
+			equal(t, "server", e.server(), map[string]string{"/a.md": "a", "/b.md": "b"})
+		})
 	}
 }
 
@@ -449,7 +466,7 @@ func TestNewSessionIntervalRules(t *testing.T) {
 	base := func(iv time.Duration) memsync.SessionConfig {
 		return memsync.SessionConfig{Client: e.admin, Interval: iv, Stores: []memsync.StoreMount{{MemoryStoreID: e.storeID, Dir: filepath.Join(t.TempDir(), "s")}}}
 	}
-	for _, iv := range []time.Duration{0, memsync.MinInterval, time.Minute} {
+	for _, iv := range []time.Duration{0, 5 * time.Second, time.Minute} {
 		s, err := memsync.NewSession(base(iv))
 		if err != nil || s.Disabled() {
 			t.Fatalf("interval %v: %v, disabled %v", iv, err, s != nil && s.Disabled())
@@ -477,6 +494,20 @@ func TestNewSessionIntervalRules(t *testing.T) {
 	cfg.Stores = append(cfg.Stores, memsync.StoreMount{MemoryStoreID: "memstore_other", Dir: cfg.Stores[0].Dir})
 	if _, err := memsync.NewSession(cfg); err == nil || !strings.Contains(err.Error(), "would both be mounted at") {
 		t.Fatalf("two stores in one folder: %v", err)
+	}
+}
+
+// Each of End's steps gets 30 s unless configured (SPEC §5), spelled out
+// here rather than read from the constant.
+func TestEndStepsAreBoundedBy30sByDefault(t *testing.T) {
+	for cfg, want := range map[time.Duration]time.Duration{0: 30 * time.Second, 2 * time.Second: 2 * time.Second} {
+		s, err := memsync.NewSession(memsync.SessionConfig{EndTimeout: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.EndTimeout(); got != want {
+			t.Errorf("EndTimeout %v: each End step is bounded by %v, want %v", cfg, got, want)
+		}
 	}
 }
 
