@@ -787,40 +787,58 @@ func TestEndFinalSyncFlushAndDisposal(t *testing.T) {
 	})
 }
 
+// Each of End's steps stops at its time limit and says, per store, how
+// many changes it could not make and which paths they were; on a clean end
+// the final sync is cut off first and the flush still gets its own time.
 func TestEndCountsWhatTheTimeLimitCutOff(t *testing.T) {
-	e := newEnv(t)
-	e.put("/a.md", "a")
-	// Long enough for the flush's scan and listing on a loaded machine;
-	// the uploads then wait out the rest.
-	m := e.mount(t.TempDir(), endTimeout(time.Second))
-	writeFile(t, m.dir, "a.md", "a2")
-	writeFile(t, m.dir, "b.md", "b")
-	writeFile(t, m.dir, "c.md", "c")
-	// Uploads hang, unsent, until their context ends.
-	m.rec.before = func(r *http.Request) error {
-		if r.Method == http.MethodPost {
-			<-r.Context().Done()
-			return r.Context().Err()
-		}
-		return nil
+	for _, clean := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clean=%v", clean), func(t *testing.T) {
+			e := newEnv(t)
+			e.put("/a.md", "a")
+			// Long enough for a step's scan and listing on a loaded
+			// machine; the uploads then wait out the rest.
+			m := e.mount(t.TempDir(), endTimeout(time.Second))
+			writeFile(t, m.dir, "a.md", "a2")
+			writeFile(t, m.dir, "b.md", "b")
+			writeFile(t, m.dir, "c.md", "c")
+			// Uploads hang, unsent, until their context ends.
+			m.rec.before = func(r *http.Request) error {
+				if r.Method == http.MethodPost {
+					<-r.Context().Done()
+					return r.Context().Err()
+				}
+				return nil
+			}
+			rep := m.End(e.ctx, clean)
+			steps := map[string]memsync.StepReport{"flush": rep.Flush}
+			if clean {
+				steps["final sync"] = rep.FinalSync
+			} else if rep.FinalSync.Ran {
+				t.Fatalf("an unclean end ran the final sync: %+v", rep.FinalSync)
+			}
+			for name, step := range steps {
+				if !step.Ran || step.CutOff != 3 || step.Changes != 0 {
+					t.Fatalf("%s report %+v, want 3 cut off", name, step)
+				}
+				w := e.logs.Records(t, slog.LevelWarn, "the "+name+" of this memory store ran out of its 1s: 3 planned changes were not made")
+				if len(w) != 1 || w[0]["memory_store_id"] != e.storeID || w[0]["folder"] != m.dir {
+					t.Fatalf("%s cut-off warning: %v\n%s", name, w, e.logs)
+				}
+				var got []string
+				for _, p := range w[0]["paths"].([]any) {
+					got = append(got, p.(string))
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, []string{"/a.md", "/b.md", "/c.md"}) {
+					t.Fatalf("%s cut-off paths %v", name, got)
+				}
+			}
+			equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+			if len(rep.Removed) != 1 {
+				t.Fatalf("the folder was not removed after the steps ran out: %+v", rep)
+			}
+		})
 	}
-	rep := m.End(e.ctx, false)
-	if rep.Flush.CutOff != 3 || rep.Flush.Changes != 0 {
-		t.Fatalf("flush report %+v, want 3 cut off", rep.Flush)
-	}
-	w := e.logs.Records(t, slog.LevelWarn, "the flush of this memory store ran out of its 1s: 3 planned changes were not made")
-	if len(w) != 1 {
-		t.Fatalf("cut-off warning: %v\n%s", w, e.logs)
-	}
-	var got []string
-	for _, p := range w[0]["paths"].([]any) {
-		got = append(got, p.(string))
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"/a.md", "/b.md", "/c.md"}) {
-		t.Fatalf("cut-off paths %v", got)
-	}
-	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
 }
 
 func must(t testing.TB, err error) {
