@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/memstore/memstore/api"
+)
+
+// serveArgsVar carries the arguments of `memstore serve` into a child
+// process that TestServeHelperProcess turns into the real binary.
+const serveArgsVar = "MEMSTORE_TEST_SERVE_ARGS"
+
+// TestServeHelperProcess is not a test of its own: serveProcess runs the
+// test binary again with serveArgsVar set, and this function then becomes
+// `memstore <args>` through main, signal handling included, so that the
+// parent can send it real signals and read its exit status.
+func TestServeHelperProcess(t *testing.T) {
+	raw := os.Getenv(serveArgsVar)
+	if raw == "" {
+		return
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		panic(err)
+	}
+	os.Args = append([]string{"memstore"}, args...)
+	main()
+}
+
+// serveProc is `memstore serve` running in a child process.
+type serveProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	url            string
+	exited         chan struct{}
+}
+
+// serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` in
+// a child process with MEMSTORE_ADMIN_KEY set to adminKey ("" for none),
+// and returns once the server says it is ready.
+func serveProcess(t *testing.T, data, adminKey string) *serveProc {
+	t.Helper()
+	args, _ := json.Marshal([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json"})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeHelperProcess$")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MEMSTORE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, serveArgsVar+"="+string(args), "MEMSTORE_ADMIN_KEY="+adminKey)
+	p := &serveProc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	waitUntil(t, "memstore serve to be ready", func() bool {
+		select {
+		case <-p.exited:
+			t.Fatalf("memstore serve exited before it was ready:\n%s", p.stderr.String())
+		default:
+		}
+		return p.ready()
+	})
+	return p
+}
+
+// ready reports whether the server logged that it is ready, and learns
+// its URL from that line.
+func (p *serveProc) ready() bool {
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "memstore server ready" {
+			p.url, _ = rec["base_url"].(string)
+			return true
+		}
+	}
+	return false
+}
+
+// stop sends sig and returns the exit status.
+func (p *serveProc) stop(t *testing.T, sig os.Signal) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// request sends one request with the key as x-api-key and returns the
+// status and body.
+func (p *serveProc) request(t *testing.T, method, path, key string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequest(method, p.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+func (p *serveProc) must(t *testing.T, method, path, key string, body, out any) {
+	t.Helper()
+	status, b := p.request(t, method, path, key, body)
+	if status != 200 {
+		t.Fatalf("%s %s: %d %s", method, path, status, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// SPEC §7: on a data folder with no key, serve generates the admin key,
+// prints it once and writes it to <data>/admin.key (0600); /healthz
+// answers; SIGTERM and SIGINT shut it down gracefully (exit 0); a restart
+// keeps the data and the key, and prints no key.
+func TestServeBootstrapsTheAdminKeyAndShutsDownGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memstore serve in a child process")
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	p := serveProcess(t, data, "")
+
+	status, body := p.request(t, "GET", "/healthz", "", nil)
+	if status != 200 || string(body) != "ok\n" {
+		t.Fatalf("/healthz: %d %q", status, body)
+	}
+	saved, err := os.ReadFile(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(saved))
+	if info, _ := os.Stat(filepath.Join(data, "admin.key")); info.Mode().Perm() != 0o600 {
+		t.Fatalf("admin.key has mode %v, want 0600", info.Mode().Perm())
+	}
+	if !strings.HasPrefix(key, "sk-memstore-") || strings.Count(p.stdout.String(), key) != 1 || !strings.Contains(p.stdout.String(), "shown once") {
+		t.Fatalf("the generated key %q is not printed exactly once:\n%s", key, p.stdout)
+	}
+	if strings.Contains(p.stderr.String(), key) {
+		t.Fatal("the admin key is in the log")
+	}
+	if status, _ := p.request(t, "GET", "/v1/memory_stores", "", nil); status != 401 {
+		t.Fatalf("no key: %d, want 401", status)
+	}
+	var st api.MemoryStore
+	p.must(t, "POST", "/v1/memory_stores", key, map[string]any{"name": "kept"}, &st)
+
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM, want 0:\n%s", code, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), `"msg":"shutting down"`) {
+		t.Errorf("no shutdown line in the log:\n%s", p.stderr)
+	}
+
+	again := serveProcess(t, data, "")
+	if strings.Contains(again.stdout.String(), "sk-memstore-") {
+		t.Fatalf("a restart printed a key:\n%s", again.stdout)
+	}
+	if now, _ := os.ReadFile(filepath.Join(data, "admin.key")); string(now) != string(saved) {
+		t.Fatal("a restart rewrote admin.key")
+	}
+	var got api.MemoryStore
+	again.must(t, "GET", "/v1/memory_stores/"+st.ID, key, nil, &got)
+	if got.Name != "kept" {
+		t.Fatalf("after a restart: %+v", got)
+	}
+	if code := again.stop(t, os.Interrupt); code != 0 {
+		t.Fatalf("serve exited %d after SIGINT, want 0:\n%s", code, again.stderr)
+	}
+}
+
+// With MEMSTORE_ADMIN_KEY set, that is the admin key: nothing is generated,
+// printed or written. --max-memories-per-store sets the per-store limit.
+func TestServeTakesTheAdminKeyFromTheEnvironmentAndTheStoreLimitFromAFlag(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("MEMSTORE_ADMIN_KEY", "sk-memstore-from-env")
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--max-memories-per-store", "1"}, stdout, stderr)
+	}()
+	p := &serveProc{stdout: stdout, stderr: stderr}
+	waitUntil(t, "memstore serve to be ready", p.ready)
+	if _, err := os.Stat(filepath.Join(data, "admin.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("admin.key written although MEMSTORE_ADMIN_KEY is set: %v", err)
+	}
+	if stdout.String() != "" {
+		t.Fatalf("serve printed %q although the key came from the environment", stdout)
+	}
+	var st api.MemoryStore
+	p.must(t, "POST", "/v1/memory_stores", "sk-memstore-from-env", map[string]any{"name": "small"}, &st)
+	p.must(t, "POST", "/v1/memory_stores/"+st.ID+"/memories", "sk-memstore-from-env", map[string]any{"path": "/one", "content": "1"}, nil)
+	status, body := p.request(t, "POST", "/v1/memory_stores/"+st.ID+"/memories", "sk-memstore-from-env", map[string]any{"path": "/two", "content": "2"})
+	var env api.ErrorEnvelope
+	if json.Unmarshal(body, &env) != nil || status != 400 || env.Error.Type != api.InvalidRequest || !strings.Contains(env.Error.Message, "memory_store_id") || !strings.Contains(env.Error.Message, "1 memories") {
+		t.Fatalf("second memory with --max-memories-per-store 1: %d %s", status, body)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("serve exit %d:\n%s", c, stderr)
+	}
+}
+
+// The defaults of SPEC §7, as the usage shows them.
+func TestServeDefaults(t *testing.T) {
+	for _, v := range []string{"MEMSTORE_ADDR", "MEMSTORE_DATA"} {
+		t.Setenv(v, "")
+	}
+	var usage syncBuffer
+	if c := run(context.Background(), []string{"serve", "-h"}, io.Discard, &usage); c != 0 {
+		t.Fatalf("serve -h: exit %d", c)
+	}
+	for _, want := range []string{`-addr string`, `(default "127.0.0.1:8080")`, `-data string`, `(default "./memstore-data")`} {
+		if !strings.Contains(usage.String(), want) {
+			t.Errorf("serve -h lacks %s:\n%s", want, usage.String())
+		}
+	}
+}
