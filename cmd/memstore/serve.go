@@ -124,6 +124,9 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	}
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Shutdown waits for every handler to return; event streams only
+	// return when told to.
+	hs.RegisterOnShutdown(srv.CloseStreams)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbPath)

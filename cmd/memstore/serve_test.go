@@ -149,7 +149,8 @@ func (p *serveProc) must(t *testing.T, method, path, key string, body, out any) 
 
 // SPEC §7: on a data folder with no key, serve generates the admin key,
 // prints it once and writes it to <data>/admin.key (0600); /healthz
-// answers; SIGTERM and SIGINT shut it down gracefully (exit 0); a restart
+// answers; SIGTERM and SIGINT shut it down gracefully (exit 0) even while
+// a client holds an event stream open, as every worker does; a restart
 // keeps the data and the key, and prints no key.
 func TestServeBootstrapsTheAdminKeyAndShutsDownGracefully(t *testing.T) {
 	if testing.Short() {
@@ -182,8 +183,31 @@ func TestServeBootstrapsTheAdminKeyAndShutsDownGracefully(t *testing.T) {
 	var st api.MemoryStore
 	p.must(t, "POST", "/v1/memory_stores", key, map[string]any{"name": "kept"}, &st)
 
+	// A session's event stream is open while the server is told to stop.
+	var env api.Environment
+	p.must(t, "POST", "/v1/environments", key, map[string]any{"name": "e"}, &env)
+	var ag api.Agent
+	p.must(t, "POST", "/v1/agents", key, map[string]any{"name": "a", "model": api.ScriptedModel}, &ag)
+	var sess api.Session
+	p.must(t, "POST", "/v1/sessions", key, map[string]any{"agent": ag.ID, "environment_id": env.ID}, &sess)
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", p.url+"/v1/sessions/"+sess.ID+"/events/stream", nil)
+	req.Header.Set("x-api-key", key)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", stream, err)
+	}
+	streamEnd := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, stream.Body)
+		stream.Body.Close()
+		streamEnd <- err
+	}()
+
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM, want 0:\n%s", code, p.stderr)
+	}
+	if err := <-streamEnd; err != nil {
+		t.Fatalf("the event stream was cut instead of ended: %v", err)
 	}
 	if !strings.Contains(p.stderr.String(), `"msg":"shutting down"`) {
 		t.Errorf("no shutdown line in the log:\n%s", p.stderr)

@@ -122,7 +122,8 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 // Last-Event-ID resumes right after that event, so a reconnecting client
 // loses nothing. An idle stream sends a comment every StreamKeepalive. It
 // ends when the client goes, when the session is deleted (after a
-// session.deleted frame), or when a sessions token stops working.
+// session.deleted frame), when a sessions token stops working, or when the
+// server shuts down (CloseStreams).
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -208,6 +209,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 				return nil
 			}
 		case <-ctx.Done():
+			return nil
+		case <-s.closing:
 			return nil
 		}
 	}

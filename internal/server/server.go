@@ -6,6 +6,7 @@ package server
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -44,6 +45,9 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// closing is closed by CloseStreams, which ends the event streams.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // DefaultMaxBodyBytes is the request body cap: room for a 100 KiB memory
@@ -74,6 +78,8 @@ func New(cfg Config) *Server {
 		now:   func() time.Time { return cfg.Now().UTC() },
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
+
+		closing: make(chan struct{}),
 	}
 	s.routes()
 	return s
@@ -83,6 +89,18 @@ func New(cfg Config) *Server {
 // panic recovery and the body cap.
 func (s *Server) Handler() http.Handler {
 	return s.withRequestID(s.withAccessLog(s.withRecover(s.withBodyCap(s.mux))))
+}
+
+// CloseStreams ends every open event stream, and any opened later after
+// its first batch. A stream stays open for as long as its client likes (a
+// worker holds one for every session it serves), so http.Server.Shutdown,
+// which waits for handlers to return, would otherwise wait out its deadline
+// and then cut the streams mid-response. Register it with
+// http.Server.RegisterOnShutdown. A client loses nothing: it reconnects
+// with Last-Event-ID once a server is back. (Long polls need no such help:
+// they return within block_ms, under a second.)
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
 }
 
 func (s *Server) routes() {

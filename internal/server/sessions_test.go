@@ -473,3 +473,33 @@ func TestSessionResourcesSnapshotStoresAndMountThemBySlug(t *testing.T) {
 		t.Fatalf("refused creates left sessions: %d", len(all.Data))
 	}
 }
+
+// A server shutting down ends its event streams (CloseStreams, which
+// `memstore serve` registers with http.Server.Shutdown): otherwise every
+// worker's open stream would hold the shutdown until its deadline.
+func TestCloseStreamsEndsOpenEventStreams(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	frames, res := e.openStream(t, ctx, sess.ID, e.apiKey, "")
+	if res.StatusCode != 200 {
+		t.Fatalf("stream: %d", res.StatusCode)
+	}
+	e.srv.CloseStreams()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				return // the server ended it
+			}
+			if !f.comment {
+				t.Fatalf("a closing stream sent %+v", f)
+			}
+		case <-deadline:
+			t.Fatal("the stream stayed open after CloseStreams")
+		}
+	}
+}
