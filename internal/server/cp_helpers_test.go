@@ -46,12 +46,14 @@ type cpEnv struct {
 	hs     *httptest.Server
 	clock  *cpClock
 	apiKey string
+	dbPath string // the SQLite file (with its -wal and -shm beside it)
 }
 
 func newCPEnv(t *testing.T, opts ...func(*Config)) *cpEnv {
 	t.Helper()
 	clock := &cpClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: clock.now})
+	dbPath := filepath.Join(t.TempDir(), "memstore.db")
+	db, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func newCPEnv(t *testing.T, opts ...func(*Config)) *cpEnv {
 	if srv.cfg.PublicBaseURL == "" {
 		srv.cfg.PublicBaseURL = hs.URL
 	}
-	e := &cpEnv{t: t, srv: srv, db: db, hs: hs, clock: clock}
+	e := &cpEnv{t: t, srv: srv, db: db, hs: hs, clock: clock, dbPath: dbPath}
 	t.Cleanup(func() {
 		hs.Close()
 		db.Close()
