@@ -104,3 +104,77 @@ func memorySnapshot(t *testing.T, e *cpEnv) string {
 	}
 	return out
 }
+
+// SPEC §6: a sessions token keeps its stores after session.status_terminated,
+// because the worker's final sync and flush run after it (still writing
+// only where the attachment is read_write), and stops working on them once
+// the session is deleted, changing nothing.
+func TestSessionsTokenKeepsItsStoresAfterTerminationUntilTheSessionIsDeleted(t *testing.T) {
+	e := newCPEnv(t)
+	key := e.apiKey
+	var rw, ro api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", key, map[string]any{"name": "notes"}, &rw)
+	e.must(200, "POST", "/v1/memory_stores", key, map[string]any{"name": "rules"}, &ro)
+	var roDoc api.Memory
+	e.must(200, "POST", "/v1/memory_stores/"+ro.ID+"/memories", key, api.CreateMemoryRequest{Path: "/rules.md", Content: "ro"}, &roDoc)
+	env := e.environment("env")
+	sess := e.session(env.ID, e.scriptedAgent().ID, map[string]any{
+		"resources": []any{
+			map[string]any{"type": "memory_store", "memory_store_id": rw.ID},
+			map[string]any{"type": "memory_store", "memory_store_id": ro.ID, "access": "read_only"},
+		},
+		"initial_events": []any{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}],"end":"terminate"}`)},
+	})
+	work, secret := e.poll(env.ID, e.envKey(env.ID), "worker-1")
+	tok := secret.SessionsToken
+	evs := e.events(sess.ID)
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", tok, api.SendEventsRequest{Events: []api.Event{api.UserToolResult(evs[2].ID, "", false)}}, nil)
+	var got api.Session
+	e.must(200, "GET", "/v1/sessions/"+sess.ID, key, nil, &got)
+	if got.Status != api.SessionTerminated {
+		t.Fatalf("status = %s, want terminated", got.Status)
+	}
+
+	// The final sync: the item is not stopped yet, so the token still reads
+	// and writes, as the session.
+	var flushed api.Memory
+	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories", tok, api.CreateMemoryRequest{Path: "/late-edit.md", Content: "saved by the final sync"}, &flushed)
+	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories/"+flushed.ID, tok, map[string]any{"content": "flushed"}, nil)
+	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/memories", tok, nil, nil)
+	var v api.MemoryVersion
+	e.must(200, "GET", "/v1/memory_stores/"+rw.ID+"/memory_versions/"+flushed.MemoryVersionID, key, nil, &v)
+	if v.CreatedBy != (api.Actor{Type: api.SessionActor, SessionID: sess.ID}) {
+		t.Fatalf("the final sync's write is attributed to %+v", v.CreatedBy)
+	}
+	before := memorySnapshot(t, e)
+	if r := e.call("POST", "/v1/memory_stores/"+ro.ID+"/memories/"+roDoc.ID, tok, map[string]any{"content": "changed"}); r.status != 403 || r.errType() != string(api.Permission) {
+		t.Fatalf("write to the read_only store after termination: %d %s", r.status, r.body)
+	}
+	if memorySnapshot(t, e) != before {
+		t.Fatal("a refused write changed storage")
+	}
+
+	// Deleting the session revokes the token on the memory endpoints too.
+	e.must(200, "DELETE", "/v1/sessions/"+sess.ID, key, nil, nil)
+	if w := e.work(env.ID, work.ID); w.State != api.WorkStopped {
+		t.Fatalf("the deleted session's item is %s", w.State)
+	}
+	before = memorySnapshot(t, e)
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/memory_stores/" + rw.ID + "/memories", nil},
+		{"GET", "/v1/memory_stores/" + rw.ID + "/memories/" + flushed.ID, nil},
+		{"POST", "/v1/memory_stores/" + rw.ID + "/memories", api.CreateMemoryRequest{Path: "/after-delete.md", Content: "x"}},
+		{"POST", "/v1/memory_stores/" + rw.ID + "/memories/" + flushed.ID, map[string]any{"content": "after delete"}},
+		{"DELETE", "/v1/memory_stores/" + rw.ID + "/memories/" + flushed.ID, nil},
+	} {
+		if r := e.call(c.method, c.path, tok, c.body); r.status != 401 || r.errType() != string(api.Authentication) {
+			t.Errorf("%s %s with the deleted session's token: %d %s, want 401", c.method, c.path, r.status, r.body)
+		}
+	}
+	if memorySnapshot(t, e) != before {
+		t.Fatal("a refused request changed storage")
+	}
+}
