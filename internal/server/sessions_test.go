@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
 )
@@ -501,5 +503,38 @@ func TestCloseStreamsEndsOpenEventStreams(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the stream stayed open after CloseStreams")
 		}
+	}
+}
+
+// The limits on a session's resources, at the boundary: 8 stores, and
+// instructions of 4,096 characters (not bytes), are accepted; one more of
+// either is refused (TestCreateSessionRefusals).
+func TestSessionResourceLimitsAtTheBoundary(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	var res []any
+	for i := range api.MaxSessionMemoryStores {
+		var st api.MemoryStore
+		e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "Notes"}, &st)
+		res = append(res, map[string]any{"type": "memory_store", "memory_store_id": st.ID})
+		if i == api.MaxSessionMemoryStores-1 {
+			res[i].(map[string]any)["instructions"] = strings.Repeat("é", api.MaxResourceInstructions)
+		}
+	}
+	sess := e.session(env.ID, e.scriptedAgent().ID, map[string]any{"resources": res})
+	if len(sess.Resources) != 8 {
+		t.Fatalf("%d resources, want 8", len(sess.Resources))
+	}
+	for i, r := range sess.Resources {
+		want := "/mnt/memory/notes"
+		if i > 0 {
+			want += fmt.Sprintf("-%d", i+1)
+		}
+		if r.MountPath != want {
+			t.Errorf("resources[%d].mount_path = %s, want %s", i, r.MountPath, want)
+		}
+	}
+	if in := sess.Resources[7].Instructions; in == nil || utf8.RuneCountInString(*in) != api.MaxResourceInstructions {
+		t.Fatalf("instructions of 4,096 characters were not kept whole")
 	}
 }
