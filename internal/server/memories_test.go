@@ -145,6 +145,11 @@ func TestValidationAndLimits(t *testing.T) {
 		{"metadata wrong type", "POST", "/v1/memory_stores", `{"name":"n","metadata":"k=v"}`, nil, 400, api.InvalidRequest, []string{"metadata", "object"}},
 		{"update name empty", "POST", s, map[string]any{"name": ""}, nil, 400, api.InvalidRequest, []string{"name"}},
 		{"update metadata merged over 16", "POST", s, map[string]any{"metadata": meta16}, nil, 400, api.InvalidRequest, []string{"metadata", "17", "16"}},
+		{"update name 256 chars", "POST", s, map[string]any{"name": longName}, nil, 400, api.InvalidRequest, []string{"name", "256", "255"}},
+		{"update name control char", "POST", s, map[string]any{"name": "a\nb"}, nil, 400, api.InvalidRequest, []string{"name", "control"}},
+		{"update description 1025 chars", "POST", s, map[string]any{"description": strings.Repeat("d", 1025)}, nil, 400, api.InvalidRequest, []string{"description", "1024"}},
+		{"update metadata key 65 chars", "POST", s, map[string]any{"metadata": map[string]string{strings.Repeat("k", 65): "v"}}, nil, 400, api.InvalidRequest, []string{"metadata", "64"}},
+		{"update metadata value 513 chars", "POST", s, map[string]any{"metadata": map[string]string{"a": strings.Repeat("v", 513)}}, nil, 400, api.InvalidRequest, []string{"metadata", "512"}},
 		{"update archived store", "POST", arch, map[string]any{"name": "x"}, nil, 409, api.Conflict, []string{"archived", "read-only"}},
 
 		// Memory paths.
@@ -163,6 +168,19 @@ func TestValidationAndLimits(t *testing.T) {
 		{"path U+2028", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/a\u2028b", Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", "line separator"}},
 		{"path U+2029", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/a\u2029b", Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", "paragraph separator"}},
 		{"path wrong type", "POST", s + "/memories", `{"path":["/a"],"content":"x"}`, nil, 400, api.InvalidRequest, []string{"path", "string"}},
+
+		// A rename is held to the same path rules as a create.
+		{"rename path 1025 bytes", "POST", mem, map[string]any{"path": path1025}, nil, 400, api.InvalidRequest, []string{"path", "1025", "1024"}},
+		{"rename relative", "POST", mem, map[string]any{"path": "notes/x.md"}, nil, 400, api.InvalidRequest, []string{"path", "start with"}},
+		{"rename trailing slash", "POST", mem, map[string]any{"path": "/notes/"}, nil, 400, api.InvalidRequest, []string{"path", "trailing slash"}},
+		{"rename not NFC", "POST", mem, map[string]any{"path": "/cafe\u0301.md"}, nil, 400, api.InvalidRequest, []string{"path", "Normalization Form C"}},
+		{"rename dot segment", "POST", mem, map[string]any{"path": "/a/./b"}, nil, 400, api.InvalidRequest, []string{"path", `"."`}},
+		{"rename dotdot segment", "POST", mem, map[string]any{"path": "/../b"}, nil, 400, api.InvalidRequest, []string{"path", `".."`}},
+		{"rename empty segment", "POST", mem, map[string]any{"path": "/a//b"}, nil, 400, api.InvalidRequest, []string{"path", "empty segment"}},
+		{"rename control char", "POST", mem, map[string]any{"path": "/a\tb"}, nil, 400, api.InvalidRequest, []string{"path", "control character"}},
+		{"rename format char", "POST", mem, map[string]any{"path": "/a\u202eb"}, nil, 400, api.InvalidRequest, []string{"path", "format character"}},
+		{"rename U+2028", "POST", mem, map[string]any{"path": "/a\u2028b"}, nil, 400, api.InvalidRequest, []string{"path", "line separator"}},
+		{"rename with content, bad path", "POST", mem, map[string]any{"path": "/a/../b", "content": "changed"}, nil, 400, api.InvalidRequest, []string{"path", `".."`}},
 
 		// Content.
 		{"content 102401 bytes", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/big", Content: strings.Repeat("c", 102_401)}, nil, 413, api.RequestTooLarge, []string{"content", "102401", "102400"}},
@@ -229,6 +247,14 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories?view=full", api.CreateMemoryRequest{Path: path, Content: big}, &m)
 	if m.ContentSizeBytes != api.MaxContentBytes || m.Content == nil || *m.Content != big || m.Path != path {
 		t.Fatalf("memory at the limits: size %d, path of %d bytes", m.ContentSizeBytes, len(m.Path))
+	}
+	// An update and a rename to the limits are accepted too.
+	var small, grown api.Memory
+	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: "/small", Content: "x"}, &small)
+	other := "/" + strings.Repeat("q", api.MaxPathBytes-1)
+	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories/"+small.ID+"?view=full", map[string]any{"path": other, "content": big}, &grown)
+	if grown.ID != small.ID || grown.Path != other || grown.ContentSizeBytes != api.MaxContentBytes || *grown.Content != big {
+		t.Fatalf("update to the limits: path of %d bytes, size %d", len(grown.Path), grown.ContentSizeBytes)
 	}
 	var empty api.Memory
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: "/empty", Content: ""}, &empty)
