@@ -226,6 +226,45 @@ func TestValidationAndLimits(t *testing.T) {
 	})
 }
 
+// A path conflict names the memory in the way, in conflicting_memory_id and
+// conflicting_path, whichever way the two paths collide: the same path, a
+// file where a directory is (/notes beside /notes/doc.md) or a directory
+// where a file is (/file/inner beside /file), by create or by rename.
+func TestPathConflictsNameTheMemoryInTheWay(t *testing.T) {
+	f := newFixture(t)
+	s := "/v1/memory_stores/" + f.store.ID
+	for _, c := range []struct {
+		name, path string
+		body       any
+		blocker    api.Memory
+	}{
+		{"create at the same path", s + "/memories", api.CreateMemoryRequest{Path: "/file", Content: "x"}, f.file},
+		{"create a file where a directory is", s + "/memories", api.CreateMemoryRequest{Path: "/notes", Content: "x"}, f.doc},
+		{"create under a file", s + "/memories", api.CreateMemoryRequest{Path: "/file/inner", Content: "x"}, f.file},
+		{"rename onto a memory", s + "/memories/" + f.doc.ID, map[string]any{"path": "/file"}, f.file},
+		{"rename onto a directory", s + "/memories/" + f.file.ID, map[string]any{"path": "/notes"}, f.doc},
+		{"rename under a file", s + "/memories/" + f.doc.ID, map[string]any{"path": "/file/doc.md"}, f.file},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot()
+			res := f.do("POST", c.path, c.body)
+			ae := f.apiError(res)
+			if res.status != 409 || ae.Type != api.MemoryPathConflict {
+				t.Fatalf("got %d %s, want 409 %s", res.status, ae.Type, api.MemoryPathConflict)
+			}
+			if ae.ConflictingMemoryID != c.blocker.ID || ae.ConflictingPath != c.blocker.Path {
+				t.Fatalf("conflict names %s at %q, want %s at %q", ae.ConflictingMemoryID, ae.ConflictingPath, c.blocker.ID, c.blocker.Path)
+			}
+			if !strings.Contains(ae.Message, c.blocker.Path) || !strings.HasPrefix(ae.Message, "path: ") {
+				t.Errorf("message %q does not name the field and the path in the way", ae.Message)
+			}
+			if f.snapshot() != before {
+				t.Fatal("a refused write changed storage")
+			}
+		})
+	}
+}
+
 // Limits at their boundary are accepted (the refusals above are one past
 // them).
 func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
