@@ -308,8 +308,10 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 	}
 }
 
-// The per-store limit is 10,000 memories unless configured: the 10,001st
-// create is refused, and updates still work.
+// The per-store limit is 10,000 memories unless configured (the fixture's
+// limit of 3 shows that it is): the 10,000th create is accepted, the
+// 10,001st is refused naming the field and changing nothing, and updates
+// still work.
 func TestDefaultStoreLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 10,000 memories")
@@ -317,15 +319,22 @@ func TestDefaultStoreLimit(t *testing.T) {
 	e := newEnv(t, server.Config{})
 	var st api.MemoryStore
 	e.ok("POST", "/v1/memory_stores", map[string]any{"name": "big"}, &st)
-	e.seed(t, st.ID, api.DefaultMaxMemories)
+	e.seed(t, st.ID, api.DefaultMaxMemories-1)
+	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: "/the-10000th", Content: "x"}, nil)
+	before := e.snapshot()
 	res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: "/one-too-many", Content: "x"})
-	if ae := e.apiError(res); res.status != 400 || !strings.Contains(ae.Message, "10000 memories") {
-		t.Fatalf("10,001st memory: %d %s", res.status, ae.Message)
+	ae := e.apiError(res)
+	if res.status != 400 || ae.Type != api.InvalidRequest || !strings.HasPrefix(ae.Message, "memory_store_id: ") || !strings.Contains(ae.Message, "10000 memories") {
+		t.Fatalf("10,001st memory: %d %s %s", res.status, ae.Type, ae.Message)
+	}
+	if e.snapshot() != before {
+		t.Fatal("the refused create changed storage")
 	}
 	var page api.Page[api.MemoryListItem]
 	e.ok("GET", "/v1/memory_stores/"+st.ID+"/memories?limit=1", nil, &page)
 	var m api.Memory
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories/"+page.Data[0].Memory.ID, map[string]any{"content": "still editable"}, &m)
+	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories/"+page.Data[0].Memory.ID, map[string]any{"path": "/renamed"}, &m)
 }
 
 func TestFullViewCapsPages(t *testing.T) {
