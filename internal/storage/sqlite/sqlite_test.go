@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -41,6 +42,44 @@ func TestReopenKeepsDataAndSkipsAppliedMigrations(t *testing.T) {
 	defer db.Close()
 	if _, err := db.CredentialByHash(ctx, "h"); err != nil {
 		t.Fatalf("credential lost across reopen: %v", err)
+	}
+}
+
+// The file is in WAL mode, so readers (listings, long polls, event
+// streams) never block the writer, and every connection waits for the
+// write lock rather than failing with SQLITE_BUSY.
+func TestOpenUsesWALAndWaitsForTheWriteLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memstore.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Several connections at once, so that more than the first one of the
+	// pool is asked.
+	conns := make([]*sql.Conn, 3)
+	for i := range conns {
+		if conns[i], err = db.db.Conn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+	}
+	for i, c := range conns {
+		var mode string
+		var timeout, fk int
+		if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+			t.Fatal(err)
+		}
+		if mode != "wal" || timeout < 1000 || fk != 1 {
+			t.Fatalf("connection %d: journal_mode %s, busy_timeout %d ms, foreign_keys %d; want wal, at least a second, 1", i, mode, timeout, fk)
+		}
 	}
 }
 
