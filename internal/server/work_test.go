@@ -349,3 +349,30 @@ func (f *leaseFixture) waitForPoller(env string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// desired_ttl_seconds is the lease a heartbeat asks for: a 120 s lease
+// holds past the default 60 s and lapses after 120 s; more than the
+// maximum gets the maximum (the minimum is in TestStaleHeartbeatIs412AndChangesNothing).
+func TestHeartbeatLeaseIsTheDesiredTTLWithinBounds(t *testing.T) {
+	f := newLeaseFixture(t)
+	w, sec := f.poll(f.env.ID, f.key, "a")
+	f.must(200, "POST", f.workPath(w.ID, "/ack"), f.key, nil, nil)
+	var hb api.WorkHeartbeat
+	f.must(200, "POST", f.workPath(w.ID, "/heartbeat?expected_last_heartbeat="+api.NoHeartbeat+"&desired_ttl_seconds=120"), sec.SessionsToken, nil, &hb)
+	if hb.TTLSeconds != 120 || !hb.LeaseExtended {
+		t.Fatalf("heartbeat asking for 120 s = %+v", hb)
+	}
+	f.clock.advance(119 * time.Second)
+	if again, _ := f.poll(f.env.ID, f.key, "b"); again != nil {
+		t.Fatalf("a 120 s lease lapsed after 119 s: %+v", again)
+	}
+	f.clock.advance(2 * time.Second)
+	w2, sec2 := f.poll(f.env.ID, f.key, "b")
+	if w2 == nil || w2.ID != w.ID {
+		t.Fatalf("a 120 s lease still held after 121 s: %+v", w2)
+	}
+	f.must(200, "POST", f.workPath(w.ID, "/heartbeat?expected_last_heartbeat="+api.NoHeartbeat+"&desired_ttl_seconds=86400"), sec2.SessionsToken, nil, &hb)
+	if hb.TTLSeconds != api.MaxLeaseTTLSeconds {
+		t.Fatalf("heartbeat asking for a day got %d s, want the maximum %d", hb.TTLSeconds, api.MaxLeaseTTLSeconds)
+	}
+}
