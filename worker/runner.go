@@ -479,11 +479,27 @@ func (r *runner) post(ctx context.Context, c *call, res toolset.Result, log *slo
 		}
 		d := backoff(attempt, sendRetryBase, sendRetryMax)
 		log.Warn("posting the tool result failed; retrying", "retry_in", d, "err", err)
-		if !sleep(pctx, d) {
+		waited := sleep(pctx, d)
+		// A failed post may have landed all the same (its answer was
+		// lost): the stream then shows the result, and posting it again
+		// would answer the call twice.
+		if r.answered(c) {
+			log.Info("the tool result had reached the server after all (the session's events show it); it is not posted again")
+			return
+		}
+		if !waited {
 			log.Error("could not post the tool result before the deadline; the session waits for it until a worker answers the call", "attempts", attempt, "err", err)
 			return
 		}
 	}
+}
+
+// answered reports whether c has a result on the session, as far as the
+// events followed so far show.
+func (r *runner) answered(c *call) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return c.answered
 }
 
 // summarize is the first line of a result, shortened, and how many lines

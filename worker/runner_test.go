@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
+// A tool result the server did not take (a 503 before it saw the request)
+// is posted again, once, and lands; a result the server took but whose
+// answer was lost on the way back is not posted twice: the session's
+// events show it landed before the retry is due.
+func TestToolResultPostIsRetried(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		name := "refused before the server saw it"
+		if lost {
+			name = "answer lost after the server took it"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, "")
+			logs := &logBuffer{}
+			// A second call follows, so the session goes on while the
+			// first result's retry waits.
+			sess := f.session(script(api.ScriptEndTerminate,
+				toolCall("bash", map[string]any{"command": "echo once >> runs.txt; cat runs.txt"}),
+				toolCall("bash", map[string]any{"command": "sleep 1.5; echo second"})))
+			var posts atomic.Int32
+			failedOnce := make(chan struct{})
+			f.srv.Wrap(func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if lost && r.URL.Path == "/v1/sessions/"+sess.ID+"/events/stream" {
+						// The stream shows the result only once the lost
+						// answer is on its way, and a moment later, as
+						// over a real network: the worker then learns that
+						// its post failed before it learns that it landed.
+						w = &heldResults{ResponseWriter: w, until: failedOnce}
+					}
+					if r.Method != http.MethodPost || r.URL.Path != "/v1/sessions/"+sess.ID+"/events" || !isWorkerRequest(r) {
+						h.ServeHTTP(w, r)
+						return
+					}
+					if posts.Add(1) == 1 {
+						if lost {
+							h.ServeHTTP(httptest.NewRecorder(), r)
+						}
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(http.StatusServiceUnavailable)
+						fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
+						close(failedOnce)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			cfg := f.config(logs)
+			if err := f.worker(cfg).RunItem(context.Background(), Item{Work: f.claim()}); err != nil {
+				t.Fatal(err)
+			}
+			got := toolResults(f.events(sess.ID))
+			if len(got) != 2 || got[0].isError || got[0].text != "once\n" || got[1].text != "second\n" {
+				t.Fatalf("results = %+v, want each call's one result, posted once", got)
+			}
+			if f.getSession(sess.ID).Status != api.SessionTerminated {
+				t.Errorf("the session did not go on after the result landed")
+			}
+			if logs.line("posting the tool result failed; retrying", "level=WARN", "tool=bash") == "" {
+				t.Errorf("no retry line:\n%s", logs)
+			}
+			if logs.line("could not post the tool result") != "" {
+				t.Errorf("the result was given up on:\n%s", logs)
+			}
+			if n := posts.Load(); !lost && n != 3 {
+				t.Errorf("%d posts, want the refused one, its retry and the second call's result", n)
+			}
+			if lost && logs.line("the tool result had reached the server after all") == "" {
+				t.Errorf("no line saying the lost post had landed:\n%s", logs)
+			}
+		})
+	}
+}
+
+// heldResults holds back every event-stream frame that carries a tool
+// result until until is closed, and a tenth of a second more.
+type heldResults struct {
+	http.ResponseWriter
+	until <-chan struct{}
+}
+
+func (h *heldResults) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), api.EventUserToolResult) {
+		select {
+		case <-h.until:
+			time.Sleep(100 * time.Millisecond)
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return h.ResponseWriter.Write(p)
+}
+
+func (h *heldResults) Flush() { http.NewResponseController(h.ResponseWriter).Flush() }
+
+func (h *heldResults) Unwrap() http.ResponseWriter { return h.ResponseWriter }
