@@ -41,6 +41,13 @@ const (
 	leaseRefused                 // another 4xx: the server will not renew it, but nobody else holds it
 )
 
+// beatInterval is the heartbeat period for a lease of ttl: half of it, so
+// that one lost beat never costs the lease, kept between 1 s (a server
+// granting very short leases is not hammered) and 30 s.
+func beatInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/2, minHeartbeatInterval), maxHeartbeatInterval)
+}
+
 // lease keeps one work item's lease alive while the item runs, and tells
 // the item when to wind down: on a graceful stop (state stopping), a forced
 // one (stopped), or a lost lease. It runs in its own goroutine from the very
@@ -78,7 +85,7 @@ func (l *lease) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
 // context: heartbeats go on through them, and a graceful stop keeps the
 // lease until the item has flushed its memory.
 func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
-	interval := assumedLeaseTTL / 2
+	interval := beatInterval(assumedLeaseTTL)
 	lastOK := time.Now()
 	stopping := false
 	for {
@@ -104,7 +111,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 			if hb.TTLSeconds > 0 {
 				ttl := max(time.Duration(hb.TTLSeconds)*time.Second, time.Second)
 				l.ttl.Store(int64(ttl))
-				interval = min(max(ttl/2, minHeartbeatInterval), maxHeartbeatInterval)
+				interval = beatInterval(ttl)
 			}
 			switch {
 			case hb.State == api.WorkStopped || !hb.LeaseExtended:

@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+func TestBeatIntervalIsHalfTheTTL(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{
+		60 * time.Second:  30 * time.Second, // memstore's default lease
+		10 * time.Second:  5 * time.Second,
+		5 * time.Second:   2500 * time.Millisecond, // the shortest lease memstore grants
+		time.Second:       time.Second,             // never more often than once a second
+		600 * time.Second: 30 * time.Second,        // never less often than every 30 s
+	} {
+		if got := beatInterval(ttl); got != want {
+			t.Errorf("beatInterval(%v) = %v, want %v", ttl, got, want)
+		}
+	}
+}
+
+// isWorkerRequest reports whether r was sent by the worker for its item:
+// with the sessions token as a Bearer credential, where the test's admin
+// client sends its API key.
+func isWorkerRequest(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+// The lease heartbeat starts with the item, before anything else is asked
+// of the server about it: the session fetch is held here until the item's
+// first heartbeat has arrived, which it would wait for in vain if the
+// heartbeat only started once the session was fetched (or mounted). And the
+// session is fetched once.
+func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	cfg := f.memoryConfig(logs)
+	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"})),
+		attach(st, api.AccessReadWrite))
+	work := f.claim()
+
+	beat := make(chan struct{})
+	var once sync.Once
+	var fetches, fetchesBeforeBeat atomic.Int32
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == http.MethodPost && r.URL.Path == "/v1/environments/"+f.env.ID+"/work/"+work.ID+"/heartbeat":
+				once.Do(func() { close(beat) })
+			case r.Method == http.MethodGet && r.URL.Path == "/v1/sessions/"+sess.ID && isWorkerRequest(r):
+				fetches.Add(1)
+				select {
+				case <-beat:
+				case <-time.After(10 * time.Second):
+					fetchesBeforeBeat.Add(1)
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	if err := f.worker(cfg).RunItem(context.Background(), Item{Work: work}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fetchesBeforeBeat.Load(); n != 0 {
+		t.Errorf("the session was fetched %d times before the item's first heartbeat", n)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("the worker fetched the session %d times, want once", n)
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].text != "a\n" {
+		t.Errorf("results = %+v", got)
+	}
+}
+
+// With no heartbeat period configured, the worker beats as often as the
+// lease the server grants requires: here the shortest one memstore grants
+// (5 s), through a call that runs longer than that. Were it to beat at the
+// period it assumes before the server has said anything (every 15 s), the
+// lease would lapse mid-call and another worker could claim the item.
+func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	cfg := f.config(logs)
+	cfg.HeartbeatInterval = 0
+	sess := f.session(script(api.ScriptEndTerminate,
+		toolCall("bash", map[string]any{"command": "touch started; sleep 7; echo done", "timeout_ms": 60000})))
+	work := f.claim()
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/work/"+work.ID+"/heartbeat") {
+				q := r.URL.Query()
+				q.Set("desired_ttl_seconds", strconv.Itoa(api.MinLeaseTTLSeconds))
+				r.URL.RawQuery = q.Encode()
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.worker(cfg).RunItem(context.Background(), Item{Work: work}) }()
+	waitStarted(t, cfg.Workdir, "started")
+
+	// Another worker polls all through the call: the item must never be
+	// offered to it.
+	other := testClient(t, f.srv, client.WithBearerToken(f.key), client.WithWorkerID("other-worker"))
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("RunItem = %v", err)
+			}
+			finished = true
+		case <-time.After(250 * time.Millisecond):
+			got, err := other.PollWork(context.Background(), f.env.ID, api.WorkPollParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != nil {
+				t.Fatalf("the lease lapsed during the call: another worker claimed %s\n%s", got.ID, logs)
+			}
+		}
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].isError || strings.TrimSpace(got[0].text) != "done" {
+		t.Errorf("results = %+v", got)
+	}
+	if logs.line("lease lost") != "" {
+		t.Errorf("the worker lost its lease:\n%s", logs)
+	}
+}
+
+// A forced stop (state stopped, seen on the next heartbeat) shuts the
+// session down at once: the running call and everything it started are
+// killed, no later call runs, the folders are removed, and RunItem returns.
+func TestForcedStopShutsTheSessionDown(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	cfg := f.memoryConfig(logs)
+	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
+	f.session(script(api.ScriptEndIdle,
+		toolCall("bash", map[string]any{"command": "echo $$ > shell.pid; touch started; sleep 120", "timeout_ms": 300000}),
+		toolCall("write", map[string]any{"file_path": "after.txt", "content": "x"}),
+	), attach(st, api.AccessReadWrite))
+	work := f.claim()
+	done := make(chan error, 1)
+	go func() { done <- f.worker(cfg).RunItem(context.Background(), Item{Work: work}) }()
+	waitStarted(t, cfg.Workdir, "started")
+	b, err := os.ReadFile(filepath.Join(cfg.Workdir, "shell.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.admin.StopWork(context.Background(), f.env.ID, work.ID, api.StopWorkRequest{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunItem = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker kept serving a stopped item:\n%s", logs)
+	}
+	if err := syscall.Kill(shell, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the running call's shell (pid %d) outlived the forced stop: %v", shell, err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Workdir, "after.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a call ran after the forced stop: %v", err)
+	}
+	if st := f.work(work.ID).State; st != api.WorkStopped {
+		t.Errorf("work state %s, want stopped", st)
+	}
+	emptyDir(t, cfg.MountRoot)
+	if logs.line("the work item was stopped on the server; shutting the session down") == "" {
+		t.Errorf("no forced-stop log line:\n%s", logs)
+	}
+	if m := f.memories(st.ID); len(m) != 1 || m["/a.md"] != "a\n" {
+		t.Errorf("the store changed: %q", m)
+	}
+}
