@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
+// permanent is the one rule that sorts every failure of the worker's
+// requests: the poll, the heartbeat, the event stream and the result post.
+func TestPermanentSortsFailures(t *testing.T) {
+	status := func(code int) error { return &api.Error{StatusCode: code, Type: "some_error", Message: "m"} }
+	for _, c := range []struct {
+		err       error
+		permanent bool
+	}{
+		{status(http.StatusBadRequest), true},
+		{status(http.StatusUnauthorized), true},
+		{status(http.StatusForbidden), true},
+		{status(http.StatusNotFound), true},
+		{status(http.StatusPreconditionFailed), true},
+		{status(http.StatusRequestEntityTooLarge), true},
+		{status(http.StatusRequestTimeout), false},
+		{status(http.StatusConflict), false},
+		{status(http.StatusTooManyRequests), false},
+		{status(http.StatusInternalServerError), false},
+		{status(http.StatusBadGateway), false},
+		{status(http.StatusServiceUnavailable), false},
+		{status(529), false},
+		{fmt.Errorf("poll: %w", status(http.StatusUnauthorized)), true},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := permanent(c.err); got != c.permanent {
+			t.Errorf("permanent(%v) = %v, want %v", c.err, got, c.permanent)
+		}
+	}
+}
+
+// Backoffs double from the base up to the cap, jittered down into [d/2, d].
+func TestBackoffDoublesUpToItsCapWithJitter(t *testing.T) {
+	for n, d := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 6: time.Minute, 50: time.Minute} {
+		for range 100 {
+			if got := backoff(n, pollRetryBase, pollRetryMax); got < d/2 || got > d {
+				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", n, got, d/2, d)
+			}
+		}
+	}
+}
+
+// A poll that fails for a reason a retry can fix (here the server answers
+// 503 until the client's own retries are spent) is retried after a
+// backoff, with a warning, and the loop goes on to serve the session: Run
+// does not end.
+func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &logBuffer{}
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo served"})))
+	var failed atomic.Int32
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The client repeats a failed GET three times on its own; the
+			// fourth failure is the worker's to handle.
+			if strings.HasSuffix(r.URL.Path, "/work/poll") && failed.Add(1) <= 4 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	stop := runWorker(t, f.worker(f.config(logs)))
+	waitFor(t, "the session to be served after the failed polls", func() bool {
+		return f.getSession(sess.ID).Status == api.SessionTerminated && f.sessionWork(sess.ID).State == api.WorkStopped
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v, want nil: a transient failure must not end the loop", err)
+	}
+	line := logs.line("polling for work failed; retrying")
+	for _, part := range []string{"level=WARN", "environment_id=" + f.env.ID, "attempt=1", "retry_in=", "503"} {
+		if !strings.Contains(line, part) {
+			t.Errorf("retry line %q lacks %q:\n%s", line, part, logs)
+		}
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || strings.TrimSpace(got[0].text) != "served" {
+		t.Errorf("results = %+v", got)
+	}
+}
