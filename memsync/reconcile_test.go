@@ -100,6 +100,22 @@ func reconcileCases() []reconcileCase {
 	missingFor := func(d time.Duration) State {
 		return State{"/a": {Base: A, MissingSince: t0.Add(-d)}}
 	}
+	// capped is a store of ten memories whose files /d1…/d9 have stayed
+	// deleted for an hour, and /keep is still there (so it is no wipe):
+	// nine corroborated deletes against a cap of max(8, min(50, 10/4)) = 8.
+	capped := State{"/keep": {Base: A}}
+	cappedRemote := remote("/keep", A)
+	var cappedActions []Action
+	for i := 1; i <= 9; i++ {
+		p := fmt.Sprintf("/d%d", i)
+		capped[p] = PathState{Base: B, MissingSince: t0.Add(-time.Hour)}
+		cappedRemote[p] = RemoteMemory{ID: id(p), SHA256: B}
+		if i <= 8 {
+			cappedActions = append(cappedActions, deleteRemote(p, B))
+		} else {
+			cappedActions = append(cappedActions, only(DeleteCapped, p))
+		}
+	}
 	return []reconcileCase{
 		// --- The SPEC §5 table, row by row. ---
 		{
@@ -216,6 +232,15 @@ func reconcileCases() []reconcileCase {
 			remote:  remote("/a", A),
 			actions: []Action{only(WaitCorroboration, "/a")},
 			next:    missingFor(-time.Hour),
+		},
+		{
+			name:    "more corroborated deletes than the cap: the cap is sent, the rest wait for later syncs, with a warning",
+			state:   capped,
+			local:   trusted(files("/keep", A)),
+			remote:  cappedRemote,
+			actions: cappedActions,
+			next:    capped,
+			notes:   []string{"delete cap reached: 8 server deletes sent this sync and 1 held for later syncs (at most 8 per sync for a store of 10 memories)"},
 		},
 		{
 			name:    "log_only: a corroborated delete is logged, not sent",
