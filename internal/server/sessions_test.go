@@ -46,33 +46,31 @@ func TestCreateSessionRefusals(t *testing.T) {
 	for i := range nine {
 		nine[i] = map[string]any{"type": "memory_store", "memory_store_id": "memstore_01JZZZZZZZZZZZZZZZZZZZZZZ" + string(rune('A'+i))}
 	}
-	for _, c := range []struct {
-		name   string
-		body   map[string]any
-		status int
-		want   string
-	}{
-		{"no agent", map[string]any{"environment_id": env.ID}, 400, "agent is required"},
-		{"unknown agent", map[string]any{"agent": "agent_01JZZZZZZZZZZZZZZZZZZZZZZZ", "environment_id": env.ID}, 404, "no agent"},
-		{"archived agent", map[string]any{"agent": archivedAgent.ID, "environment_id": env.ID}, 400, "archived"},
-		{"wrong version", map[string]any{"agent": map[string]any{"type": "agent", "id": ag.ID, "version": 2}, "environment_id": env.ID}, 404, "no version 2"},
-		{"no environment", map[string]any{"agent": ag.ID}, 400, "environment_id is required"},
-		{"agent overrides", map[string]any{"agent": map[string]any{"type": "agent_with_overrides", "id": ag.ID, "system": "x"}, "environment_id": env.ID}, 400, "agent_with_overrides"},
-		{"archived environment", map[string]any{"agent": ag.ID, "environment_id": archivedEnv.ID}, 400, "archived"},
-		{"file resource", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "file", "file_id": "f"}}}, 400, "only memory_store"},
-		{"nine stores", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": nine}, 400, "at most 8"},
-		{"bad access", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "access": "write"}}}, 400, "access"},
-		{"long instructions", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "instructions": strings.Repeat("i", api.MaxResourceInstructions+1)}}}, 400, "4096"},
-		{"unknown store", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_01JZZZZZZZZZZZZZZZZZZZZZZZ"}}}, 404, "no memory store"},
-		{"vaults", map[string]any{"agent": ag.ID, "environment_id": env.ID, "vault_ids": []string{"v"}}, 400, "vault"},
-		{"non-message initial event", map[string]any{"agent": ag.ID, "environment_id": env.ID, "initial_events": []any{map[string]any{"type": "user.interrupt"}}}, 400, "user.message"},
-		{"bad metadata", map[string]any{"agent": ag.ID, "environment_id": env.ID, "metadata": map[string]string{"": "x"}}, 400, "metadata"},
-	} {
-		r := e.call("POST", "/v1/sessions", e.apiKey, c.body)
-		if r.status != c.status || !strings.Contains(string(r.body), c.want) {
-			t.Errorf("%s: %d %s; want %d containing %q", c.name, r.status, r.body, c.status, c.want)
+	k := e.apiKey
+	bad := func(name string, body map[string]any, status int, mention ...string) cpRefusal {
+		typ := api.InvalidRequest
+		if status == 404 {
+			typ = api.NotFound
 		}
+		return cpRefusal{name, "POST", "/v1/sessions", k, body, status, typ, mention}
 	}
+	e.checkRefusals(t, []cpRefusal{
+		bad("no agent", map[string]any{"environment_id": env.ID}, 400, "agent is required"),
+		bad("unknown agent", map[string]any{"agent": "agent_01JZZZZZZZZZZZZZZZZZZZZZZZ", "environment_id": env.ID}, 404, "agent", "no agent"),
+		bad("archived agent", map[string]any{"agent": archivedAgent.ID, "environment_id": env.ID}, 400, "agent", "archived"),
+		bad("wrong version", map[string]any{"agent": map[string]any{"type": "agent", "id": ag.ID, "version": 2}, "environment_id": env.ID}, 404, "no version 2"),
+		bad("no environment", map[string]any{"agent": ag.ID}, 400, "environment_id is required"),
+		bad("agent overrides", map[string]any{"agent": map[string]any{"type": "agent_with_overrides", "id": ag.ID, "system": "x"}, "environment_id": env.ID}, 400, "agent_with_overrides"),
+		bad("archived environment", map[string]any{"agent": ag.ID, "environment_id": archivedEnv.ID}, 400, "environment", "archived"),
+		bad("file resource", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "file", "file_id": "f"}}}, 400, "resources[0]", "only memory_store"),
+		bad("nine stores", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": nine}, 400, "resources", "at most 8"),
+		bad("bad access", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "access": "write"}}}, 400, "resources[0].access"),
+		bad("long instructions", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_x", "instructions": strings.Repeat("i", api.MaxResourceInstructions+1)}}}, 400, "resources[0].instructions", "4096"),
+		bad("unknown store", map[string]any{"agent": ag.ID, "environment_id": env.ID, "resources": []any{map[string]any{"type": "memory_store", "memory_store_id": "memstore_01JZZZZZZZZZZZZZZZZZZZZZZZ"}}}, 404, "resources[0].memory_store_id", "no memory store"),
+		bad("vaults", map[string]any{"agent": ag.ID, "environment_id": env.ID, "vault_ids": []string{"v"}}, 400, "vault"),
+		bad("non-message initial event", map[string]any{"agent": ag.ID, "environment_id": env.ID, "initial_events": []any{map[string]any{"type": "user.interrupt"}}}, 400, "initial_events", "user.message"),
+		bad("bad metadata", map[string]any{"agent": ag.ID, "environment_id": env.ID, "metadata": map[string]string{"": "x"}}, 400, "metadata"),
+	})
 	var page api.Page[api.Session]
 	e.must(200, "GET", "/v1/sessions?include_archived=true", e.apiKey, nil, &page)
 	var work api.Page[api.Work]
