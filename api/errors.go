@@ -18,7 +18,6 @@ const (
 	Conflict                 ErrorType = "conflict_error"
 	MemoryPreconditionFailed ErrorType = "memory_precondition_failed_error"
 	MemoryPathConflict       ErrorType = "memory_path_conflict_error"
-	PreconditionFailed       ErrorType = "precondition_failed_error"
 	RequestTooLarge          ErrorType = "request_too_large"
 	RateLimit                ErrorType = "rate_limit_error"
 	Internal                 ErrorType = "api_error"
@@ -38,8 +37,6 @@ func (t ErrorType) Status() int {
 		return http.StatusNotFound
 	case Conflict, MemoryPreconditionFailed, MemoryPathConflict:
 		return http.StatusConflict
-	case PreconditionFailed:
-		return http.StatusPreconditionFailed
 	case RequestTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case RateLimit:
@@ -66,7 +63,10 @@ type Error struct {
 	// stale heartbeat (412).
 	Details map[string]any `json:"details,omitempty"`
 
-	// StatusCode and RequestID are filled by the client from the response;
+	// StatusCode overrides Type's usual status where the contract pairs a
+	// type with another status (a stale heartbeat is an
+	// invalid_request_error answered 412). The client fills it, and
+	// RequestID, from the response;
 	// they are not part of the JSON body.
 	StatusCode int    `json:"-"`
 	RequestID  string `json:"-"`

@@ -104,7 +104,7 @@ func TestStaleHeartbeat(t *testing.T) {
 	}
 
 	// A 412 without details is still a lost lease; other errors are not.
-	_, c, _ = fixture(t, reply(412, envelope(api.PreconditionFailed, "stale")))
+	_, c, _ = fixture(t, reply(412, envelope(api.InvalidRequest, "stale")))
 	_, err = c.HeartbeatWork(context.Background(), "env_1", "work_1", api.WorkHeartbeatParams{ExpectedLastHeartbeat: "hb_1"})
 	if st, ok := client.StaleHeartbeat(err); !ok || st != nil {
 		t.Errorf("bare 412: StaleHeartbeat = %+v, %v", st, ok)

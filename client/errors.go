@@ -58,8 +58,6 @@ func typeForStatus(status int) api.ErrorType {
 		return api.NotFound
 	case http.StatusConflict:
 		return api.Conflict
-	case http.StatusPreconditionFailed:
-		return api.PreconditionFailed
 	case http.StatusRequestEntityTooLarge:
 		return api.RequestTooLarge
 	case http.StatusTooManyRequests:

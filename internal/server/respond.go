@@ -48,6 +48,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = apiErrorf(api.Internal, "internal error; the server log has the details under request_id %s", rid)
 	}
 	status := ae.Type.Status()
+	if ae.StatusCode != 0 {
+		status = ae.StatusCode
+	}
 	// Conflicts and refusals are answers, not transient failures: tell
 	// retrying clients (the official SDKs retry 409 and 5xx by default) not
 	// to repeat them. Server faults and overload stay retryable.

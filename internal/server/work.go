@@ -245,7 +245,10 @@ func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Princip
 		if cur.LastHeartbeat != nil {
 			last = *cur.LastHeartbeat
 		}
-		ae := apiErrorf(api.PreconditionFailed, "heartbeat precondition failed: expected_last_heartbeat %q does not match the lease of work item %s (state %s, last heartbeat %s); this worker no longer holds it, so stop serving the item without stopping it", expected, work, cur.State, last)
+		// The hosted API answers a stale beat 412 with the invalid_request_error
+		// type; clients key on the status and details.error_code.
+		ae := apiErrorf(invalidRequest, "heartbeat precondition failed: expected_last_heartbeat %q does not match the lease of work item %s (state %s, last heartbeat %s); this worker no longer holds it, so stop serving the item without stopping it", expected, work, cur.State, last)
+		ae.StatusCode = http.StatusPreconditionFailed
 		ae.Details = api.HeartbeatPreconditionDetails{ErrorCode: api.HeartbeatPreconditionFailed, CurrentState: cur}.Map()
 		s.log.InfoContext(ctx, "stale heartbeat refused", "request_id", requestID(ctx), "environment_id", env, "work_id", work, "state", cur.State)
 		return ae

@@ -177,10 +177,15 @@ func TestStaleHeartbeatIs412AndChangesNothing(t *testing.T) {
 		}
 		var env struct {
 			Error struct {
+				Type    api.ErrorType                    `json:"type"`
 				Details api.HeartbeatPreconditionDetails `json:"details"`
 			} `json:"error"`
 		}
 		r.decode(t, &env)
+		// The hosted API's pairing: invalid_request_error with status 412.
+		if env.Error.Type != api.InvalidRequest || env.Error.Details.ErrorCode != api.HeartbeatPreconditionFailed {
+			t.Fatalf("stale heartbeat error type %q, error_code %q; want %q, %q", env.Error.Type, env.Error.Details.ErrorCode, api.InvalidRequest, api.HeartbeatPreconditionFailed)
+		}
 		cs := env.Error.Details.CurrentState
 		if cs.State != api.WorkActive || cs.LastHeartbeat == nil || *cs.LastHeartbeat != hb.LastHeartbeat || cs.TTLSeconds != api.DefaultLeaseTTLSeconds {
 			t.Fatalf("current_state = %+v", cs)
