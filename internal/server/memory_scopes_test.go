@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memstore/memstore/api"
@@ -176,5 +177,46 @@ func TestSessionsTokenKeepsItsStoresAfterTerminationUntilTheSessionIsDeleted(t *
 	}
 	if memorySnapshot(t, e) != before {
 		t.Fatal("a refused request changed storage")
+	}
+}
+
+// The memory endpoints check a request in a fixed order: the URL's ids,
+// then the caller's access, then the view. So a sessions token that sends a
+// mistyped id is told about the id (404), even for a store it may not reach,
+// and a bad view on a store it may not reach is a 403, not a hint about the
+// store.
+func TestMemoryEndpointsCheckIDsThenAccessThenView(t *testing.T) {
+	e := newCPEnv(t)
+	var mine, other api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "mine"}, &mine)
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "not attached"}, &other)
+	env := e.environment("env")
+	e.session(env.ID, e.scriptedAgent().ID, map[string]any{"resources": []any{
+		map[string]any{"type": "memory_store", "memory_store_id": mine.ID, "access": "read_only"},
+	}})
+	_, secret := e.poll(env.ID, e.envKey(env.ID), "worker-1")
+	tok := secret.SessionsToken
+
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		status             int
+		errType            api.ErrorType
+		says               string
+	}{
+		{"malformed store id", "GET", "/v1/memory_stores/mem_01/memories", nil, 404, api.NotFound, `"mem_01" is a memory id, not a memory store id`},
+		{"malformed memory id in an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories/memver_01", nil, 404, api.NotFound, `"memver_01" is a memory version id, not a memory id`},
+		{"malformed version id in an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memory_versions/mem_01", nil, 404, api.NotFound, `"mem_01" is a memory id, not a memory version id`},
+		{"malformed memory id on a write to a read_only store", "DELETE", "/v1/memory_stores/" + mine.ID + "/memories/x", nil, 404, api.NotFound, `memory "x" not found`},
+		{"bad view in an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories?view=everything", nil, 403, api.Permission, "not attached"},
+		{"bad view on a write to a read_only store", "POST", "/v1/memory_stores/" + mine.ID + "/memories?view=everything", api.CreateMemoryRequest{Path: "/x", Content: "x"}, 403, api.Permission, "read_only"},
+		{"bad view where access is granted", "GET", "/v1/memory_stores/" + mine.ID + "/memories?view=everything", nil, 400, api.InvalidRequest, `view: "everything" is not a view`},
+	} {
+		r := e.call(c.method, c.path, tok, c.body)
+		var got api.ErrorEnvelope
+		r.decode(t, &got)
+		if r.status != c.status || r.errType() != string(c.errType) || got.Error == nil || !strings.Contains(got.Error.Message, c.says) {
+			t.Errorf("%s: %d %s, want %d %s saying %q", c.name, r.status, r.body, c.status, c.errType, c.says)
+		}
 	}
 }
