@@ -61,14 +61,7 @@ type createMemoryBody struct {
 }
 
 func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, err := storeIDParam(r)
-	if err != nil {
-		return err
-	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
-		return err
-	}
-	view, err := viewParam(r, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, storeParams, true, api.ViewBasic)
 	if err != nil {
 		return err
 	}
@@ -86,34 +79,27 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	m, err := s.store.CreateMemory(r.Context(), storage.NewMemory{
-		StoreID: storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.maxMemories(),
+		StoreID: req.storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.maxMemories(),
 	})
 	if err != nil {
-		return storeError(err, storeID)
+		return storeError(err, req.storeID)
 	}
-	s.log.InfoContext(r.Context(), "memory created", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+	s.log.InfoContext(r.Context(), "memory created", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
 		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, withView(m, view))
+	writeJSON(w, http.StatusOK, withView(m, req.view))
 	return nil
 }
 
 func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, memoryID, err := memoryParams(r)
+	req, err := s.memoryPreamble(r, p, memoryParams, false, api.ViewFull)
 	if err != nil {
 		return err
 	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
-		return err
-	}
-	view, err := viewParam(r, api.ViewFull)
+	m, err := s.store.GetMemory(r.Context(), req.storeID, req.id)
 	if err != nil {
-		return err
+		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	m, err := s.store.GetMemory(r.Context(), storeID, memoryID)
-	if err != nil {
-		return s.memoryError(r, err, storeID, memoryID)
-	}
-	writeJSON(w, http.StatusOK, withView(m, view))
+	writeJSON(w, http.StatusOK, withView(m, req.view))
 	return nil
 }
 
@@ -127,14 +113,7 @@ type updateMemoryBody struct {
 }
 
 func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, memoryID, err := memoryParams(r)
-	if err != nil {
-		return err
-	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
-		return err
-	}
-	view, err := viewParam(r, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, memoryParams, true, api.ViewBasic)
 	if err != nil {
 		return err
 	}
@@ -155,7 +134,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 			return err
 		}
 	}
-	in := storage.MemoryUpdate{StoreID: storeID, MemoryID: memoryID, Content: body.Content, Path: body.Path, By: p.Actor()}
+	in := storage.MemoryUpdate{StoreID: req.storeID, MemoryID: req.id, Content: body.Content, Path: body.Path, By: p.Actor()}
 	if pre := body.Precondition; pre != nil {
 		// The type may be left out: content_sha256 is the only kind.
 		if pre.Type != "" && pre.Type != "content_sha256" {
@@ -171,22 +150,19 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	m, changed, err := s.store.UpdateMemory(r.Context(), in)
 	if err != nil {
-		return s.memoryError(r, err, storeID, memoryID)
+		return s.memoryError(r, err, req.storeID, req.id)
 	}
 	if changed {
-		s.log.InfoContext(r.Context(), "memory updated", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+		s.log.InfoContext(r.Context(), "memory updated", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
 			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	}
-	writeJSON(w, http.StatusOK, withView(m, view))
+	writeJSON(w, http.StatusOK, withView(m, req.view))
 	return nil
 }
 
 func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, memoryID, err := memoryParams(r)
+	req, err := s.memoryPreamble(r, p, memoryParams, true, "")
 	if err != nil {
-		return err
-	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, true); err != nil {
 		return err
 	}
 	expected := r.URL.Query().Get("expected_content_sha256")
@@ -195,27 +171,24 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 			return err
 		}
 	}
-	if err := s.store.DeleteMemory(r.Context(), storeID, memoryID, expected, p.Actor()); err != nil {
+	if err := s.store.DeleteMemory(r.Context(), req.storeID, req.id, expected, p.Actor()); err != nil {
 		var stale *storage.PreconditionFailedError
 		if errors.As(err, &stale) {
 			return apiErrorf(api.MemoryPreconditionFailed, "expected_content_sha256: the memory's content has changed (its content_sha256 is now %s), so it was not deleted; re-read it and decide again", stale.CurrentSHA256)
 		}
-		return s.memoryError(r, err, storeID, memoryID)
+		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	s.log.InfoContext(r.Context(), "memory deleted", "request_id", requestID(r.Context()), "memory_store_id", storeID, "memory_id", memoryID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, api.Deleted{ID: memoryID, Type: "memory_deleted"})
+	s.log.InfoContext(r.Context(), "memory deleted", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: req.id, Type: "memory_deleted"})
 	return nil
 }
 
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, err := storeIDParam(r)
+	req, err := s.memoryPreamble(r, p, storeParams, false, "")
 	if err != nil {
 		return err
 	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
-		return err
-	}
-	q := storage.MemoryQuery{StoreID: storeID, Prefix: "/", Cursor: r.URL.Query().Get("page")}
+	q := storage.MemoryQuery{StoreID: req.storeID, Prefix: "/", Cursor: r.URL.Query().Get("page")}
 	view, limit, err := viewAndLimit(r)
 	if err != nil {
 		return err
@@ -232,7 +205,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	page, err := s.store.ListMemories(r.Context(), q)
 	if err != nil {
-		return storeError(err, storeID)
+		return storeError(err, req.storeID)
 	}
 	writeJSON(w, http.StatusOK, toPage(page))
 	return nil

@@ -49,6 +49,39 @@ func storeIDParam(r *http.Request) (string, error) {
 	return id, checkID(ids.MemoryStore, "memory store", id)
 }
 
+// storeParams is storeIDParam in the shape memoryPreamble takes, for the
+// endpoints whose URL names only the store.
+func storeParams(r *http.Request) (storeID, _ string, err error) {
+	storeID, err = storeIDParam(r)
+	return storeID, "", err
+}
+
+// memoryRequest is what memoryPreamble found in a request.
+type memoryRequest struct {
+	storeID string
+	id      string // the {memory_id} or {version_id}; "" when the URL names only the store
+	view    string // "" when the endpoint takes no view
+}
+
+// memoryPreamble is the opening shared by the endpoints a sessions token
+// may reach under a memory store, in the order the API answers: the URL's
+// ids (params is storeParams, memoryParams or versionParams), so a
+// mistyped id is a 404 naming it whoever asks; then p's access to the
+// store (to change it, if write); then view, with default def (not read
+// when def is "", as the listings read it with their limit).
+func (s *Server) memoryPreamble(r *http.Request, p Principal, params func(*http.Request) (string, string, error), write bool, def string) (req memoryRequest, err error) {
+	if req.storeID, req.id, err = params(r); err != nil {
+		return req, err
+	}
+	if err = s.memoryStoreAccess(r.Context(), p, req.storeID, write); err != nil {
+		return req, err
+	}
+	if def != "" {
+		req.view, err = viewParam(r, def)
+	}
+	return req, err
+}
+
 // storeError turns a storage error about store storeID into the API's
 // answer. Errors it does not know pass through (and become a logged 500).
 func storeError(err error, storeID string) error {
@@ -183,16 +216,13 @@ func toPage[T any](p storage.Page[T]) api.Page[T] {
 }
 
 func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
-	id, err := storeIDParam(r)
+	req, err := s.memoryPreamble(r, p, storeParams, false, "")
 	if err != nil {
 		return err
 	}
-	if err := s.memoryStoreAccess(r.Context(), p, id, false); err != nil {
-		return err
-	}
-	st, err := s.store.GetMemoryStore(r.Context(), id)
+	st, err := s.store.GetMemoryStore(r.Context(), req.storeID)
 	if err != nil {
-		return storeError(err, id)
+		return storeError(err, req.storeID)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil

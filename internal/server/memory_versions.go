@@ -40,15 +40,12 @@ func versionView(v api.MemoryVersion, view string) api.MemoryVersion {
 }
 
 func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, err := storeIDParam(r)
+	req, err := s.memoryPreamble(r, p, storeParams, false, "")
 	if err != nil {
 		return err
 	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
-		return err
-	}
 	query := r.URL.Query()
-	q := storage.MemoryVersionQuery{StoreID: storeID, Cursor: query.Get("page")}
+	q := storage.MemoryVersionQuery{StoreID: req.storeID, Cursor: query.Get("page")}
 	view, limit, err := viewAndLimit(r)
 	if err != nil {
 		return err
@@ -90,7 +87,7 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 	}
 	page, err := s.store.ListMemoryVersions(r.Context(), q)
 	if err != nil {
-		return storeError(err, storeID)
+		return storeError(err, req.storeID)
 	}
 	for i := range page.Items {
 		page.Items[i] = versionView(page.Items[i], view)
@@ -100,22 +97,15 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 }
 
 func (s *Server) getMemoryVersion(w http.ResponseWriter, r *http.Request, p Principal) error {
-	storeID, versionID, err := versionParams(r)
+	req, err := s.memoryPreamble(r, p, versionParams, false, api.ViewFull)
 	if err != nil {
 		return err
 	}
-	if err := s.memoryStoreAccess(r.Context(), p, storeID, false); err != nil {
-		return err
-	}
-	view, err := viewParam(r, api.ViewFull)
+	v, err := s.store.GetMemoryVersion(r.Context(), req.storeID, req.id)
 	if err != nil {
-		return err
+		return s.versionError(r, err, req.storeID, req.id)
 	}
-	v, err := s.store.GetMemoryVersion(r.Context(), storeID, versionID)
-	if err != nil {
-		return s.versionError(r, err, storeID, versionID)
-	}
-	writeJSON(w, http.StatusOK, versionView(v, view))
+	writeJSON(w, http.StatusOK, versionView(v, req.view))
 	return nil
 }
 
