@@ -93,7 +93,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	// The lease outlives runCtx: it keeps beating through the final sync
 	// and flush, and ends only right before the force-stop.
 	hbCtx, stopBeating := context.WithCancel(context.WithoutCancel(ctx))
-	ls := newLease(c, work, lastHeartbeat, w.cfg.HeartbeatInterval, log)
+	ls := newLease(c, work, lastHeartbeat, w.cfg.HeartbeatInterval, w.cfg.clock, log)
 	var end leaseEnd
 	beating := make(chan struct{})
 	go func() {
@@ -177,7 +177,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	if mem != nil {
 		afterCall = mem.SyncIfDue
 	}
-	r := newRunner(c, sess.ID, ts, afterCall, ls.TTL, w.cfg.MaxIdle, log)
+	r := newRunner(c, sess.ID, ts, afterCall, ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
 	clean, err = r.run(runCtx)
 	if err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)

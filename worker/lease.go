@@ -60,6 +60,7 @@ type lease struct {
 	work     string
 	expected string        // expected_last_heartbeat of the next beat
 	every    time.Duration // Config.HeartbeatInterval; 0 derives it from the TTL
+	clock    clock
 	log      *slog.Logger
 
 	// ttl is the last TTL the server granted, in nanoseconds; the runner
@@ -67,11 +68,11 @@ type lease struct {
 	ttl atomic.Int64
 }
 
-func newLease(c *client.Client, work api.Work, expected string, every time.Duration, log *slog.Logger) *lease {
+func newLease(c *client.Client, work api.Work, expected string, every time.Duration, clk clock, log *slog.Logger) *lease {
 	if expected == "" {
 		expected = api.NoHeartbeat
 	}
-	l := &lease{c: c, env: work.EnvironmentID, work: work.ID, expected: expected, every: every, log: log}
+	l := &lease{c: c, env: work.EnvironmentID, work: work.ID, expected: expected, every: every, clock: clk, log: log}
 	l.ttl.Store(int64(assumedLeaseTTL))
 	return l
 }
@@ -86,7 +87,7 @@ func (l *lease) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
 // lease until the item has flushed its memory.
 func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 	interval := beatInterval(assumedLeaseTTL)
-	lastOK := time.Now()
+	lastOK := l.clock.Now()
 	stopping := false
 	for {
 		beatCtx, cancel := context.WithTimeout(ctx, max(interval, minHeartbeatInterval))
@@ -107,7 +108,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 		switch {
 		case err == nil:
 			l.expected = hb.LastHeartbeat
-			lastOK = time.Now()
+			lastOK = l.clock.Now()
 			if hb.TTLSeconds > 0 {
 				ttl := max(time.Duration(hb.TTLSeconds)*time.Second, time.Second)
 				l.ttl.Store(int64(ttl))
@@ -129,7 +130,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 			return leaseRefused
 		default:
 			ttl := l.TTL()
-			if since := time.Since(lastOK); since > ttl {
+			if since := l.clock.Now().Sub(lastOK); since > ttl {
 				l.log.Error("no heartbeat succeeded for a whole lease TTL; the lease has lapsed, so the session is shut down and the item left to the queue",
 					"since_last_heartbeat", since.Round(time.Second), "ttl", ttl, "err", err)
 				stop(errLeaseLost)
@@ -140,7 +141,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 		if l.every > 0 {
 			interval = l.every
 		}
-		if !sleep(ctx, interval) {
+		if !sleep(ctx, l.clock, interval) {
 			return leaseHeld
 		}
 	}

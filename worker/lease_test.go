@@ -90,18 +90,24 @@ func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
 // lease the server grants requires: here the shortest one memstore grants
 // (5 s), through a call that runs longer than that. Were it to beat at the
 // period it assumes before the server has said anything (every 15 s), the
-// lease would lapse mid-call and another worker could claim the item.
+// lease would lapse mid-call and another worker could claim the item. The
+// worker's clock and the server's move together, by hand, through 7 s of
+// the call.
 func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &logBuffer{}
+	clk := newFakeClock()
 	cfg := f.config(logs)
 	cfg.HeartbeatInterval = 0
+	cfg.clock = clk
 	sess := f.session(script(api.ScriptEndTerminate,
-		toolCall("bash", map[string]any{"command": "touch started; sleep 7; echo done", "timeout_ms": 60000})))
+		toolCall("bash", map[string]any{"command": "touch started; until [ -e finish ]; do sleep 0.01; done; echo done", "timeout_ms": 60000})))
 	work := f.claim()
+	var beats atomic.Int32
 	f.srv.Wrap(func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasSuffix(r.URL.Path, "/work/"+work.ID+"/heartbeat") {
+				beats.Add(1)
 				q := r.URL.Query()
 				q.Set("desired_ttl_seconds", strconv.Itoa(api.MinLeaseTTLSeconds))
 				r.URL.RawQuery = q.Encode()
@@ -113,25 +119,39 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	go func() { done <- f.worker(cfg).RunItem(context.Background(), Item{Work: work}) }()
 	waitStarted(t, cfg.Workdir, "started")
 
+	// The first beat has set the period from the TTL granted.
+	if left := clk.waitPending(t, 1); left[0] != 2500*time.Millisecond {
+		t.Fatalf("next beat in %v after a %d s lease was granted, want 2.5s", left[0], api.MinLeaseTTLSeconds)
+	}
 	// Another worker polls all through the call: the item must never be
 	// offered to it.
 	other := testClient(t, f.srv, client.WithBearerToken(f.key), client.WithWorkerID("other-worker"))
-	for finished := false; !finished; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("RunItem = %v", err)
-			}
-			finished = true
-		case <-time.After(250 * time.Millisecond):
-			got, err := other.PollWork(context.Background(), f.env.ID, api.WorkPollParams{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != nil {
-				t.Fatalf("the lease lapsed during the call: another worker claimed %s\n%s", got.ID, logs)
-			}
+	const step, call = 250 * time.Millisecond, 7 * time.Second
+	for elapsed := step; elapsed <= call; elapsed += step {
+		f.srv.clock.advance(step)
+		clk.Advance(step)
+		clk.waitPending(t, 1) // the beat that came due, if any, is done
+		got, err := other.PollWork(context.Background(), f.env.ID, api.WorkPollParams{})
+		if err != nil {
+			t.Fatal(err)
 		}
+		if got != nil {
+			t.Fatalf("the lease lapsed %v into the call: another worker claimed %s\n%s", elapsed, got.ID, logs)
+		}
+	}
+	if n := beats.Load(); n != 3 {
+		t.Errorf("%d heartbeats in %v of a %d s lease, want 3 (at 0, 2.5 and 5 s)", n, call, api.MinLeaseTTLSeconds)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Workdir, "finish"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunItem = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("RunItem did not return after the call ended:\n%s", logs)
 	}
 	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].isError || strings.TrimSpace(got[0].text) != "done" {
 		t.Errorf("results = %+v", got)

@@ -58,17 +58,17 @@ func TestBackoffDoublesUpToItsCapWithJitter(t *testing.T) {
 // A poll that fails for a reason a retry can fix (here the server answers
 // 503 until the client's own retries are spent) is retried after a
 // backoff, with a warning, and the loop goes on to serve the session: Run
-// does not end.
+// does not end. The worker's clock is moved by hand past the backoff.
 func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &logBuffer{}
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo served"})))
-	var failed atomic.Int32
+	var polls atomic.Int32
 	f.srv.Wrap(func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// The client repeats a failed GET three times on its own; the
 			// fourth failure is the worker's to handle.
-			if strings.HasSuffix(r.URL.Path, "/work/poll") && failed.Add(1) <= 4 {
+			if strings.HasSuffix(r.URL.Path, "/work/poll") && polls.Add(1) <= 4 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
@@ -77,18 +77,33 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	stop := runWorker(t, f.worker(f.config(logs)))
-	waitFor(t, "the session to be served after the failed polls", func() bool {
-		return f.getSession(sess.ID).Status == api.SessionTerminated && f.sessionWork(sess.ID).State == api.WorkStopped
-	})
-	if err := stop(); err != nil {
-		t.Fatalf("Run = %v, want nil: a transient failure must not end the loop", err)
+	clk := newFakeClock()
+	cfg := f.config(logs)
+	cfg.clock = clk
+	stop := runWorker(t, f.worker(cfg))
+
+	// The loop waits out its first backoff, 2 s jittered down into
+	// [1 s, 2 s], without polling.
+	left := clk.waitPending(t, 1)[0]
+	if left < pollRetryBase/2 || left > pollRetryBase {
+		t.Errorf("first backoff %v, want within [%v, %v]", left, pollRetryBase/2, pollRetryBase)
+	}
+	if n := polls.Load(); n != 4 {
+		t.Errorf("%d polls before the backoff ended, want the 4 that failed", n)
 	}
 	line := logs.line("polling for work failed; retrying")
 	for _, part := range []string{"level=WARN", "environment_id=" + f.env.ID, "attempt=1", "retry_in=", "503"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("retry line %q lacks %q:\n%s", line, part, logs)
 		}
+	}
+
+	clk.Advance(left)
+	waitFor(t, "the session to be served after the failed polls", func() bool {
+		return f.getSession(sess.ID).Status == api.SessionTerminated && f.sessionWork(sess.ID).State == api.WorkStopped
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v, want nil: a transient failure must not end the loop", err)
 	}
 	if got := toolResults(f.events(sess.ID)); len(got) != 1 || strings.TrimSpace(got[0].text) != "served" {
 		t.Errorf("results = %+v", got)

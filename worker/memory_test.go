@@ -7,10 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -65,26 +63,6 @@ func (f *fixture) versions(storeID string) []string {
 		out = append([]string{v.Operation + " " + *v.Path + " by " + who}, out...)
 	}
 	return out
-}
-
-// fakeClock is a worker's sync clock, moved by the test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // memoryConfig is a worker configuration with memory on a fresh mount

@@ -42,15 +42,17 @@ func backoff(n int, base, max time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// sleep waits d or until ctx ends; it reports whether the wait completed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on clk or until ctx ends; it reports whether the wait
+// completed.
+func sleep(ctx context.Context, clk clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	elapsed := make(chan struct{})
+	stop := clk.AfterFunc(d, func() { close(elapsed) })
+	defer stop()
 	select {
-	case <-t.C:
+	case <-elapsed:
 		return true
 	case <-ctx.Done():
 		return false

@@ -82,6 +82,7 @@ type runner struct {
 	// sendWindow is how long a result post is retried: the lease TTL.
 	sendWindow func() time.Duration
 	maxIdle    time.Duration // <= 0: never end on idle
+	clock      clock
 	log        *slog.Logger
 
 	mu        sync.Mutex
@@ -91,15 +92,15 @@ type runner struct {
 	running   *call
 	cancelRun context.CancelCauseFunc
 	idleGen   int         // bumped on every arm and disarm of the idle countdown
-	idleTimer *time.Timer // nil when disarmed
+	stopIdle  func() bool // stops the idle countdown; nil when disarmed
 	ended     error       // errSessionEnded or errIdle, once
 	done      chan struct{}
 	wake      chan struct{}
 }
 
-func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context), sendWindow func() time.Duration, maxIdle time.Duration, log *slog.Logger) *runner {
+func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
 	return &runner{
-		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, log: log,
+		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, clock: clk, log: log,
 		seen: map[string]bool{}, byID: map[string]*call{},
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
@@ -163,7 +164,7 @@ func (r *runner) endReason() error {
 func (r *runner) read(ctx context.Context) error {
 	failures := 0
 	for {
-		connected := time.Now()
+		connected := r.clock.Now()
 		err := r.follow(ctx)
 		if ctx.Err() != nil || r.finished() {
 			return nil
@@ -171,7 +172,7 @@ func (r *runner) read(ctx context.Context) error {
 		if permanent(err) {
 			return err
 		}
-		if time.Since(connected) > streamStable {
+		if r.clock.Now().Sub(connected) > streamStable {
 			failures = 0
 		}
 		failures++
@@ -181,7 +182,7 @@ func (r *runner) read(ctx context.Context) error {
 		} else {
 			r.log.Debug("session event stream closed by the server; reconnecting", "retry_in", d)
 		}
-		if !sleep(ctx, d) {
+		if !sleep(ctx, r.clock, d) {
 			return nil
 		}
 	}
@@ -328,12 +329,12 @@ func (r *runner) endLocked(reason error) {
 // session does not hold a worker forever. The next user.message queues a
 // new work item.
 func (r *runner) armIdleLocked() {
-	if r.maxIdle <= 0 || r.idleTimer != nil {
+	if r.maxIdle <= 0 || r.stopIdle != nil {
 		return
 	}
 	r.idleGen++
 	gen := r.idleGen
-	r.idleTimer = time.AfterFunc(r.maxIdle, func() {
+	r.stopIdle = r.clock.AfterFunc(r.maxIdle, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.idleGen != gen {
@@ -342,7 +343,7 @@ func (r *runner) armIdleLocked() {
 		if r.running != nil || r.nextLocked() != nil {
 			// A call is still winding down (an interrupted one being
 			// killed) or about to run: count again from now.
-			r.idleTimer = nil
+			r.stopIdle = nil
 			r.armIdleLocked()
 			return
 		}
@@ -352,9 +353,9 @@ func (r *runner) armIdleLocked() {
 }
 
 func (r *runner) disarmIdleLocked() {
-	if r.idleTimer != nil {
-		r.idleTimer.Stop()
-		r.idleTimer = nil
+	if r.stopIdle != nil {
+		r.stopIdle()
+		r.stopIdle = nil
 		r.idleGen++
 	}
 }
@@ -414,7 +415,7 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 			r.cancelRun(context.Cause(ctx))
 		}
 	})
-	start := time.Now()
+	start := r.clock.Now()
 	res := r.tools.Run(callCtx, c.name, c.input)
 	stopWatching()
 	r.mu.Lock()
@@ -425,7 +426,7 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 	cause := context.Cause(callCtx)
 
 	log := r.log.With("tool", c.name, "tool_use_id", c.id)
-	log.Info("tool call done", "is_error", res.IsError, "duration", time.Since(start).Round(time.Millisecond), "summary", summarize(res.Content))
+	log.Info("tool call done", "is_error", res.IsError, "duration", r.clock.Now().Sub(start).Round(time.Millisecond), "summary", summarize(res.Content))
 	switch {
 	case answered:
 		return
@@ -479,7 +480,7 @@ func (r *runner) post(ctx context.Context, c *call, res toolset.Result, log *slo
 		}
 		d := backoff(attempt, sendRetryBase, sendRetryMax)
 		log.Warn("posting the tool result failed; retrying", "retry_in", d, "err", err)
-		waited := sleep(pctx, d)
+		waited := sleep(pctx, r.clock, d)
 		// A failed post may have landed all the same (its answer was
 		// lost): the stream then shows the result, and posting it again
 		// would answer the call twice.

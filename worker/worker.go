@@ -87,8 +87,12 @@ type Config struct {
 	// environment_id and memory_store_id attached. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the memory sync's interval and deletion window;
-	// nil is time.Now. Tests drive syncs with it.
+	// nil is the worker's own clock (time.Now). Tests drive syncs with it.
 	Now func() time.Time
+
+	// clock paces the worker's own waits (see clock); nil is the real one.
+	// Only this package's tests set it.
+	clock clock
 }
 
 // Worker serves the sessions of one environment: Run polls its queue,
@@ -201,8 +205,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.clock == nil {
+		cfg.clock = realClock{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.clock.Now
 	}
 	return &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}, nil
 }
@@ -231,7 +238,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
 	pollFailures, ackFailures := 0, 0
 	for ctx.Err() == nil {
-		started := time.Now()
+		started := w.cfg.clock.Now()
 		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
 		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
 		cancel()
@@ -244,12 +251,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			pollFailures++
 			d := backoff(pollFailures, pollRetryBase, pollRetryMax)
 			log.Warn("polling for work failed; retrying", "attempt", pollFailures, "retry_in", d.Round(time.Millisecond), "err", err)
-			sleep(ctx, d)
+			sleep(ctx, w.cfg.clock, d)
 			continue
 		}
 		pollFailures = 0
 		if work == nil {
-			sleep(ctx, minPollPeriod-time.Since(started))
+			sleep(ctx, w.cfg.clock, minPollPeriod-w.cfg.clock.Now().Sub(started))
 			continue
 		}
 		if work.EnvironmentID == "" {
@@ -273,7 +280,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if !client.IsStatus(err, 409) {
 				w.forceStop(env, *work, ilog)
 			}
-			sleep(ctx, d)
+			sleep(ctx, w.cfg.clock, d)
 			continue
 		}
 		ackFailures = 0
