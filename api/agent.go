@@ -11,26 +11,16 @@ import (
 // user.message is a JSON script of tool calls (see ScriptedScript).
 const ScriptedModel = "scripted"
 
-// Agent is a reusable agent definition that sessions name by id. Fields
+// Agent is a reusable agent definition that sessions name by id: the fields
+// a session snapshots (SessionAgent) plus its metadata and timestamps. Fields
 // memstore does not act on (skills, MCP servers, multiagent) are kept so the
 // official SDK finds every field it expects.
 type Agent struct {
-	ID                string            `json:"id"`
-	Type              string            `json:"type"` // "agent"
-	Name              string            `json:"name"`
-	Description       string            `json:"description"`
-	Model             ModelConfig       `json:"model"`
-	System            string            `json:"system"`
-	Tools             []json.RawMessage `json:"tools"`
-	Skills            []json.RawMessage `json:"skills"`
-	MCPServers        []json.RawMessage `json:"mcp_servers"`
-	Multiagent        json.RawMessage   `json:"multiagent"` // null
-	ExecutionIdentity ExecutionIdentity `json:"execution_identity"`
-	Metadata          map[string]string `json:"metadata"`
-	Version           int64             `json:"version"`
-	CreatedAt         time.Time         `json:"created_at"`
-	UpdatedAt         time.Time         `json:"updated_at"`
-	ArchivedAt        *time.Time        `json:"archived_at"`
+	SessionAgent
+	Metadata   map[string]string `json:"metadata"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	ArchivedAt *time.Time        `json:"archived_at"`
 }
 
 // ExecutionIdentity is who an agent's runs act as; memstore always answers

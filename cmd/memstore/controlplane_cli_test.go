@@ -151,7 +151,7 @@ func TestCLIReadmeFlow(t *testing.T) {
 	if !strings.HasPrefix(key, "sk-memstore-env-") || !strings.HasPrefix(env.ID, "env_") {
 		t.Fatalf("env create -q / env key create -q printed %q, %q", env.ID, key)
 	}
-	ag := api.Agent{ID: id("agent", "create", "note-taker")}
+	ag := api.Agent{SessionAgent: api.SessionAgent{ID: id("agent", "create", "note-taker")}}
 	store := api.MemoryStore{ID: id("store", "create", "Team Notes", "--description", "what the team knows")}
 	if ids := memstoreCLI(t, 0, "env", "list", "-q"); ids != env.ID+"\n" {
 		t.Fatalf("env list -q printed %q", ids)

@@ -192,11 +192,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	now := s.now()
 	sess := api.Session{
 		ID: ids.NewAt(ids.Session, now), Type: "session", EnvironmentID: env.ID, Title: req.Title, Metadata: req.Metadata,
-		Agent: api.SessionAgent{
-			ID: ag.ID, Type: "agent", Name: ag.Name, Description: ag.Description, Model: ag.Model, System: ag.System,
-			Tools: ag.Tools, Skills: ag.Skills, MCPServers: ag.MCPServers, Multiagent: ag.Multiagent,
-			ExecutionIdentity: ag.ExecutionIdentity, Version: ag.Version,
-		},
+		Agent:     ag.SessionAgent,
 		Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now,
 	}
 	for i := range sess.Resources {

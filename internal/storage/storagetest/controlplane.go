@@ -30,10 +30,10 @@ func newCPFixture(t *testing.T, open Factory) *cpFixture {
 	f.s = open(t, f.clock.now)
 	t.Cleanup(func() { f.s.Close() })
 	f.env = f.newEnvironment("build")
-	f.agent = api.Agent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel},
+	f.agent = api.Agent{SessionAgent: api.SessionAgent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel},
 		Tools: []json.RawMessage{}, Skills: []json.RawMessage{}, MCPServers: []json.RawMessage{},
-		ExecutionIdentity: api.ExecutionIdentity{Type: "service_account"}, Metadata: map[string]string{}, Version: 1,
-		CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
+		ExecutionIdentity: api.ExecutionIdentity{Type: "service_account"}, Version: 1},
+		Metadata: map[string]string{}, CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
 	if err := f.s.CreateAgent(f.ctx, f.agent); err != nil {
 		t.Fatal(err)
 	}
