@@ -22,3 +22,8 @@ type Store interface {
 // ErrNotFound reports that the addressed object does not exist (or is
 // invisible to the caller). The HTTP layer answers 404.
 var ErrNotFound = errors.New("storage: not found")
+
+// ErrUnavailable reports that the database cannot be reached right now
+// (connection lost, server restarting). The HTTP layer answers 503 with
+// x-should-retry: true; the backend reconnects by itself.
+var ErrUnavailable = errors.New("storage: database unavailable")

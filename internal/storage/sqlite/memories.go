@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,43 +24,6 @@ func (s *DB) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	defer tx.Rollback()
 	return fn(tx)
-}
-
-func contentHash(c string) string {
-	sum := sha256.Sum256([]byte(c))
-	return hex.EncodeToString(sum[:])
-}
-
-// actorID is the one id an actor carries, whichever its type.
-func actorID(a api.Actor) string {
-	switch a.Type {
-	case api.SessionActor:
-		return a.SessionID
-	case api.UserActor:
-		return a.UserID
-	default:
-		return a.APIKeyID
-	}
-}
-
-func actorFrom(typ, id string) api.Actor {
-	a := api.Actor{Type: typ}
-	switch typ {
-	case api.SessionActor:
-		a.SessionID = id
-	case api.UserActor:
-		a.UserID = id
-	default:
-		a.APIKeyID = id
-	}
-	return a
-}
-
-func checkActor(a api.Actor) error {
-	if a.Type == "" || actorID(a) == "" {
-		return fmt.Errorf("sqlite: a write needs an actor with a type and an id, got %+v", a)
-	}
-	return nil
 }
 
 // ---- stores ----
@@ -177,7 +138,7 @@ func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (
 	if q.CreatedLTE != nil {
 		where, args = append(where, "created_at <= ?"), append(args, formatTime(*q.CreatedLTE))
 	}
-	limit := listLimit(q.Limit)
+	limit := storage.ListLimit(q.Limit)
 	args = append(args, limit+1)
 	var err error
 	page.Items, err = queryAll(ctx, s.cached(nil), scanStore, `SELECT `+storeColumns+` FROM memory_stores WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
@@ -191,13 +152,6 @@ func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (
 	return page, nil
 }
 
-func listLimit(n int) int {
-	if n <= 0 {
-		return api.DefaultListLimit
-	}
-	return n
-}
-
 // UpdateMemoryStore implements storage.MemoryStores.
 func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryStorePatch) (api.MemoryStore, error) {
 	var st api.MemoryStore
@@ -207,36 +161,11 @@ func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryS
 		if err != nil {
 			return err
 		}
-		if cur.ArchivedAt != nil {
-			return storage.ErrStoreArchived
+		next, changed, err := storage.ApplyStorePatch(cur, p)
+		if err != nil {
+			return err
 		}
-		next := cur
-		next.Metadata = make(map[string]string, len(cur.Metadata))
-		for k, v := range cur.Metadata {
-			next.Metadata[k] = v
-		}
-		if p.Name != nil {
-			next.Name = *p.Name
-		}
-		if p.Description != nil {
-			next.Description = *p.Description
-		}
-		metaChanged := false
-		for k, v := range p.Metadata {
-			old, had := next.Metadata[k]
-			switch {
-			case v == nil && had:
-				delete(next.Metadata, k)
-				metaChanged = true
-			case v != nil && (!had || old != *v):
-				next.Metadata[k] = *v
-				metaChanged = true
-			}
-		}
-		if len(next.Metadata) > api.MaxMetadataPairs {
-			return &storage.MetadataLimitError{Count: len(next.Metadata)}
-		}
-		if next.Name == cur.Name && next.Description == cur.Description && !metaChanged {
+		if !changed {
 			st = cur
 			return nil
 		}
@@ -374,16 +303,14 @@ func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) erro
 	// lookups on the (store_id, path) index.
 	candidates := []any{storeID, self, p}
 	marks := "?"
-	for i := 1; i < len(p); i++ {
-		if p[i] == '/' {
-			candidates = append(candidates, p[:i])
-			marks += ", ?"
-		}
+	for _, a := range storage.Ancestors(p) {
+		candidates = append(candidates, a)
+		marks += ", ?"
 	}
 	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`) ORDER BY path = ? DESC, path LIMIT 1`, append(candidates, p)...)
 	if err == nil && !found {
-		// Descendants: the key range [p+"/", p+"0").
-		found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, p+"/", p+"0")
+		lo, hi := storage.SubtreeRange(p + "/")
+		found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, lo, hi)
 	}
 	switch {
 	case err != nil:
@@ -410,7 +337,7 @@ func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 		content = []byte(*v.content)
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, actorID(v.by))
+		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, storage.ActorID(v.by))
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
 	}
@@ -419,7 +346,7 @@ func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 
 // CreateMemory implements storage.MemoryStores.
 func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory, error) {
-	if err := checkActor(in.By); err != nil {
+	if err := storage.CheckActor(in.By); err != nil {
 		return api.Memory{}, err
 	}
 	limit := in.MaxMemories
@@ -444,7 +371,7 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		}
 		now := s.now()
 		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
-		sha, size := contentHash(in.Content), int64(len(in.Content))
+		sha, size := storage.ContentHash(in.Content), int64(len(in.Content))
 		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: memID, op: api.OperationCreated,
 			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now}); err != nil {
 			return err
@@ -471,7 +398,7 @@ func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memor
 
 // UpdateMemory implements storage.MemoryStores.
 func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Memory, bool, error) {
-	if err := checkActor(in.By); err != nil {
+	if err := storage.CheckActor(in.By); err != nil {
 		return api.Memory{}, false, err
 	}
 	var (
@@ -496,7 +423,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		}
 		newSHA := cur.ContentSHA256
 		if in.Content != nil {
-			newSHA = contentHash(newContent)
+			newSHA = storage.ContentHash(newContent)
 		}
 		if newPath == cur.Path && newSHA == cur.ContentSHA256 {
 			// Already in the requested state: nothing to write, and a stale
@@ -534,7 +461,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 
 // DeleteMemory implements storage.MemoryStores.
 func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by api.Actor) error {
-	if err := checkActor(by); err != nil {
+	if err := storage.CheckActor(by); err != nil {
 		return err
 	}
 	return s.tx(ctx, func(sqlTx *sql.Tx) error {
@@ -583,22 +510,21 @@ func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.P
 	if prefix == "" {
 		prefix = "/"
 	}
-	// Every path under prefix lies in [prefix, upper).
-	upper := prefix[:len(prefix)-1] + "0"
-	from := bound{key: prefix}
+	_, upper := storage.SubtreeRange(prefix)
+	from := storage.ListBound{Key: prefix}
 	if q.Cursor != "" {
 		key, err := storage.DecodeCursor(storage.CursorMemories, q.Cursor)
 		if err != nil {
 			return page, err
 		}
-		if from, err = decodeBound(key); err != nil {
+		if from, err = storage.DecodeListBound(key); err != nil {
 			return page, err
 		}
-		if from.key < prefix {
-			from = bound{key: prefix}
+		if from.Key < prefix {
+			from = storage.ListBound{Key: prefix}
 		}
 	}
-	limit := listLimit(q.Limit)
+	limit := storage.ListLimit(q.Limit)
 	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
@@ -612,11 +538,10 @@ func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.P
 			}
 			rolledUp := false
 			for _, r := range batch {
-				rel := r.path[len(prefix):]
-				if q.Depth > 0 && strings.Count(rel, "/") >= q.Depth {
-					dir := prefix + nthSlashPrefix(rel, q.Depth)
+				if dir, ok := storage.RollUp(r.path, prefix, q.Depth); ok {
 					page.Items = append(page.Items, api.MemoryListItem{Prefix: &api.MemoryPrefix{Type: "memory_prefix", Path: dir}})
-					from = bound{key: dir[:len(dir)-1] + "0"}
+					_, past := storage.SubtreeRange(dir)
+					from = storage.ListBound{Key: past}
 					rolledUp = true
 					break
 				}
@@ -625,7 +550,7 @@ func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.P
 					return err
 				}
 				page.Items = append(page.Items, api.MemoryListItem{Memory: &m})
-				from = bound{key: r.path, exclusive: true}
+				from = storage.ListBound{Key: r.path, Exclusive: true}
 			}
 			if !rolledUp && len(batch) < want {
 				return nil // the range is exhausted
@@ -633,76 +558,30 @@ func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.P
 		}
 		// The page is full; it has a successor only if something is left.
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM memories WHERE store_id = ? AND path `+from.op()+` ? AND path < ? LIMIT 1`, q.StoreID, from.key, upper).Scan(&one)
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM memories WHERE store_id = ? AND path `+from.Op()+` ? AND path < ? LIMIT 1`, q.StoreID, from.Key, upper).Scan(&one)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
 		case err != nil:
 			return err
 		}
-		page.Next = storage.EncodeCursor(storage.CursorMemories, from.encode())
+		page.Next = storage.EncodeCursor(storage.CursorMemories, from.Encode())
 		return nil
 	})
 	return page, err
 }
 
-// bound is where a memory listing resumes: at key, or just after it.
-type bound struct {
-	key       string
-	exclusive bool
-}
-
-func (b bound) op() string {
-	if b.exclusive {
-		return ">"
-	}
-	return ">="
-}
-
-func (b bound) encode() string {
-	if b.exclusive {
-		return ">" + b.key
-	}
-	return "=" + b.key
-}
-
-func decodeBound(s string) (bound, error) {
-	if len(s) < 2 || !strings.HasPrefix(s[1:], "/") {
-		return bound{}, storage.ErrBadCursor
-	}
-	switch s[0] {
-	case '>':
-		return bound{key: s[1:], exclusive: true}, nil
-	case '=':
-		return bound{key: s[1:]}, nil
-	}
-	return bound{}, storage.ErrBadCursor
-}
-
-func memoryBatch(ctx context.Context, tx queryer, q storage.MemoryQuery, from bound, upper string, n int) ([]memoryRow, error) {
+func memoryBatch(ctx context.Context, tx queryer, q storage.MemoryQuery, from storage.ListBound, upper string, n int) ([]memoryRow, error) {
 	sel := `SELECT ` + memoryColumns + ` FROM memories m`
 	if q.WithContent {
 		sel = memoryWithContent
 	}
 	scan := func(r rowScanner) (memoryRow, error) { return scanMemory(r, q.WithContent) }
-	out, err := queryAll(ctx, tx, scan, sel+` WHERE m.store_id = ? AND m.path `+from.op()+` ? AND m.path < ? ORDER BY m.path LIMIT ?`, q.StoreID, from.key, upper, n)
+	out, err := queryAll(ctx, tx, scan, sel+` WHERE m.store_id = ? AND m.path `+from.Op()+` ? AND m.path < ? ORDER BY m.path LIMIT ?`, q.StoreID, from.Key, upper, n)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
 	return out, nil
-}
-
-// nthSlashPrefix returns rel up to and including its n-th slash.
-func nthSlashPrefix(rel string, n int) string {
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == '/' {
-			n--
-			if n == 0 {
-				return rel[:i+1]
-			}
-		}
-	}
-	return rel
 }
 
 // ---- versions ----
@@ -740,9 +619,9 @@ func scanVersion(row rowScanner, withContent bool) (api.MemoryVersion, error) {
 	if content.Valid {
 		v.Content = &content.String
 	}
-	v.CreatedBy = actorFrom(byType, byID)
+	v.CreatedBy = storage.ActorFrom(byType, byID)
 	if rbType.Valid {
-		a := actorFrom(rbType.String, rbID.String)
+		a := storage.ActorFrom(rbType.String, rbID.String)
 		v.RedactedBy = &a
 	}
 	var err error
@@ -791,7 +670,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	if q.CreatedLTE != nil {
 		where, args = append(where, "created_at <= ?"), append(args, formatTime(*q.CreatedLTE))
 	}
-	limit := listLimit(q.Limit)
+	limit := storage.ListLimit(q.Limit)
 	args = append(args, limit+1)
 	cols := versionColumns
 	if q.WithContent {
@@ -821,7 +700,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 
 // RedactMemoryVersion implements storage.MemoryStores.
 func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by api.Actor) (api.MemoryVersion, error) {
-	if err := checkActor(by); err != nil {
+	if err := storage.CheckActor(by); err != nil {
 		return api.MemoryVersion{}, err
 	}
 	var v api.MemoryVersion
@@ -844,7 +723,7 @@ func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string,
 			return storage.ErrRedactHead
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
-			formatTime(s.now()), by.Type, actorID(by), versionID); err != nil {
+			formatTime(s.now()), by.Type, storage.ActorID(by), versionID); err != nil {
 			return fmt.Errorf("redact memory version %s: %w", versionID, err)
 		}
 		v, err = getVersion(ctx, tx, storeID, versionID)

@@ -1,0 +1,541 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/workqueue"
+)
+
+// scanJSON reads a row of one JSON column (the body of a stored object).
+func scanJSON[T any](r pgx.Row) (T, error) {
+	var (
+		body string
+		v    T
+	)
+	if err := r.Scan(&body); err != nil {
+		return v, notFound(err)
+	}
+	err := json.Unmarshal([]byte(body), &v)
+	return v, err
+}
+
+func scanString(r pgx.Row) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
+}
+
+func toJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only wire types reach here; they always marshal.
+		panic(fmt.Sprintf("postgres: marshal %T: %v", v, err))
+	}
+	return string(b)
+}
+
+func metadataJSON(m map[string]string) string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	return toJSON(m)
+}
+
+// args numbers query parameters as they are added, for queries whose
+// WHERE clause depends on the request.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// ---- environments ----
+
+const environmentColumns = `id, name, description, config_type, scope, metadata, created_at, updated_at, archived_at`
+
+func scanEnvironment(r pgx.Row) (api.Environment, error) {
+	var (
+		e          api.Environment
+		meta       string
+		configType string
+	)
+	if err := r.Scan(&e.ID, &e.Name, &e.Description, &configType, &e.Scope, &meta, &e.CreatedAt, &e.UpdatedAt, &e.ArchivedAt); err != nil {
+		return api.Environment{}, notFound(err)
+	}
+	e.Type = "environment"
+	e.Config = api.EnvironmentConfig{Type: configType}
+	return e, json.Unmarshal([]byte(meta), &e.Metadata)
+}
+
+// CreateEnvironment implements storage.Environments.
+func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		e.ID, e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.CreatedAt, e.UpdatedAt, e.ArchivedAt)
+	if err != nil {
+		return unavailable(fmt.Errorf("create environment %s: %w", e.ID, err))
+	}
+	return nil
+}
+
+func getEnvironment(ctx context.Context, q querier, id string, lock bool) (api.Environment, error) {
+	return scanEnvironment(q.QueryRow(ctx, `SELECT `+environmentColumns+` FROM environments WHERE id = $1`+forUpdate(lock), id))
+}
+
+func forUpdate(lock bool) string {
+	if lock {
+		return ` FOR UPDATE`
+	}
+	return ``
+}
+
+// GetEnvironment implements storage.Environments.
+func (s *DB) GetEnvironment(ctx context.Context, id string) (api.Environment, error) {
+	e, err := getEnvironment(ctx, s.pool, id, false)
+	return e, unavailable(err)
+}
+
+// ListEnvironments implements storage.Environments.
+func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.Environment, error) {
+	out, err := queryAll(ctx, s.pool, scanEnvironment, `SELECT `+environmentColumns+` FROM environments
+		WHERE ($1 = '' OR id < $1) AND ($2 OR archived_at IS NULL) ORDER BY id DESC LIMIT $3`,
+		q.After, q.IncludeArchived, limitArg(q.Limit))
+	return out, unavailable(err)
+}
+
+// UpdateEnvironment implements storage.Environments.
+func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error) {
+	var out api.Environment
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		e, err := getEnvironment(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE environments SET name = $1, description = $2, config_type = $3, scope = $4, metadata = $5, updated_at = $6, archived_at = $7 WHERE id = $8`,
+			e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.UpdatedAt, e.ArchivedAt, id)
+		out = e
+		return err
+	})
+	return out, err
+}
+
+// DeleteEnvironment implements storage.Environments.
+func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := getEnvironment(ctx, tx, id, true); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE environment_id = $1`, id).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return storage.ErrEnvironmentInUse
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = $1 WHERE environment_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM work_items WHERE environment_id = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, id)
+		return err
+	})
+}
+
+// ---- agents ----
+
+// CreateAgent implements storage.Agents.
+func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES ($1, $2, $3, $4)`,
+		a.ID, toJSON(a), a.CreatedAt, a.ArchivedAt)
+	if err != nil {
+		return unavailable(fmt.Errorf("create agent %s: %w", a.ID, err))
+	}
+	return nil
+}
+
+// GetAgent implements storage.Agents.
+func (s *DB) GetAgent(ctx context.Context, id string) (api.Agent, error) {
+	a, err := scanJSON[api.Agent](s.pool.QueryRow(ctx, `SELECT body FROM agents WHERE id = $1`, id))
+	return a, unavailable(err)
+}
+
+// ListAgents implements storage.Agents.
+func (s *DB) ListAgents(ctx context.Context, q storage.ListQuery) ([]api.Agent, error) {
+	out, err := queryAll(ctx, s.pool, scanJSON[api.Agent], `SELECT body FROM agents
+		WHERE ($1 = '' OR id < $1) AND ($2 OR archived_at IS NULL) ORDER BY id DESC LIMIT $3`,
+		q.After, q.IncludeArchived, limitArg(q.Limit))
+	return out, unavailable(err)
+}
+
+// UpdateAgent implements storage.Agents.
+func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) error) (api.Agent, error) {
+	var out api.Agent
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		a, err := scanJSON[api.Agent](tx.QueryRow(ctx, `SELECT body FROM agents WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if err := fn(&a); err != nil {
+			return err
+		}
+		a.ID = id
+		_, err = tx.Exec(ctx, `UPDATE agents SET body = $1, archived_at = $2 WHERE id = $3`, toJSON(a), a.ArchivedAt, id)
+		out = a
+		return err
+	})
+	return out, err
+}
+
+// ---- sessions ----
+
+// getSession reads a session with its resources; lock takes the session's
+// row lock, which orders every change to the session and its log.
+func getSession(ctx context.Context, q querier, id string, lock bool) (api.Session, error) {
+	var body, status string
+	if err := q.QueryRow(ctx, `SELECT body, status FROM sessions WHERE id = $1`+forUpdate(lock), id).Scan(&body, &status); err != nil {
+		return api.Session{}, notFound(err)
+	}
+	var sess api.Session
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		return api.Session{}, err
+	}
+	sess.Status = status
+	res, err := queryAll(ctx, q, scanJSON[api.SessionResource], `SELECT body FROM session_resources WHERE session_id = $1 ORDER BY position`, id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	sess.Resources = res
+	return sess, nil
+}
+
+// saveSession writes the session row (not its resources, which never
+// change after creation).
+func saveSession(ctx context.Context, q querier, sess api.Session) error {
+	body := sess
+	body.Resources = nil
+	_, err := q.Exec(ctx, `UPDATE sessions SET status = $1, body = $2, archived_at = $3 WHERE id = $4`,
+		sess.Status, toJSON(body), sess.ArchivedAt, sess.ID)
+	return err
+}
+
+// CreateSession implements storage.Sessions.
+func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event, rt storage.SessionRuntime) (api.Session, error) {
+	var out api.Session
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		body := sess
+		body.Resources = nil
+		if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), sess.CreatedAt, sess.ArchivedAt); err != nil {
+			return fmt.Errorf("create session %s: %w", sess.ID, err)
+		}
+		for i, r := range sess.Resources {
+			// FOR SHARE: a store being deleted or archived meanwhile waits
+			// for this session, then sees it attached.
+			var archived *time.Time
+			if err := tx.QueryRow(ctx, `SELECT archived_at FROM memory_stores WHERE id = $1 FOR SHARE`, r.MemoryStoreID).Scan(&archived); err != nil {
+				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, notFound(err))
+			}
+			if archived != nil {
+				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, storage.ErrStoreArchived)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES ($1, $2, $3, $4, $5)`,
+				r.ID, sess.ID, i, r.MemoryStoreID, toJSON(r)); err != nil {
+				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
+			}
+		}
+		w.EnvironmentID = sess.EnvironmentID
+		w.Data = api.WorkData{Type: "session", ID: sess.ID}
+		if err := insertWork(ctx, tx, w); err != nil {
+			return err
+		}
+		var err error
+		out, _, err = s.appendInTx(ctx, tx, sess.ID, initial, rt)
+		return err
+	})
+	if err != nil {
+		return api.Session{}, err
+	}
+	return out, nil
+}
+
+// GetSession implements storage.Sessions.
+func (s *DB) GetSession(ctx context.Context, id string) (api.Session, error) {
+	sess, err := getSession(ctx, s.pool, id, false)
+	return sess, unavailable(err)
+}
+
+// ListSessions implements storage.Sessions.
+func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Session, error) {
+	var (
+		where = []string{"true"}
+		a     args
+	)
+	if q.After != "" {
+		op := "<"
+		if q.Asc {
+			op = ">"
+		}
+		where = append(where, "id "+op+" "+a.add(q.After))
+	}
+	if !q.IncludeArchived {
+		where = append(where, "archived_at IS NULL")
+	}
+	if q.AgentID != "" {
+		where = append(where, "agent_id = "+a.add(q.AgentID))
+	}
+	if q.EnvironmentID != "" {
+		where = append(where, "environment_id = "+a.add(q.EnvironmentID))
+	}
+	if q.MemoryStoreID != "" {
+		where = append(where, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = "+a.add(q.MemoryStoreID)+")")
+	}
+	if len(q.Statuses) > 0 {
+		where = append(where, "status = ANY("+a.add(q.Statuses)+")")
+	}
+	order := "DESC"
+	if q.Asc {
+		order = "ASC"
+	}
+	limit := a.add(limitArg(q.Limit))
+	var out []api.Session
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		idList, err := queryAll(ctx, tx, scanString, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT `+limit, a...)
+		if err != nil {
+			return err
+		}
+		out = make([]api.Session, 0, len(idList))
+		for _, id := range idList {
+			sess, err := getSession(ctx, tx, id, false)
+			if err != nil {
+				return err
+			}
+			out = append(out, sess)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// UpdateSession implements storage.Sessions.
+func (s *DB) UpdateSession(ctx context.Context, id string, fn func(*api.Session) error) (api.Session, error) {
+	var out api.Session
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		sess, err := getSession(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if err := fn(&sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		out = sess
+		return saveSession(ctx, tx, sess)
+	})
+	return out, err
+}
+
+// DeleteSession implements storage.Sessions.
+func (s *DB) DeleteSession(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := getSession(ctx, tx, id, true); err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		items, err := sessionWork(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		for _, w := range items {
+			if !workqueue.Live(w) {
+				continue
+			}
+			if w, err = workqueue.Stop(w, true, now); err != nil {
+				return err
+			}
+			if err := saveWork(ctx, tx, w); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = $1 WHERE session_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+		return err
+	})
+}
+
+// ---- events ----
+
+// statusOf maps the status events to the session status they set.
+var statusOf = map[string]string{
+	api.EventSessionStatusRunning:    api.SessionRunning,
+	api.EventSessionStatusIdle:       api.SessionIdle,
+	api.EventSessionStatusTerminated: api.SessionTerminated,
+	"session.status_rescheduled":     api.SessionRescheduling,
+}
+
+// maxReactions bounds the React loop of one append: a runtime that never
+// settles is a bug, and must not hang the transaction.
+const maxReactions = 1000
+
+// appendInTx is AppendEvents inside tx, holding the session's row lock so
+// that appends to one session, from any replica, run one at a time. It
+// returns the session as it is afterwards and the stored copies of events.
+func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime) (api.Session, []api.Event, error) {
+	sess, err := getSession(ctx, tx, sessionID, true)
+	if err != nil {
+		return api.Session{}, nil, err
+	}
+	logRows, err := queryAll(ctx, tx, scanJSON[api.Event], `SELECT body FROM session_events WHERE session_id = $1 ORDER BY seq`, sessionID)
+	if err != nil {
+		return api.Session{}, nil, err
+	}
+	view := storage.SessionView{Session: sess, Log: logRows}
+	if view.WorkLive, err = hasLiveWork(ctx, tx, sessionID); err != nil {
+		return api.Session{}, nil, err
+	}
+	if rt != nil && len(events) > 0 {
+		if err := rt.Check(view, events); err != nil {
+			return api.Session{}, nil, err
+		}
+	}
+	changed := false
+	// processed_at strictly increases along the log: the official worker
+	// drops every tool call processed at or before the latest interrupt, so
+	// two events sharing a timestamp could hide a call made after it.
+	var last time.Time
+	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
+		last = *view.Log[n-1].ProcessedAt
+	}
+	insert := func(batch []api.Event) ([]api.Event, error) {
+		out := make([]api.Event, 0, len(batch))
+		for _, e := range batch {
+			now, err := s.now(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			if !now.After(last) {
+				now = last.Add(time.Microsecond)
+			}
+			last = now
+			e.ID = ids.NewAt(ids.Event, now)
+			e.ProcessedAt = &now
+			if _, err := tx.Exec(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4)`,
+				e.ID, sessionID, e.Type, toJSON(e)); err != nil {
+				return nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+			}
+			if st, ok := statusOf[e.Type]; ok {
+				view.Session.Status = st
+			}
+			view.Session.UpdatedAt = now
+			changed = true
+			view.Log = append(view.Log, e)
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	stored, err := insert(events)
+	if err != nil {
+		return api.Session{}, nil, err
+	}
+	if rt != nil {
+		for i := 0; ; i++ {
+			if i == maxReactions {
+				return api.Session{}, nil, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
+			}
+			more, err := rt.React(view)
+			if err != nil {
+				return api.Session{}, nil, err
+			}
+			if len(more) == 0 {
+				break
+			}
+			if _, err := insert(more); err != nil {
+				return api.Session{}, nil, err
+			}
+		}
+	}
+	if changed {
+		if err := saveSession(ctx, tx, view.Session); err != nil {
+			return api.Session{}, nil, err
+		}
+	}
+	return view.Session, stored, nil
+}
+
+// AppendEvents implements storage.Events.
+func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt storage.SessionRuntime) ([]api.Event, error) {
+	var stored []api.Event
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		_, stored, err = s.appendInTx(ctx, tx, sessionID, events, rt)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// ListEvents implements storage.Events.
+func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQuery) ([]storage.StoredEvent, error) {
+	var one int
+	if err := s.pool.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1`, sessionID).Scan(&one); err != nil {
+		return nil, unavailable(notFound(err))
+	}
+	var a args
+	where := []string{"session_id = " + a.add(sessionID), "seq > " + a.add(q.AfterSeq)}
+	if q.BeforeSeq > 0 {
+		where = append(where, "seq < "+a.add(q.BeforeSeq))
+	}
+	if len(q.Types) > 0 {
+		where = append(where, "type = ANY("+a.add(q.Types)+")")
+	}
+	order := "ASC"
+	if q.Desc {
+		order = "DESC"
+	}
+	out, err := queryAll(ctx, s.pool, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT `+a.add(limitArg(q.Limit)), a...)
+	return out, unavailable(err)
+}
+
+func scanStoredEvent(r pgx.Row) (storage.StoredEvent, error) {
+	var (
+		se   storage.StoredEvent
+		body string
+	)
+	if err := r.Scan(&se.Seq, &body); err != nil {
+		return se, err
+	}
+	err := json.Unmarshal([]byte(body), &se.Event)
+	return se, err
+}
+
+// EventSeq implements storage.Events.
+func (s *DB) EventSeq(ctx context.Context, sessionID, eventID string) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT seq FROM session_events WHERE session_id = $1 AND id = $2`, sessionID, eventID).Scan(&seq)
+	return seq, unavailable(notFound(err))
+}

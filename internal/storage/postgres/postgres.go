@@ -1,0 +1,267 @@
+// Package postgres is the storage backend for running memstore as several
+// replicas: every replica opens the same PostgreSQL database, and nothing
+// a request depends on stays in one process.
+//
+// Concurrency is handled with row locks under READ COMMITTED rather than
+// SERIALIZABLE: a memory write locks its store's row (FOR UPDATE), which
+// orders every write to one store — preconditions, path uniqueness, the
+// memory limit and version numbering then hold as they do on SQLite's
+// single writer — while writes to different stores run in parallel. An
+// event append locks its session's row; a claim takes the oldest queued
+// item with FOR UPDATE SKIP LOCKED, so concurrent pollers never wait on
+// each other. A serialization failure or deadlock still possible between
+// those locks is retried here, never shown to a client.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options configures Open.
+type Options struct {
+	// Now stamps rows and decides leases; nil means the database's clock
+	// (clock_timestamp()), which every replica shares. Tests inject a clock
+	// here.
+	Now func() time.Time
+}
+
+// DB is the PostgreSQL implementation of storage.Store.
+type DB struct {
+	pool  *pgxpool.Pool
+	clock func() time.Time
+}
+
+var _ storage.Store = (*DB)(nil)
+
+// Open connects to the database at url (a postgres:// URL or key=value
+// string; pool_max_conns, sslmode and run-time parameters such as
+// statement_timeout come from it) and applies any migration it has not
+// seen yet. An unreachable database is one error saying where it looked.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres URL: %w (expected postgres://user:password@host:5432/dbname?sslmode=disable)", err)
+	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		// Times come back in UTC, as the SQLite backend returns them.
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		return nil
+	}
+	where := fmt.Sprintf("%s:%d/%s as %s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, cfg.ConnConfig.User)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w", where, err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout+10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w; check that the server is running and the URL's host, user, password and sslmode", where, err)
+	}
+	s := &DB{pool: pool}
+	if opts.Now != nil {
+		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
+	}
+	if err := s.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate PostgreSQL database at %s: %w", where, err)
+	}
+	return s, nil
+}
+
+// Close closes the pool.
+func (s *DB) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// migrationLock is the advisory lock key that makes replicas starting
+// together migrate one at a time.
+const migrationLock = 0x6d656d73746f7265 // "memstore"
+
+// Migrate applies migrations/NNNN_*.sql in order, each in its own
+// transaction, under an advisory lock: replicas starting together migrate
+// once, the others wait and find nothing left to do. Open calls it;
+// `memstore migrate` runs it ahead of a deploy.
+func (s *DB) Migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	err = s.applyMigrations(ctx, conn.Conn())
+	// The lock belongs to the session: release it on the same connection.
+	if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err == nil && uerr != nil {
+		err = uerr
+	}
+	return err
+}
+
+func (s *DB) applyMigrations(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		num, _, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return fmt.Errorf("migration %s: name must start with a number and '_'", name)
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, version).Scan(&n); err != nil || n > 0 {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", base, err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// maxAttempts bounds the retries of a transaction that lost a
+// serialization race or a deadlock.
+const maxAttempts = 10
+
+// tx runs fn in one transaction, committing when fn returns nil, and runs
+// it again when PostgreSQL aborted it for a serialization failure or a
+// deadlock: fn must therefore only touch the database and its own
+// results.
+func (s *DB) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.txWith(ctx, pgx.TxOptions{}, fn)
+}
+
+// readTx runs fn in a read-only REPEATABLE READ transaction: one snapshot
+// for a listing that takes several queries.
+func (s *DB) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.txWith(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+func (s *DB) txWith(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			return unavailable(err)
+		}
+	}
+}
+
+// retryable reports an abort that running the transaction again resolves.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// unavailable marks errors that mean the database cannot be reached (as
+// opposed to a refused statement) with storage.ErrUnavailable, so the
+// server answers 503 and clients retry.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08 is a connection exception; 57P01-57P03 an administrator
+		// shutdown, a crash shutdown, or a server not yet accepting.
+		if strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" {
+			return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+		}
+		return err
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
+		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+	}
+	return err
+}
+
+// now returns the time to stamp rows and decide leases with: the injected
+// clock, or the database's, read through q.
+func (s *DB) now(ctx context.Context, q querier) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock(), nil
+	}
+	var t time.Time
+	if err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	return err
+}
+
+// limitArg turns a page size into a LIMIT argument, where 0 (NULL) means
+// no limit.
+func limitArg(n int) *int {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}

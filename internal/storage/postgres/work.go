@@ -1,0 +1,256 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/workqueue"
+)
+
+const workColumns = `id, environment_id, session_id, state, metadata, created_at, queued_at, claimed_at, worker_id, token_id,
+	lease_expires_at, lease_ttl_seconds, acknowledged_at, started_at, latest_heartbeat_at, stop_requested_at, stopped_at`
+
+func scanWork(r pgx.Row) (storage.Work, error) {
+	var (
+		w    storage.Work
+		meta string
+	)
+	err := r.Scan(&w.ID, &w.EnvironmentID, &w.Data.ID, &w.State, &meta, &w.CreatedAt, &w.QueuedAt, &w.ClaimedAt, &w.WorkerID, &w.TokenID,
+		&w.LeaseExpiresAt, &w.LeaseTTLSeconds, &w.AcknowledgedAt, &w.StartedAt, &w.LatestHeartbeatAt, &w.StopRequestedAt, &w.StoppedAt)
+	if err != nil {
+		return storage.Work{}, notFound(err)
+	}
+	w.Type = "work"
+	w.Data.Type = "session"
+	return w, json.Unmarshal([]byte(meta), &w.Metadata)
+}
+
+func insertWork(ctx context.Context, q querier, w storage.Work) error {
+	if w.State == "" {
+		w.State = api.WorkQueued
+	}
+	if w.QueuedAt.IsZero() {
+		w.QueuedAt = w.CreatedAt
+	}
+	_, err := q.Exec(ctx, `INSERT INTO work_items (`+workColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		w.ID, w.EnvironmentID, w.Data.ID, w.State, metadataJSON(w.Metadata), w.CreatedAt, w.QueuedAt,
+		w.ClaimedAt, w.WorkerID, w.TokenID, w.LeaseExpiresAt, w.LeaseTTLSeconds,
+		w.AcknowledgedAt, w.StartedAt, w.LatestHeartbeatAt, w.StopRequestedAt, w.StoppedAt)
+	if err != nil {
+		return fmt.Errorf("queue work item %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// saveWork writes every mutable column of w.
+func saveWork(ctx context.Context, q querier, w storage.Work) error {
+	_, err := q.Exec(ctx, `UPDATE work_items SET state = $1, metadata = $2, queued_at = $3, claimed_at = $4, worker_id = $5, token_id = $6,
+		lease_expires_at = $7, lease_ttl_seconds = $8, acknowledged_at = $9, started_at = $10, latest_heartbeat_at = $11, stop_requested_at = $12, stopped_at = $13
+		WHERE id = $14`,
+		w.State, metadataJSON(w.Metadata), w.QueuedAt, w.ClaimedAt, w.WorkerID, w.TokenID,
+		w.LeaseExpiresAt, w.LeaseTTLSeconds, w.AcknowledgedAt, w.StartedAt,
+		w.LatestHeartbeatAt, w.StopRequestedAt, w.StoppedAt, w.ID)
+	return err
+}
+
+func sessionWork(ctx context.Context, q querier, sessionID string) ([]storage.Work, error) {
+	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = $1 FOR UPDATE`, sessionID)
+}
+
+func hasLiveWork(ctx context.Context, q querier, sessionID string) (bool, error) {
+	items, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = $1`, sessionID)
+	return slices.ContainsFunc(items, workqueue.Live), err
+}
+
+// EnsureWork implements storage.WorkQueue.
+func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (storage.Work, bool, error) {
+	var queued bool
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		queued = false
+		// The session's row lock orders this with every other EnsureWork
+		// and append of the session: two replicas never both queue.
+		sess, err := getSession(ctx, tx, sessionID, true)
+		if err != nil {
+			return err
+		}
+		if sess.Status == api.SessionTerminated || sess.ArchivedAt != nil {
+			return nil
+		}
+		live, err := hasLiveWork(ctx, tx, sessionID)
+		if err != nil || live {
+			return err
+		}
+		w.EnvironmentID = sess.EnvironmentID
+		w.Data = api.WorkData{Type: "session", ID: sessionID}
+		w.State = api.WorkQueued
+		if w.CreatedAt.IsZero() {
+			if w.CreatedAt, err = s.now(ctx, tx); err != nil {
+				return err
+			}
+		}
+		w.QueuedAt = w.CreatedAt
+		queued = true
+		return insertWork(ctx, tx, w)
+	})
+	if err != nil || !queued {
+		return storage.Work{}, false, err
+	}
+	return w, true, nil
+}
+
+// ExpireLeases implements storage.WorkQueue. Items another replica is
+// settling or changing are skipped (SKIP LOCKED): it decides them.
+func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
+	var stopped []storage.Work
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		stopped = nil
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// The bound on lease_expires_at only spares reading current
+		// leases; workqueue.Lapsed decides.
+		lapsed, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
+			WHERE environment_id = $1 AND state != 'stopped' AND lease_expires_at <= $2 FOR UPDATE SKIP LOCKED`, environmentID, now)
+		if err != nil {
+			return err
+		}
+		for _, w := range lapsed {
+			if !workqueue.Lapsed(w, now) {
+				continue
+			}
+			w, wasStopped := workqueue.Expire(w, now)
+			if wasStopped {
+				stopped = append(stopped, w)
+			}
+			if err := saveWork(ctx, tx, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return stopped, err
+}
+
+// ClaimWork implements storage.WorkQueue. Each poller locks the oldest
+// queued item no other poller holds (FOR UPDATE SKIP LOCKED), so
+// concurrent claims neither wait for each other nor get the same item.
+func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
+	var out storage.Work
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// The WHERE clause narrows to what workqueue.Claimable accepts so
+		// that LIMIT 1 finds it through the index; Next decides.
+		reclaimBefore := now.Add(-c.ReclaimOlderThan)
+		candidates, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
+			WHERE environment_id = $1 AND state = 'queued' AND (claimed_at IS NULL OR ($2 AND claimed_at <= $3))
+			ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, c.EnvironmentID, c.ReclaimOlderThan > 0, reclaimBefore)
+		if err != nil {
+			return err
+		}
+		w, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan)
+		if !ok {
+			return storage.ErrNoWork
+		}
+		w, tok := workqueue.Claim(w, c, now)
+		if err := saveWork(ctx, tx, w); err != nil {
+			return err
+		}
+		if err := insertCredential(ctx, tx, tok, c.TokenHash); err != nil {
+			return fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
+		}
+		out = w
+		return nil
+	})
+	return out, err
+}
+
+// changeWork locks one item, applies a rule of package workqueue to it at
+// the store's clock and saves the result when the rule changed it.
+func (s *DB) changeWork(ctx context.Context, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
+	var out storage.Work
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		w, err := scanWork(tx.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = $1 AND environment_id = $2 FOR UPDATE`, workID, environmentID))
+		if err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		w, changed, err := rule(w, now)
+		if err != nil {
+			return err
+		}
+		out = w
+		if !changed {
+			return nil
+		}
+		return saveWork(ctx, tx, w)
+	})
+	return out, err
+}
+
+// AckWork implements storage.WorkQueue.
+func (s *DB) AckWork(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+	return s.changeWork(ctx, environmentID, workID, workqueue.Ack)
+}
+
+// HeartbeatWork implements storage.WorkQueue.
+func (s *DB) HeartbeatWork(ctx context.Context, h storage.Heartbeat) (storage.Work, error) {
+	return s.changeWork(ctx, h.EnvironmentID, h.WorkID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		return workqueue.Heartbeat(w, h, now)
+	})
+}
+
+// StopWork implements storage.WorkQueue.
+func (s *DB) StopWork(ctx context.Context, environmentID, workID string, force bool) (storage.Work, error) {
+	return s.changeWork(ctx, environmentID, workID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		w, err := workqueue.Stop(w, force, now)
+		return w, err == nil, err
+	})
+}
+
+// UpdateWork implements storage.WorkQueue.
+func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn func(*storage.Work) error) (storage.Work, error) {
+	return s.changeWork(ctx, environmentID, workID, func(w storage.Work, _ time.Time) (storage.Work, bool, error) {
+		if err := fn(&w); err != nil {
+			return w, false, err
+		}
+		w.ID, w.EnvironmentID = workID, environmentID
+		return w, true, nil
+	})
+}
+
+// GetWork implements storage.WorkQueue.
+func (s *DB) GetWork(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+	w, err := scanWork(s.pool.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = $1 AND environment_id = $2`, workID, environmentID))
+	return w, unavailable(err)
+}
+
+// ListWork implements storage.WorkQueue.
+func (s *DB) ListWork(ctx context.Context, environmentID string, q storage.ListQuery) ([]storage.Work, error) {
+	out, err := queryAll(ctx, s.pool, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = $1 AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`,
+		environmentID, q.After, limitArg(q.Limit))
+	return out, unavailable(err)
+}
+
+// WorkStats implements storage.WorkQueue.
+func (s *DB) WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
+	queued, err := queryAll(ctx, s.pool, scanWork, `SELECT `+workColumns+` FROM work_items WHERE environment_id = $1 AND state = 'queued'`, environmentID)
+	if err != nil {
+		return api.WorkQueueStats{}, unavailable(err)
+	}
+	return workqueue.Stats(queued), nil
+}
