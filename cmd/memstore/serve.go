@@ -13,17 +13,21 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
 func init() {
-	commands["serve"] = command{summary: "run the API server on an embedded SQLite database", run: runServe}
+	commands["serve"] = command{summary: "run the API server (embedded SQLite, or PostgreSQL with --database)", run: runServe}
 }
 
 // serveOptions configures a server started by serve, demo or up.
 type serveOptions struct {
 	addr        string
 	dataDir     string
+	// database is a postgres:// URL; "" means the SQLite file in dataDir.
+	database    string
 	maxMemories int
 	logFormat   string
 	// publicURL is the base URL workers are told to use (the work secret's
@@ -38,6 +42,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o serveOptions
 	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
 	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the SQLite database and admin.key (env MEMSTORE_DATA)")
+	fs.StringVar(&o.database, "database", envOr("MEMSTORE_DATABASE_URL", ""), "PostgreSQL URL (postgres://user:password@host/db?sslmode=…&pool_max_conns=…&statement_timeout=…) for running several replicas; default: SQLite in the data folder (env MEMSTORE_DATABASE_URL)")
 	fs.IntVar(&o.maxMemories, "max-memories-per-store", 0, "memory count limit per store (default 10000)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
@@ -84,8 +89,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder %s: %w (choose another with --data)", o.dataDir, err)
 	}
-	dbPath := filepath.Join(o.dataDir, "memstore.db")
-	db, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	db, dbName, err := openStore(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +133,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
-	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbPath)
+	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbName)
 
 	return &runningServer{
 		addr:     ln.Addr().String(),
@@ -148,4 +152,20 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			return err
 		},
 	}, nil
+}
+
+// openStore opens the database o names: PostgreSQL when o.database is set,
+// otherwise the SQLite file in the data folder. It returns the store and a
+// name for it that carries no password, for the logs.
+func openStore(ctx context.Context, o serveOptions) (storage.Store, string, error) {
+	if o.database != "" {
+		db, err := postgres.Open(ctx, o.database, postgres.Options{})
+		if err != nil {
+			return nil, "", err
+		}
+		return db, postgres.Redact(o.database), nil
+	}
+	dbPath := filepath.Join(o.dataDir, "memstore.db")
+	db, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	return db, dbPath, err
 }

@@ -42,6 +42,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, storage.ErrNotFound):
 		ae = apiErrorf(notFound, "not found: %s", r.URL.Path)
+	case errors.Is(err, storage.ErrUnavailable):
+		// The database is away (restarting, failing over): the request
+		// changed nothing, and the pool reconnects by itself, so the
+		// client is told to retry.
+		s.log.WarnContext(r.Context(), "database unavailable", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apiErrorf(api.Internal, "the database is unavailable; retry shortly")
+		ae.StatusCode = http.StatusServiceUnavailable
+		w.Header().Set("x-should-retry", "true")
 	default:
 		rid := requestID(r.Context())
 		s.log.ErrorContext(r.Context(), "request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path, "err", err)

@@ -265,3 +265,12 @@ func limitArg(n int) *int {
 	}
 	return &n
 }
+
+// Redact returns url with its password removed, for logs and messages.
+func Redact(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "postgres (unparsable URL)"
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
