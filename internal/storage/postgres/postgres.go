@@ -74,7 +74,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w; check that the server is running and the URL's host, user, password and sslmode", where, err)
+		// One line for the operator: pgconn lists each address tried on
+		// its own line.
+		reason := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s; check that the server is running and the URL's host, user, password and sslmode", where, reason)
 	}
 	s := &DB{pool: pool}
 	if opts.Now != nil {

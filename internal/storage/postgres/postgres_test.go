@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -18,4 +19,17 @@ func TestConformance(t *testing.T) {
 		}
 		return db
 	})
+}
+
+// An unreachable database at start-up is one line saying where memstore
+// looked and what to check; it needs no running server.
+func TestOpenUnreachableIsOneClearLine(t *testing.T) {
+	_, err := postgres.Open(t.Context(), "postgres://memstore:secret@127.0.0.1:1/memstore?connect_timeout=2", postgres.Options{})
+	if err == nil {
+		t.Fatal("opened a database that is not there")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || strings.Contains(msg, "secret") || !strings.Contains(msg, "127.0.0.1:1/memstore") || !strings.Contains(msg, "check that the server is running") {
+		t.Fatalf("error = %q", msg)
+	}
 }
