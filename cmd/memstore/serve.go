@@ -24,8 +24,8 @@ func init() {
 
 // serveOptions configures a server started by serve, demo or up.
 type serveOptions struct {
-	addr        string
-	dataDir     string
+	addr    string
+	dataDir string
 	// database is a postgres:// URL; "" means the SQLite file in dataDir.
 	database    string
 	maxMemories int
