@@ -127,6 +127,15 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
 	}
 
+	// Other replicas' writes wake this one's streams and long polls.
+	listenCtx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
+	if err := srv.ListenForWakes(listenCtx); err != nil {
+		stopListening()
+		ln.Close()
+		db.Close()
+		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
+	}
+
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// Shutdown waits for every handler to return; event streams only
 	// return when told to.
@@ -146,6 +155,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 				err = serr
 			}
+			stopListening()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}

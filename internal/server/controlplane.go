@@ -67,6 +67,30 @@ func (n *notifier) notify(key string) {
 	}
 }
 
+// notifyAll wakes every waiter of every key.
+func (n *notifier) notifyAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for key, ch := range n.chans {
+		close(ch)
+		delete(n.chans, key)
+	}
+}
+
+// wake delivers a change another server committed (storage.Waker); a wake
+// without a topic means changes may have been missed, and wakes everyone.
+func (cp *controlPlane) wake(w storage.Wake) {
+	switch w.Topic {
+	case storage.TopicSession:
+		cp.sessions.notify(w.Key)
+	case storage.TopicQueue:
+		cp.queues.notify(w.Key)
+	default:
+		cp.sessions.notifyAll()
+		cp.queues.notifyAll()
+	}
+}
+
 // pollers remembers when each worker (Anthropic-Worker-ID) last polled each
 // environment, for workers_polling in the queue stats. It lives in memory:
 // it only covers the last 30 seconds, so a restart loses at most that much

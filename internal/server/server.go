@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -83,6 +84,18 @@ func New(cfg Config) *Server {
 	}
 	s.routes()
 	return s
+}
+
+// ListenForWakes makes the event streams and long polls of this server
+// wake for changes other servers commit to a shared database (a backend
+// offering storage.Waker), until ctx ends. Without such a backend it does
+// nothing: one process sees all its own writes.
+func (s *Server) ListenForWakes(ctx context.Context) error {
+	w, ok := s.store.(storage.Waker)
+	if !ok {
+		return nil
+	}
+	return w.Listen(ctx, s.cp.wake)
 }
 
 // Handler returns the API with its middleware: request ids, access logs,

@@ -8,7 +8,10 @@
 // the same and the HTTP layer only translates.
 package storage
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Store is everything the server persists.
 type Store interface {
@@ -27,3 +30,27 @@ var ErrNotFound = errors.New("storage: not found")
 // (connection lost, server restarting). The HTTP layer answers 503 with
 // x-should-retry: true; the backend reconnects by itself.
 var ErrUnavailable = errors.New("storage: database unavailable")
+
+// Wake names what changed: the log of session Key (TopicSession) or the
+// queue of environment Key (TopicQueue).
+type Wake struct {
+	Topic string
+	Key   string
+}
+
+// Wake topics.
+const (
+	TopicSession = "session"
+	TopicQueue   = "queue"
+)
+
+// Waker is offered by a backend several servers share: each server learns
+// of the changes another committed, so that its event streams and long
+// polls wake at once instead of at their next keepalive. A backend only
+// one process uses (SQLite) does not offer it.
+type Waker interface {
+	// Listen starts delivering every committed change to fn, from any
+	// server, until ctx ends; it returns once it listens. It reconnects by
+	// itself when the database goes away.
+	Listen(ctx context.Context, fn func(Wake)) error
+}

@@ -481,6 +481,9 @@ func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events
 		if err := saveSession(ctx, tx, view.Session); err != nil {
 			return api.Session{}, nil, err
 		}
+		if err := notifyWake(ctx, tx, storage.TopicSession, sessionID); err != nil {
+			return api.Session{}, nil, err
+		}
 	}
 	return view.Session, stored, nil
 }

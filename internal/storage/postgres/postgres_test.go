@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/storage/storagetest"
@@ -31,5 +33,42 @@ func TestOpenUnreachableIsOneClearLine(t *testing.T) {
 	msg := err.Error()
 	if strings.Contains(msg, "\n") || strings.Contains(msg, "secret") || !strings.Contains(msg, "127.0.0.1:1/memstore") || !strings.Contains(msg, "check that the server is running") {
 		t.Fatalf("error = %q", msg)
+	}
+}
+
+// Two servers on one database: an event appended or an item queued through
+// one wakes the waiters of the other (LISTEN/NOTIFY, delivered at commit).
+func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	open := func() *postgres.DB {
+		db, err := postgres.Open(t.Context(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	wakes := make(chan storage.Wake, 16)
+	if err := b.Listen(t.Context(), func(w storage.Wake) { wakes <- w }); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	if err := a.CreateEnvironment(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := a.CreateSession(t.Context(), sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicQueue, Key: env.ID}) {
+		t.Fatalf("first wake = %+v, want the queue of %s", w, env.ID)
+	}
+	if _, err := a.AppendEvents(t.Context(), sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicSession, Key: sess.ID}) {
+		t.Fatalf("second wake = %+v, want session %s", w, sess.ID)
 	}
 }

@@ -39,6 +39,9 @@ func insertWork(ctx context.Context, q querier, w storage.Work) error {
 	if w.QueuedAt.IsZero() {
 		w.QueuedAt = w.CreatedAt
 	}
+	if err := notifyWake(ctx, q, storage.TopicQueue, w.EnvironmentID); err != nil {
+		return err
+	}
 	_, err := q.Exec(ctx, `INSERT INTO work_items (`+workColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		w.ID, w.EnvironmentID, w.Data.ID, w.State, metadataJSON(w.Metadata), w.CreatedAt, w.QueuedAt,
 		w.ClaimedAt, w.WorkerID, w.TokenID, w.LeaseExpiresAt, w.LeaseTTLSeconds,
@@ -129,6 +132,8 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 			w, wasStopped := workqueue.Expire(w, now)
 			if wasStopped {
 				stopped = append(stopped, w)
+			} else if err := notifyWake(ctx, tx, storage.TopicQueue, environmentID); err != nil {
+				return err
 			}
 			if err := saveWork(ctx, tx, w); err != nil {
 				return err
