@@ -1,9 +1,13 @@
 package postgres_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -71,4 +75,45 @@ func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
 	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicSession, Key: sess.ID}) {
 		t.Fatalf("second wake = %+v, want session %s", w, sess.ID)
 	}
+}
+
+// A connection the database drops (a restart, a failover, an
+// administrator) fails the request in flight with storage.ErrUnavailable,
+// which the server answers 503 x-should-retry: true, and the next request
+// runs on a new connection without anyone restarting anything.
+func TestALostConnectionIsUnavailableThenRecovers(t *testing.T) {
+	app := fmt.Sprintf("memstore_lost_%d", time.Now().UnixNano())
+	url := testenv.PostgresSchema(t) + "&pool_max_conns=1&application_name=" + app
+	db, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin, err := pgx.Connect(t.Context(), testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(t.Context())
+	// The pool may notice a dead idle connection before using it and
+	// replace it silently; try until a request meets the loss head on.
+	for attempt := 0; attempt < 20; attempt++ {
+		if _, err := db.CountCredentials(t.Context(), storage.APIKey); err != nil {
+			t.Fatalf("before the loss: %v", err)
+		}
+		if _, err := admin.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.CountCredentials(t.Context(), storage.APIKey)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, storage.ErrUnavailable) {
+			t.Fatalf("a lost connection gave %v, want storage.ErrUnavailable", err)
+		}
+		if _, err := db.CountCredentials(t.Context(), storage.APIKey); err != nil {
+			t.Fatalf("the next request did not recover: %v", err)
+		}
+		return
+	}
+	t.Fatal("no request met the lost connection in 20 attempts")
 }
