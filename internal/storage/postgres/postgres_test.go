@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,122 @@ func TestALostConnectionIsUnavailableThenRecovers(t *testing.T) {
 		return
 	}
 	t.Fatal("no request met the lost connection in 20 attempts")
+}
+
+// replicas opens n backends on one database, as n servers would.
+func replicas(t *testing.T, n int) []*postgres.DB {
+	url := testenv.PostgresSchema(t)
+	out := make([]*postgres.DB, n)
+	for i := range out {
+		db, err := postgres.Open(t.Context(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		out[i] = db
+	}
+	return out
+}
+
+// 16 writers on one memory, through 4 replicas, each guarding its update
+// with the hash it read: every round exactly one wins, and the memory
+// ends with exactly one version per win.
+func TestGuardedWritersAcrossReplicas(t *testing.T) {
+	const writers, rounds = 16, 5
+	dbs := replicas(t, 4)
+	ctx := t.Context()
+	by := api.Actor{Type: api.APIActor, APIKeyID: "apikey_1"}
+	st, err := dbs[0].CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dbs[0].CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/m.md", Content: "v0", By: by})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= rounds; round++ {
+		cur, err := dbs[1].GetMemory(ctx, st.ID, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				content := fmt.Sprintf("round %d writer %d", round, i)
+				_, _, err := dbs[i%len(dbs)].UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &content, IfSHA256: cur.ContentSHA256, By: by})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		won := 0
+		for err := range errs {
+			var stale *storage.PreconditionFailedError
+			switch {
+			case err == nil:
+				won++
+			case !errors.As(err, &stale):
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d writers won, want exactly 1", round, won)
+		}
+	}
+	page, err := dbs[2].ListMemoryVersions(ctx, storage.MemoryVersionQuery{StoreID: st.ID, MemoryID: m.ID, Limit: 100})
+	if err != nil || len(page.Items) != rounds+1 {
+		t.Fatalf("versions = %d (%v), want %d", len(page.Items), err, rounds+1)
+	}
+}
+
+// 32 workers polling one queue through 4 replicas: every item is claimed
+// exactly once.
+func TestClaimsAcrossReplicas(t *testing.T) {
+	const workers, items = 32, 64
+	dbs := replicas(t, 4)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	if err := dbs[0].CreateEnvironment(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for range items {
+		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+		if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		claimed = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for i := range workers {
+		wg.Go(func() {
+			for {
+				tok := ids.New(ids.SessionsToken)
+				w, err := dbs[i%len(dbs)].ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", i), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
+				if errors.Is(err, storage.ErrNoWork) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				claimed[w.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != items {
+		t.Fatalf("%d items claimed, want %d", len(claimed), items)
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Fatalf("%s claimed %d times", id, n)
+		}
+	}
 }
