@@ -83,7 +83,7 @@ func getWork(ctx context.Context, q queryer, environmentID, workID string) (stor
 }
 
 // queuedWork reads an environment's queued items, oldest first: the rows
-// the claim and the statistics rules are decided over.
+// the statistics are counted over.
 func queuedWork(ctx context.Context, q queryer, environmentID string) ([]storage.Work, error) {
 	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
 		WHERE environment_id = ? AND state = 'queued' ORDER BY queued_at, id`, environmentID)
@@ -171,27 +171,43 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	return stopped, err
 }
 
+// nextClaimable returns the item a claim gets at now, if any. The WHERE
+// clause narrows to what workqueue.Claimable accepts so that LIMIT 1 finds
+// it through the queue index; workqueue.Next decides.
+func nextClaimable(ctx context.Context, q queryer, c storage.Claim, now time.Time) (storage.Work, bool, error) {
+	reclaimBefore := "" // no claimed item qualifies
+	if c.ReclaimOlderThan > 0 {
+		reclaimBefore = formatTime(now.Add(-c.ReclaimOlderThan))
+	}
+	candidates, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)
+		ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore)
+	if err != nil {
+		return storage.Work{}, false, err
+	}
+	w, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan)
+	return w, ok, nil
+}
+
 // ClaimWork implements storage.WorkQueue.
 func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
 	// An empty queue is the common answer to a poll: find that out with a
 	// read, without taking the write lock.
-	queued, err := queuedWork(ctx, s.db, c.EnvironmentID)
-	if err != nil {
+	if _, ok, err := nextClaimable(ctx, s.db, c, s.now()); err != nil || !ok {
+		if err == nil {
+			err = storage.ErrNoWork
+		}
 		return storage.Work{}, err
 	}
-	if _, ok := workqueue.Next(queued, s.now(), c.ReclaimOlderThan); !ok {
-		return storage.Work{}, storage.ErrNoWork
-	}
 	var out storage.Work
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
 		// One write transaction per claim (BEGIN IMMEDIATE): a second
 		// poller waits for this one to commit, then sees the item claimed.
 		now := s.now()
-		queued, err := queuedWork(ctx, tx, c.EnvironmentID)
+		w, ok, err := nextClaimable(ctx, tx, c, now)
 		if err != nil {
 			return err
 		}
-		w, ok := workqueue.Next(queued, now, c.ReclaimOlderThan)
 		if !ok {
 			return storage.ErrNoWork
 		}
