@@ -1,0 +1,22 @@
+# memstore server image: one static binary (pure-Go SQLite, no cgo) on a
+# distroless base, running as a non-root user.
+#   docker build -t memstore .
+#   docker run -p 8080:8080 -e MEMSTORE_DATABASE_URL=postgres://… memstore
+# Without MEMSTORE_DATABASE_URL it uses SQLite in /data (mount a volume).
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/memstore ./cmd/memstore && mkdir -p /out/data
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/memstore /usr/local/bin/memstore
+# The data folder belongs to the user the server runs as.
+COPY --from=build --chown=65532:65532 /out/data /data
+USER nonroot:nonroot
+ENV MEMSTORE_ADDR=0.0.0.0:8080 MEMSTORE_DATA=/data
+VOLUME /data
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/memstore"]
+CMD ["serve"]
