@@ -92,18 +92,16 @@ func (cp *controlPlane) wake(w storage.Wake) {
 }
 
 // pollers remembers when each worker (Anthropic-Worker-ID) last polled each
-// environment, for workers_polling in the queue stats. It lives in memory:
-// it only covers the last 30 seconds, so a restart loses at most that much
-// of it, and it spares the database a write per poll.
+// environment, for workers_polling in the queue stats, when one server
+// owns the database. It lives in memory: it only covers the last 30
+// seconds, so a restart loses at most that much of it, and it spares the
+// database a write per poll.
 type pollers struct {
 	mu   sync.Mutex
 	seen map[string]map[string]time.Time // environment → worker → last poll
 }
 
 func (p *pollers) saw(env, worker string, now time.Time) {
-	if worker == "" {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.seen[env]
@@ -128,6 +126,28 @@ func (p *pollers) count(env string, now time.Time) int64 {
 		n++
 	}
 	return n
+}
+
+// sawPoll notes a worker's poll: in the database when several servers
+// share it (storage.PollLog), in memory otherwise.
+func (s *Server) sawPoll(ctx context.Context, env, worker string) error {
+	if worker == "" {
+		return nil
+	}
+	if log, ok := s.store.(storage.PollLog); ok {
+		return log.RecordPoll(ctx, env, worker, s.now())
+	}
+	s.cp.pollers.saw(env, worker, s.now())
+	return nil
+}
+
+// workersPolling counts the workers that polled env in the last
+// api.WorkersPollingWindow, wherever sawPoll noted them.
+func (s *Server) workersPolling(ctx context.Context, env string) (int64, error) {
+	if log, ok := s.store.(storage.PollLog); ok {
+		return log.CountPollers(ctx, env, s.now().Add(-api.WorkersPollingWindow))
+	}
+	return s.cp.pollers.count(env, s.now()), nil
 }
 
 // settle lets the runtime react to a session's log without new events:

@@ -128,7 +128,9 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		reclaim = time.Duration(n) * time.Millisecond
 	}
 	ctx := r.Context()
-	s.cp.pollers.saw(env, r.Header.Get("Anthropic-Worker-ID"), s.now())
+	if err := s.sawPoll(ctx, env, r.Header.Get("Anthropic-Worker-ID")); err != nil {
+		return err
+	}
 
 	deadline := time.Now().Add(block)
 	for {
@@ -397,7 +399,9 @@ func (s *Server) workStats(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return err
 	}
-	st.WorkersPolling = s.cp.pollers.count(env, s.now())
+	if st.WorkersPolling, err = s.workersPolling(ctx, env); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }

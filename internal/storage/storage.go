@@ -11,6 +11,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Store is everything the server persists.
@@ -53,4 +54,15 @@ type Waker interface {
 	// server, until ctx ends; it returns once it listens. It reconnects by
 	// itself when the database goes away.
 	Listen(ctx context.Context, fn func(Wake)) error
+}
+
+// PollLog is offered by a backend several servers share, so that
+// workers_polling counts the polls every server saw. A backend only one
+// process uses (SQLite) does not offer it: the server counts in memory.
+type PollLog interface {
+	// RecordPoll notes that workerID polled environmentID at at.
+	RecordPoll(ctx context.Context, environmentID, workerID string, at time.Time) error
+	// CountPollers counts the workers that polled environmentID at or
+	// after since.
+	CountPollers(ctx context.Context, environmentID string, since time.Time) (int64, error)
 }

@@ -236,3 +236,25 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// workers_polling counts the polls every replica saw, within the window.
+func TestPollersAreCountedAcrossReplicas(t *testing.T) {
+	dbs := replicas(t, 2)
+	ctx := t.Context()
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for i, p := range []struct {
+		worker string
+		at     time.Time
+	}{{"w1", t0}, {"w2", t0.Add(10 * time.Second)}, {"w1", t0.Add(20 * time.Second)}, {"w3", t0.Add(-time.Minute)}} {
+		if err := dbs[i%2].RecordPoll(ctx, "env_1", p.worker, p.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dbs[0].RecordPoll(ctx, "env_2", "w9", t0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := dbs[1].CountPollers(ctx, "env_1", t0)
+	if err != nil || n != 2 {
+		t.Fatalf("pollers since t0 = %d (%v), want 2 (w1 and w2; w3 is older, w9 elsewhere)", n, err)
+	}
+}
