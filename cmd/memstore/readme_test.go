@@ -285,6 +285,9 @@ func checkCLIWalkThrough(t *testing.T, r readmeRun) {
 	if !strings.Contains(r.stdout, "agent.tool_use") {
 		t.Errorf("the block's output lacks the session's events:\n%s", r.stdout)
 	}
+	if !regexp.MustCompile(`"path":\s*"/done.md"`).MatchString(r.stdout) {
+		t.Errorf("the block's listing of versions lacks /done.md:\n%s", r.stdout)
+	}
 	if entries, _ := os.ReadDir(r.mnt); len(entries) != 0 {
 		t.Errorf("the worker left %d folders in the mount root", len(entries))
 	}
