@@ -205,6 +205,18 @@ func (a *applier) download(ctx context.Context, act Action) result {
 		return a.failure(ctx, act, "the server sent content that does not match its content_sha256, so it was not written; the next sync retries",
 			fmt.Errorf("content hashes to %s, content_sha256 is %s", sum, m.ContentSHA256))
 	}
+	if act.Keep {
+		where, err := a.st.keepCopy(act.Path, act.Local.SHA256)
+		if errors.Is(err, confined.ErrChanged) {
+			a.debug(ctx, act, "the file changed after the scan, so the download did not overwrite it; the next sync decides", "error", err)
+			return skipped
+		}
+		if err != nil {
+			return a.failure(ctx, act, "cannot keep a copy of this file's local edit, so the server version was not written over it; the next sync retries", err)
+		}
+		a.st.log.WarnContext(ctx, "the server version of this memory overwrote the file; the agent's losing edit is kept at kept_copy (restore it by hand if it matters)",
+			"path", act.Path, "kept_copy", where)
+	}
 	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
 	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {
 		if act.Base != "" {

@@ -42,7 +42,8 @@ type StoreMount struct {
 	MountPath string
 	// Dir is the real folder on disk: MountPath with the worker's mount
 	// root applied. Its parent must exist and be writable; Dir itself must
-	// not exist.
+	// not exist, unless it is a folder a crashed worker left, with its
+	// journal (see StateDir).
 	Dir string
 	// ReadOnly: the store is attached read_only; it is pulled, never pushed.
 	ReadOnly bool
@@ -56,6 +57,11 @@ type SessionConfig struct {
 	Client *client.Client
 	// Stores are the session's memory store resources.
 	Stores []StoreMount
+	// SessionID is the agent session's id. It is written in each store's
+	// journal, so that a worker finding a folder a crash left can tell the
+	// same session re-claimed (adopt the folder and go on) from another,
+	// ended one (upload its edits, then remove it).
+	SessionID string
 	// Interval is the worker's memory_sync_interval: 0 means
 	// [DefaultInterval]; a negative value disables memory (nothing is
 	// mounted or synced); a positive value below [MinInterval] is refused.
@@ -161,10 +167,12 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 func (s *Session) Disabled() bool { return s.disabled }
 
 // Mount creates each store's folder (mode 0700) with its marker file and
-// downloads every memory into it. It refuses to start — before creating
-// anything — if something already exists at a store's folder, or if the
-// folder's parent is missing or not writable, with an error that names the
-// folder, the store and the fix. If a download fails, the folders Mount
+// downloads every memory into it. A folder a crashed worker left is
+// adopted instead, when the journal beside it vouches for it (see the
+// package documentation). It refuses to start — before creating anything —
+// if anything else already exists at a store's folder, or if the folder's
+// parent is missing or not writable, with an error that names the folder,
+// the store and the fix. If a download fails, the folders Mount
 // made are removed again (they hold nothing but what it downloaded) and the
 // error is returned: a session never runs without its memory.
 func (s *Session) Mount(ctx context.Context) error {
@@ -181,15 +189,27 @@ func (s *Session) Mount(ctx context.Context) error {
 	}
 	var errs []error
 	for _, st := range s.stores {
-		if err := st.checkDir(); err != nil {
+		leftover, err := st.checkDir()
+		if err == nil && leftover {
+			err = st.checkLeftover()
+		}
+		if err != nil {
 			st.log.ErrorContext(ctx, err.Error())
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
+		for _, st := range s.stores {
+			st.closeState(false)
+		}
 		return errors.Join(errs...)
 	}
-	results := forEachStore(s.stores, func(st *store) error { return st.mountStore(ctx, s.now()) })
+	results := forEachStore(s.stores, func(st *store) error {
+		if st.leftover != nil {
+			return st.adopt(ctx, s.now())
+		}
+		return st.mountStore(ctx, s.now())
+	})
 	for i, err := range results {
 		if err != nil {
 			s.stores[i].log.ErrorContext(ctx, err.Error())
