@@ -228,6 +228,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	if err != nil {
 		return a.failure(ctx, act, "cannot write this memory into the folder; the next sync retries", err)
 	}
+	a.st.fault("downloaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
 	a.debug(ctx, act, "downloaded")
 	return done
@@ -296,6 +297,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	if err != nil {
 		return a.failure(ctx, act, "the upload of this file failed or got no answer; the next sync checks whether it landed and sends it again if not", err)
 	}
+	a.st.fault("uploaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
 	return done

@@ -80,6 +80,12 @@ type SessionConfig struct {
 	// EndTimeout bounds each of End's steps; 0 means [DefaultEndTimeout].
 	// Tests shorten it.
 	EndTimeout time.Duration
+	// FaultPoint, when set, is called at the moments a fault-injection test
+	// stops or kills the worker: "<step>.planned" between a scan and its
+	// apply, "<step>.uploaded" and "<step>.downloaded" after an upload
+	// landed or a file was written but before the state records it, where
+	// step is mount, sync, final or flush. Nil outside such tests.
+	FaultPoint func(point string)
 }
 
 // Session keeps the memory stores of one agent session in step with their
@@ -253,10 +259,13 @@ func (s *Session) Sync(ctx context.Context) {
 	}
 }
 
+// syncAll syncs every store. The interval counts from the sync's start: a
+// change made while a sync runs (which may not see it) is then at most one
+// interval old when the next sync starts.
 func (s *Session) syncAll(ctx context.Context, final bool) []outcome {
 	now := s.now()
 	outs := forEachStore(s.stores, func(st *store) outcome { return st.sync(ctx, now, final) })
-	s.lastSync = s.now()
+	s.lastSync = now
 	return outs
 }
 

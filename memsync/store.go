@@ -52,6 +52,10 @@ type store struct {
 
 	sessionID string
 	now       func() time.Time
+	// step names the step running (mount, sync, final, flush) for the
+	// fault points; faultPoint is SessionConfig.FaultPoint.
+	step       string
+	faultPoint func(string)
 	// stateRoot is the state folder beside the store's folder (see
 	// StateDir), and lock its held lock file; both nil until the mount
 	// opens them.
@@ -72,13 +76,14 @@ func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {
 		now = time.Now
 	}
 	return &store{
-		sessionID: cfg.SessionID,
-		now:       now,
-		mount:     m,
-		id:        m.MemoryStoreID,
-		client:    cfg.Client,
-		deletions: cfg.Deletions,
-		log:       log.With("memory_store_id", m.MemoryStoreID, "folder", m.Dir, "mount_path", m.MountPath),
+		sessionID:  cfg.SessionID,
+		now:        now,
+		faultPoint: cfg.FaultPoint,
+		mount:      m,
+		id:         m.MemoryStoreID,
+		client:     cfg.Client,
+		deletions:  cfg.Deletions,
+		log:        log.With("memory_store_id", m.MemoryStoreID, "folder", m.Dir, "mount_path", m.MountPath),
 		// The cache's racy window compares file timestamps, which the
 		// kernel sets from the real clock, so it must not read an injected
 		// one: a test clock hours ahead would make it trust a hash taken
@@ -260,6 +265,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	// the worker writes there is a copy of the server's, and the journal
 	// survives a crash of the worker, which leaves the page cache intact.
 	st.root, st.created = root.WithoutSync(), true
+	st.step = "mount"
 	st.notes.begin()
 	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
@@ -327,6 +333,10 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 	if st.root == nil {
 		return outcome{}
 	}
+	st.step = "sync"
+	if final {
+		st.step = "final"
+	}
 	st.notes.begin()
 	local, err := Scan(st.root, st.cache, st.id)
 	if err != nil {
@@ -362,6 +372,7 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		return a.out
 	}
 	st.journalSends(ctx, plan)
+	st.fault("planned")
 	a.apply(ctx, plan.Actions)
 	st.state = a.next
 	st.writeJournal(ctx, st.state)
@@ -370,6 +381,13 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		st.log.InfoContext(ctx, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
 	}
 	return o
+}
+
+// fault calls the fault point of what the current step just did.
+func (st *store) fault(what string) {
+	if st.faultPoint != nil {
+		st.faultPoint(st.step + "." + what)
+	}
 }
 
 // journalSends journals, before a plan's requests go out, that each of its
@@ -419,6 +437,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	if st.root == nil || st.mount.ReadOnly {
 		return outcome{}
 	}
+	st.step = "flush"
 	st.notes.begin()
 	local, err := Scan(st.root, st.cache, st.id)
 	if err != nil {
@@ -467,6 +486,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	}
 	a := st.newApplier(plan.Next)
 	st.journalSends(ctx, Plan{Actions: uploads, Next: plan.Next})
+	st.fault("planned")
 	a.apply(ctx, uploads)
 	st.state = a.next
 	st.writeJournal(ctx, st.state)

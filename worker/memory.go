@@ -112,8 +112,8 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 		mounts[i] = toolset.Mount{Path: stores[i].MountPath, Dir: dir, ReadOnly: stores[i].ReadOnly}
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
-		Client: c, Stores: stores, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log,
+		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint,
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)

@@ -89,6 +89,17 @@ type Config struct {
 	// Now is the clock of the memory sync's interval and deletion window;
 	// nil is the worker's own clock (time.Now). Tests drive syncs with it.
 	Now func() time.Time
+	// LeaseTTL is the lease each heartbeat asks for (desired_ttl_seconds,
+	// whole seconds; the server bounds it); 0 leaves it to the server. A
+	// short lease hands a crashed worker's items to another one sooner, at
+	// the price of more heartbeats.
+	LeaseTTL time.Duration
+	// FaultPoint, when set, is called at the moments a fault-injection test
+	// stops or kills the worker: "item.fetched" before the memory is
+	// mounted, "tool.ran" after a tool call ran but before its result is
+	// posted, "tool.posted" after, and memsync's points (see
+	// memsync.SessionConfig). Nil outside such tests.
+	FaultPoint func(point string)
 
 	// clock paces the worker's own waits (see clock); nil is the real one.
 	// Only this package's tests set it.
