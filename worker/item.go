@@ -125,6 +125,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		return fmt.Errorf("fetch session %s: %w", work.Data.ID, err)
 	}
 	if sess.Status == api.SessionTerminated {
+		w.finishLeftovers(runCtx, c, sess, token, log)
 		log.Info("the session is already terminated; nothing to run")
 		return nil
 	}
