@@ -316,7 +316,7 @@ func createConflict(path string, err error) Note {
 	}
 	return Note{Level: slog.LevelWarn, Path: path, Persistent: true, Err: err,
 		Msg: fmt.Sprintf("this file cannot be uploaded: the memory %s is in its way (a path cannot be both a file and a folder), so the file stays in the folder, unsynced, "+
-			"and is lost with the folder when the session ends; rename the file, or delete or rename that memory, to sync it", ae.ConflictingPath)}
+			"and a copy of it is kept beside the folder when the session ends; rename the file, or delete or rename that memory, to sync it", ae.ConflictingPath)}
 }
 
 // refused reports an answer that no retry of the same content can change:

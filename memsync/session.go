@@ -329,7 +329,7 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 			rep.FinalSync = s.endStep(ctx, "final sync", "the flush that follows still uploads the agent's edits",
 				func(ctx context.Context, st *store) outcome { return st.sync(ctx, s.now(), true) })
 		}
-		rep.Flush = s.endStep(ctx, "flush", "those edits are lost when the folder is removed; their paths are listed",
+		rep.Flush = s.endStep(ctx, "flush", "those edits are not on the server, and copies of them are kept when the folder is removed; their paths are listed",
 			func(ctx context.Context, st *store) outcome { return st.flush(ctx, s.now()) })
 	}
 	for _, st := range s.stores {

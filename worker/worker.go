@@ -154,8 +154,8 @@ func (w *Worker) setTools(a *activeItem, tools io.Closer) {
 // that may take a minute) and calls it right before it exits. For each item
 // still served it logs what quitting loses — the item is not stopped, so
 // the server offers it again once its lease lapses; the memory edits not
-// yet uploaded stay in the store folders, which the next session of those
-// stores refuses to mount over until someone removes them — and it kills
+// yet uploaded stay in the store folders, with their journals, for the next
+// worker to adopt and upload — and it kills
 // the item's shell, which would otherwise outlive the worker, still
 // running the agent's command. The worker must not be used afterwards.
 func (w *Worker) Abandon() {
@@ -165,9 +165,9 @@ func (w *Worker) Abandon() {
 		if len(a.folders) == 0 {
 			a.log.Error("quitting before the work item was let go: it is not stopped, so the server offers it again once its lease lapses")
 		} else {
-			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
+			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded stay in these folders, and the item is not stopped (the server offers it again once its lease lapses)",
 				"folders", a.folders,
-				"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
+				"fix", "leave the folders in place: the worker that claims the session next, or mounts these stores there, adopts them and uploads the edits")
 		}
 		if a.tools != nil {
 			tools = append(tools, a.tools)
