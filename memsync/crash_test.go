@@ -204,3 +204,29 @@ func editJournal(t *testing.T, dir string, edit func(map[string]any)) {
 	must(t, err)
 	must(t, os.WriteFile(p, data, 0o600))
 }
+
+// A hard link in the folder to a file outside it is never uploaded: the
+// scan sees it as not a regular file, the server is unchanged, and the
+// outside file is untouched.
+func TestAHardLinkIsNotUploaded(t *testing.T) {
+	e := newEnv(t)
+	e.put("/a.md", "a")
+	m := e.mount(t.TempDir())
+	secret := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(secret, []byte("top secret"), 0o600))
+	must(t, os.Link(secret, filepath.Join(m.dir, "linked.md")))
+	versions := e.versions()
+	m.Sync(e.ctx)
+	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+	if got := e.versions(); got != versions {
+		t.Fatalf("%d versions after the sync, want %d", got, versions)
+	}
+	if got := e.logs.Records(t, slog.LevelInfo, "this entry is not a regular file or folder"); len(got) != 1 || got[0]["path"] != "/linked.md" ||
+		!strings.Contains(got[0]["error"].(string), "hard links") {
+		t.Fatalf("log: %v", got)
+	}
+	m.End(e.ctx, true)
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "top secret" {
+		t.Fatalf("the outside file now holds %q, %v", b, err)
+	}
+}
