@@ -276,6 +276,10 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive {
 		st.log.InfoContext(ctx, "this folder's filesystem ignores letter case, so memories whose paths differ only in case are not synced here (each such case is logged)")
 	}
+	// Journaled before the first download: a worker killed mid-download
+	// leaves a folder the next one adopts (what landed reads as equal to
+	// the server, the rest is downloaded), not one it must refuse.
+	st.writeJournal(ctx, State{})
 	o, err := st.download(ctx, now)
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
