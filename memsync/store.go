@@ -209,7 +209,9 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	st.leftover = nil
 	st.state, st.journaled, st.created = j.State, j.State.Clone(), true
 	st.notes.begin()
-	removeTempFiles(st.root)
+	if n := removeTempFiles(st.root); n > 0 {
+		st.log.InfoContext(ctx, "removed the temporary files of writes the crash interrupted (their content never replaced any file)", "removed", n)
+	}
 	var err error
 	if st.caseInsensitive, err = probeCaseInsensitive(st.root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
