@@ -102,7 +102,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		maxIdle = -1 // the package's "never"
 	}
 	leaseTTL, err := time.ParseDuration(f.leaseTTL)
-	if f.leaseTTL == "0" {
+	if f.leaseTTL == "" || f.leaseTTL == "0" {
 		leaseTTL, err = 0, nil
 	}
 	if err != nil || leaseTTL < 0 {
