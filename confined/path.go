@@ -19,8 +19,8 @@ var (
 	ErrSymlink = errors.New("is a symbolic link, and symbolic links are never followed")
 	// ErrNotDirectory: an intermediate component exists but is not a directory.
 	ErrNotDirectory = errors.New("is not a directory")
-	// ErrNotRegular: the path names a FIFO, socket, device or directory where
-	// a regular file was required.
+	// ErrNotRegular: the path names a FIFO, socket, device, directory or a
+	// file with more than one hard link where a regular file was required.
 	ErrNotRegular = errors.New("is not a regular file")
 	// ErrTooLarge: a read hit its size cap.
 	ErrTooLarge = errors.New("is larger than the size limit")

@@ -125,6 +125,15 @@ func TestConflictKeepsTheServerVersionAndWarns(t *testing.T) {
 			t.Errorf("conflict warning %s = %v, want %q", k, w[k], v)
 		}
 	}
+	// The agent's losing edit is kept where the log says.
+	equal(t, "kept copies", keptCopies(t, m.dir), map[string]string{"/plan.md": "the agent's edit"})
+	kept := e.logs.Records(t, slog.LevelWarn, "the agent's losing edit is kept at kept_copy")
+	if len(kept) != 1 || kept[0]["path"] != "/plan.md" {
+		t.Fatalf("kept-copy log: %v", kept)
+	}
+	if b, err := os.ReadFile(kept[0]["kept_copy"].(string)); err != nil || string(b) != "the agent's edit" {
+		t.Fatalf("the logged kept copy holds %q, %v", b, err)
+	}
 	// The next sync has nothing to do.
 	m.Sync(e.ctx)
 	if w := writes(m.rec.take()); len(w) != 0 {

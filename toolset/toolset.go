@@ -55,16 +55,20 @@
 // links. The memory stores require it (a link would let two memories share a
 // file, or a write land somewhere the sync never looks), and refusing them
 // everywhere keeps one rule an agent can learn from a single error message.
-// Each operation runs through an [os.Root] for its allowed root, so even a
-// link swapped in by a racing process cannot lead it out of that root.
+// Each path is checked through an [os.Root] for its allowed root, so even a
+// link swapped in by a racing process cannot lead it out of that root; the
+// reads and writes inside a memory store's folder then go through package
+// confined, the I/O the memory sync uses, which walks every component
+// without following links and refuses files with several hard links (a
+// hard link to a file outside the folder would leak or publish it).
 //
 // write and edit refuse every path inside a read-only store with an error
 // that names the store's mount path: it is the only memory error an agent
 // ever sees, and it is better to see it at write time than to find the change
 // silently never synced. They also refuse the store's marker file. Files and
 // folders the tools create are owner-only (0600 and 0700, as the memory
-// folders require and as the SDK does everywhere); an existing file keeps its
-// mode. Writes are atomic (a temporary file beside the target, then a
+// folders require and as the SDK does everywhere); an existing file in the
+// working directory keeps its mode. Writes are atomic (a temporary file beside the target, then a
 // rename), so the sync never uploads half a file.
 //
 // # bash

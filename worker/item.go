@@ -94,6 +94,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	// and flush, and ends only right before the force-stop.
 	hbCtx, stopBeating := context.WithCancel(context.WithoutCancel(ctx))
 	ls := newLease(c, work, lastHeartbeat, w.cfg.HeartbeatInterval, w.cfg.clock, log)
+	ls.desiredTTL = int64(w.cfg.LeaseTTL / time.Second)
 	var end leaseEnd
 	beating := make(chan struct{})
 	go func() {
@@ -124,8 +125,12 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		return fmt.Errorf("fetch session %s: %w", work.Data.ID, err)
 	}
 	if sess.Status == api.SessionTerminated {
+		w.finishLeftovers(runCtx, c, sess, token, log)
 		log.Info("the session is already terminated; nothing to run")
 		return nil
+	}
+	if w.cfg.FaultPoint != nil {
+		w.cfg.FaultPoint("item.fetched")
 	}
 
 	mem, mounts, err := w.openMemory(c, sess, token, log)
@@ -178,6 +183,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		afterCall = mem.SyncIfDue
 	}
 	r := newRunner(c, sess.ID, ts, afterCall, ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
+	r.faultPoint = w.cfg.FaultPoint
 	clean, err = r.run(runCtx)
 	if err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)

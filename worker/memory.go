@@ -112,14 +112,45 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 		mounts[i] = toolset.Mount{Path: stores[i].MountPath, Dir: dir, ReadOnly: stores[i].ReadOnly}
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
-		Client: c, Stores: stores, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log,
+		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint,
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)
 		return nil, nil, err
 	}
 	return &memory{s, log}, mounts, nil
+}
+
+// finishLeftovers finishes the memory of a session that terminated while
+// its worker was gone (killed during the final sync, say): the folders it
+// left are adopted, synced a last time, flushed and removed, so that what
+// the agent wrote reaches the server even though no tool runs any more.
+// Stores without a leftover folder are not mounted at all.
+func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *api.Session, token string, log *slog.Logger) {
+	left := *sess
+	left.Resources = nil
+	for _, r := range sess.Resources {
+		if r.Type != api.ResourceMemoryStore {
+			continue
+		}
+		if dir, err := mountDir(r.MountPath, w.cfg.MountRoot); err == nil {
+			if _, err := os.Lstat(dir); err == nil {
+				left.Resources = append(left.Resources, r)
+			}
+		}
+	}
+	if len(left.Resources) == 0 {
+		return
+	}
+	mem, _, err := w.openMemory(c, &left, token, log)
+	if err != nil || mem == nil {
+		return
+	}
+	if err := mem.Mount(ctx); err == nil {
+		log.Info("the session ended while its memory folders were left behind; finishing them: a last sync, a flush, then removal")
+	}
+	mem.End(context.WithoutCancel(ctx), true)
 }
 
 // End ends the session's memory (memsync bounds it) and logs the outcome:

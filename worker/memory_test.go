@@ -477,7 +477,7 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	}
 	line := logs.line("quitting before the work item was let go")
 	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID,
-		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "remove"} {
+		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "adopts them"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("abandon line %q lacks %q", line, part)
 		}

@@ -84,6 +84,7 @@ type runner struct {
 	maxIdle    time.Duration // <= 0: never end on idle
 	clock      clock
 	log        *slog.Logger
+	faultPoint func(string) // Config.FaultPoint, or nil
 
 	mu        sync.Mutex
 	seen      map[string]bool  // event ids handled
@@ -427,6 +428,7 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 
 	log := r.log.With("tool", c.name, "tool_use_id", c.id)
 	log.Info("tool call done", "is_error", res.IsError, "duration", r.clock.Now().Sub(start).Round(time.Millisecond), "summary", summarize(res.Content))
+	r.fault("tool.ran")
 	switch {
 	case answered:
 		return
@@ -440,8 +442,15 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 		return
 	}
 	r.post(ctx, c, res, log)
+	r.fault("tool.posted")
 	if ctx.Err() == nil {
 		r.afterCall(ctx)
+	}
+}
+
+func (r *runner) fault(point string) {
+	if r.faultPoint != nil {
+		r.faultPoint(point)
 	}
 }
 

@@ -89,6 +89,17 @@ type Config struct {
 	// Now is the clock of the memory sync's interval and deletion window;
 	// nil is the worker's own clock (time.Now). Tests drive syncs with it.
 	Now func() time.Time
+	// LeaseTTL is the lease each heartbeat asks for (desired_ttl_seconds,
+	// whole seconds; the server bounds it); 0 leaves it to the server. A
+	// short lease hands a crashed worker's items to another one sooner, at
+	// the price of more heartbeats.
+	LeaseTTL time.Duration
+	// FaultPoint, when set, is called at the moments a fault-injection test
+	// stops or kills the worker: "item.fetched" before the memory is
+	// mounted, "tool.ran" after a tool call ran but before its result is
+	// posted, "tool.posted" after, and memsync's points (see
+	// memsync.SessionConfig). Nil outside such tests.
+	FaultPoint func(point string)
 
 	// clock paces the worker's own waits (see clock); nil is the real one.
 	// Only this package's tests set it.
@@ -143,8 +154,8 @@ func (w *Worker) setTools(a *activeItem, tools io.Closer) {
 // that may take a minute) and calls it right before it exits. For each item
 // still served it logs what quitting loses — the item is not stopped, so
 // the server offers it again once its lease lapses; the memory edits not
-// yet uploaded stay in the store folders, which the next session of those
-// stores refuses to mount over until someone removes them — and it kills
+// yet uploaded stay in the store folders, with their journals, for the next
+// worker to adopt and upload — and it kills
 // the item's shell, which would otherwise outlive the worker, still
 // running the agent's command. The worker must not be used afterwards.
 func (w *Worker) Abandon() {
@@ -154,9 +165,9 @@ func (w *Worker) Abandon() {
 		if len(a.folders) == 0 {
 			a.log.Error("quitting before the work item was let go: it is not stopped, so the server offers it again once its lease lapses")
 		} else {
-			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
+			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded stay in these folders, and the item is not stopped (the server offers it again once its lease lapses)",
 				"folders", a.folders,
-				"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
+				"fix", "leave the folders in place: the worker that claims the session next, or mounts these stores there, adopts them and uploads the edits")
 		}
 		if a.tools != nil {
 			tools = append(tools, a.tools)

@@ -49,6 +49,8 @@ func TestWorkerRefusesBadSettingsBeforeClaimingAnything(t *testing.T) {
 		{"interval below the minimum", append(poll, "--memory-sync-interval", "1s"), []string{"memory_sync_interval", "minimum is 5s"}},
 		{"unknown deletion mode", append(poll, "--memory-sync-deletions", "sometimes"), []string{"--memory-sync-deletions", "log_only"}},
 		{"negative max idle", append(poll, "--max-idle", "-1s"), []string{"--max-idle", "0 to keep"}},
+		{"lease ttl not a duration", append(poll, "--lease-ttl", "soon"), []string{"--lease-ttl", "0 to leave it to the server"}},
+		{"negative lease ttl", append(poll, "--lease-ttl", "-5s"), []string{"--lease-ttl", "a duration such as 10s"}},
 		{"unknown log format", append(poll, "--log-format", "xml"), []string{"--log-format", "text or json"}},
 		{"missing mount root", append(poll, "--mount-root", missing), []string{missing, "does not exist", "--mount-root"}},
 		{"missing workdir", append(poll, "--workdir", missing), []string{missing, "--workdir"}},

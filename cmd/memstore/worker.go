@@ -47,6 +47,7 @@ type workerFlags struct {
 	syncInterval   string
 	syncDeletions  string
 	maxIdle        string
+	leaseTTL       string
 	logFormat      string
 }
 
@@ -67,6 +68,7 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
 	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
+	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
 }
 
@@ -99,6 +101,13 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	if maxIdle == 0 {
 		maxIdle = -1 // the package's "never"
 	}
+	leaseTTL, err := time.ParseDuration(f.leaseTTL)
+	if f.leaseTTL == "" || f.leaseTTL == "0" {
+		leaseTTL, err = 0, nil
+	}
+	if err != nil || leaseTTL < 0 {
+		return cfg, fmt.Errorf("--lease-ttl %q: a duration such as 10s, or 0 to leave it to the server", f.leaseTTL)
+	}
 	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"))
 	if err != nil {
 		return cfg, fmt.Errorf("--base-url: %w", err)
@@ -112,6 +121,8 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MemorySyncInterval:  interval,
 		MemorySyncDeletions: deletions,
 		MaxIdle:             maxIdle,
+		LeaseTTL:            leaseTTL,
+		FaultPoint:          faultPoint(logger),
 		Logger:              logger,
 	}, nil
 }
