@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 	if cfg.Mode == Bwrap {
 		return nil, err
 	}
-	log.Warn("no sandbox: agents' bash runs unconfined, as the worker's user, and sees every file that user can", "reason", err.Error())
+	log.Warn("no sandbox: agents' bash runs unconfined, as the worker's user, and sees every file that user can; because:", "reason", err.Error())
 	return nil, nil
 }
 

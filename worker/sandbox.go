@@ -8,6 +8,10 @@ import (
 	"github.com/memstore/memstore/toolset"
 )
 
+// Sandboxed reports whether sessions' bash runs in a sandbox: Config.Sandbox
+// asked for one and bubblewrap works here.
+func (w *Worker) Sandboxed() bool { return w.sandbox != nil }
+
 // toolsetConfig sets up a session's tools over its mounts, with its shell
 // in the worker's sandbox, and logs once what that shell can reach: an
 // operator reads from that line what an agent could see.

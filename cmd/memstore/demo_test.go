@@ -42,6 +42,16 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
 	}
+	// Where bubblewrap works the agent's bash reads a memory at its mount
+	// path; elsewhere the demo says it ran without a sandbox.
+	switch {
+	case strings.Contains(text, "sandbox  bwrap: "):
+		if !strings.Contains(text, "read the style guide with bash, at its mount path  ok      Write short sentences.") {
+			t.Errorf("the sandboxed bash did not read the memory at its mount path:\n%s", text)
+		}
+	case !strings.Contains(text, "sandbox  none: "):
+		t.Errorf("the demo does not say how bash was confined:\n%s", text)
+	}
 	if strings.Contains(text, "✗") {
 		t.Errorf("a check failed:\n%s", text)
 	}
