@@ -76,9 +76,10 @@
 // bash is one persistent shell per Toolset, started on first use in the
 // working directory: cwd, variables and functions carry over between calls.
 // It runs without a terminal, reads commands from a pipe, and gives each
-// command /dev/null as stdin. It is not confined, and it does not get the
-// worker's ANTHROPIC_* or MEMSTORE_* variables (credentials). Run the worker
-// in a sandbox.
+// command /dev/null as stdin. It does not get the worker's ANTHROPIC_* or
+// MEMSTORE_* variables (credentials). It is confined only by
+// Config.WrapShell: the worker runs it in a bubblewrap sandbox that shows the
+// same working directory and stores as the file tools, and nothing else.
 //
 // POSIX only.
 package toolset
@@ -149,6 +150,13 @@ type Config struct {
 	// hold the environment key, the work secret and the admin key and have
 	// no business in a shell the model drives.
 	BashEnv []string
+	// WrapShell, when set, turns the shell's command line (bash and its
+	// arguments) into the one started instead: the same shell inside a
+	// sandbox (package sandbox). The wrapped command must stay in the
+	// process group the toolset makes it lead, pass stdin and output
+	// through, and exit with the shell's status, so that timeouts, the
+	// output cap and the kill of everything a command started keep working.
+	WrapShell func(argv []string) []string
 
 	// Logger receives the toolset's own events (shell started, killed).
 	// Default: slog.Default(). The worker passes one already carrying

@@ -167,7 +167,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		}
 	}
 
-	ts, err := toolset.New(toolset.Config{Workdir: w.cfg.Workdir, Mounts: mounts, Logger: log})
+	ts, err := toolset.New(w.toolsetConfig(mounts, log))
 	if err != nil {
 		log.Error("work item failed: the tools could not be set up", "err", err)
 		return err

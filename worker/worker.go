@@ -16,6 +16,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/sandbox"
 )
 
 // Defaults of Config's zero values.
@@ -83,6 +84,13 @@ type Config struct {
 	// hands it to a script. An error force-stops the item; a nil return
 	// leaves it to whoever OnWork gave it to.
 	OnWork func(ctx context.Context, work api.Work) error
+	// Sandbox says how each session's bash runs: in a bubblewrap sandbox
+	// that shows the session's workdir and stores and nothing else, or
+	// unconfined (the zero value). With a sandbox, each session's stores
+	// live under a folder of its own in the mount root (<root>/<session
+	// id>/<slug>) and are shown at their mount paths, so sessions sharing a
+	// store can run side by side on one host. New checks that it works.
+	Sandbox sandbox.Config
 	// Logger receives the worker's logs, with work_id, session_id,
 	// environment_id and memory_store_id attached. Default: slog.Default().
 	Logger *slog.Logger
@@ -111,6 +119,8 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+	// sandbox starts each session's shell; nil runs it unconfined.
+	sandbox *sandbox.Launcher
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
@@ -222,7 +232,14 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.clock.Now
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}, nil
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}
+	if cfg.OnWork == nil {
+		// OnWork hands items to something else, which brings its own.
+		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+	}
+	return w, nil
 }
 
 func defaultWorkerID() string {

@@ -97,6 +97,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fresh {
 		envNote, envKey = "created; saved in "+statePath, st.EnvironmentKey+" (saved in "+statePath+")"
 	}
+	sandboxNote := "bwrap: each session's bash sees its workdir and its stores at /mnt/memory/…, not this data folder"
+	if !w.Sandboxed() {
+		sandboxNote = "none: agents' bash runs as this user and can read this data folder, admin.key included (see the README)"
+	}
 	// The hint is pasted in another terminal, maybe in another folder.
 	dataDir, err := filepath.Abs(o.dataDir)
 	if err != nil {
@@ -108,6 +112,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
   environment      %s (%s)
   environment key  %s
   worker           works in %s; mounts /mnt/memory/… under %s
+  sandbox          %s
 
 Next, in another terminal (the CLI finds this server and its admin key through these):
   export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
@@ -115,7 +120,7 @@ Next, in another terminal (the CLI finds this server and its admin key through t
   memstore store create notes
   memstore session create --env %s --agent <agent id> --store <store id> --message '<script>'
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, rs.baseURL, dataDir, st.EnvironmentID)
+`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, rs.baseURL, dataDir, st.EnvironmentID)
 	return w.Run(ctx)
 }
 

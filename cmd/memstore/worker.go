@@ -21,6 +21,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/worker"
 )
 
@@ -49,6 +50,9 @@ type workerFlags struct {
 	maxIdle        string
 	leaseTTL       string
 	logFormat      string
+	sandbox        string
+	sandboxNetwork string
+	sandboxBinds   []string
 }
 
 // register adds every worker flag.
@@ -70,6 +74,12 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
+	fs.StringVar(&f.sandbox, "sandbox", envOr("ANTHROPIC_SANDBOX", string(sandbox.Auto)), "run each session's bash in a bubblewrap sandbox that shows only its workdir and stores: auto (when bubblewrap works here, else none with a warning), bwrap (required) or none (env ANTHROPIC_SANDBOX)")
+	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on or off (env ANTHROPIC_SANDBOX_NETWORK)")
+	fs.Func("sandbox-bind", "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more", func(s string) error {
+		f.sandboxBinds = append(f.sandboxBinds, s)
+		return nil
+	})
 }
 
 // envKey is --environment-key, else ANTHROPIC_ENVIRONMENT_KEY.
@@ -108,6 +118,19 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	if err != nil || leaseTTL < 0 {
 		return cfg, fmt.Errorf("--lease-ttl %q: a duration such as 10s, or 0 to leave it to the server", f.leaseTTL)
 	}
+	mode, err := sandbox.ParseMode(f.sandbox)
+	if err != nil {
+		return cfg, fmt.Errorf("--sandbox: %w", err)
+	}
+	if f.sandboxNetwork != "on" && f.sandboxNetwork != "off" {
+		return cfg, fmt.Errorf("--sandbox-network %q: on or off", f.sandboxNetwork)
+	}
+	binds := make([]sandbox.Bind, len(f.sandboxBinds))
+	for i, s := range f.sandboxBinds {
+		if binds[i], err = sandbox.ParseBind(s); err != nil {
+			return cfg, fmt.Errorf("--sandbox-bind: %w", err)
+		}
+	}
 	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"))
 	if err != nil {
 		return cfg, fmt.Errorf("--base-url: %w", err)
@@ -123,6 +146,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MaxIdle:             maxIdle,
 		LeaseTTL:            leaseTTL,
 		FaultPoint:          faultPoint(logger),
+		Sandbox:             sandbox.Config{Mode: mode, NoNetwork: f.sandboxNetwork == "off", Binds: binds},
 		Logger:              logger,
 	}, nil
 }
