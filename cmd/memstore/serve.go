@@ -103,6 +103,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
+		srv.Close()
 		db.Close()
 		return nil, fmt.Errorf("resume sessions: %w", err)
 	}
@@ -142,6 +143,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 				err = serr
 			}
+			srv.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}

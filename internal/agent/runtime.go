@@ -1,32 +1,71 @@
-// Package agent holds the server-side agent runtimes: what turns a session's
-// events into agent.tool_use calls and consumes the worker's results.
+// Package agent holds the server-side agent runtimes — what turns a
+// session's events into agent.tool_use calls and consumes the worker's
+// results — and the Runner that drives them.
 //
 // A runtime is a pure function of the session's event log (plus whether a
-// live work item serves the session): storage calls it inside the
-// transaction that appends events, until it has nothing more to say. So a
-// reaction is never lost or doubled, two appends to one session never
-// interleave, and after a restart the runtime picks up exactly where the
-// log says it was — there is no other state to recover.
+// live work item serves the session): Next says what to do next, and the
+// Runner does it outside any storage transaction, since a model call takes
+// seconds. After a restart the Runner asks Next again and picks up exactly
+// where the log says the session was; there is no other state to recover.
 package agent
 
 import (
+	"context"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
-// Runtime is the storage.SessionRuntime the server uses for every session.
-// It dispatches on the agent's model: "scripted" runs the deterministic
-// script runtime; any other model is answered with a session.error, since
-// memstore has no model access of its own.
-type Runtime struct{}
+// Runtime decides a session's next step from its log. Next must be pure
+// and quick: the Runner calls it before every step and again inside the
+// transaction of every append, to check that the log still calls for it.
+type Runtime interface {
+	Next(v storage.SessionView) Step
+}
 
-var _ storage.SessionRuntime = Runtime{}
+// Step is a runtime's next move. The zero Step means the session waits (for
+// a message, a tool result, a worker).
+type Step struct {
+	// Emit are events to append now; the Runner appends them only if the
+	// log has not moved since Next saw it, and asks again if it has.
+	Emit []api.Event
+	// Work is slow work (a model call) to run outside any transaction, with
+	// a context cancelled when the log stops calling for it. Its events go
+	// through emit, which appends them only while Next still returns a step
+	// with the same Key, and otherwise returns ErrStale: that is what keeps
+	// a restart, a second replica or an interrupt from emitting a reaction
+	// twice or too late.
+	Work func(ctx context.Context, emit Emitter) error
+	// Key names the step Work performs; two views that call for the same
+	// work give the same Key.
+	Key string
+}
 
-// Check refuses client events that the session cannot take now. Every
-// refusal is an invalid_request_error (400), never a 409: the official
-// worker retries 409s for a whole lease TTL, and none of these refusals
-// goes away by retrying.
-func (Runtime) Check(v storage.SessionView, events []api.Event) error {
+// Emitter appends a step's events to its session (see Step.Work).
+type Emitter func(events ...api.Event) error
+
+// ByModel is the Runtime the server uses for every session: it dispatches on
+// the agent's model, "scripted" to Scripted and any other model to Model.
+type ByModel struct {
+	Scripted Runtime
+	Model    Runtime
+}
+
+// Next implements Runtime.
+func (r ByModel) Next(v storage.SessionView) Step {
+	if v.Session.Agent.Model.ID == api.ScriptedModel {
+		return r.Scripted.Next(v)
+	}
+	return r.Model.Next(v)
+}
+
+// Check refuses client events that the session cannot take now; the server
+// runs it inside the append's transaction (as a storage.AppendGuard), so a
+// refusal and the log it was checked against agree. Every refusal is an
+// invalid_request_error (400), never a 409: the official worker retries
+// 409s for a whole lease TTL, and none of these refusals goes away by
+// retrying.
+func Check(v storage.SessionView, events []api.Event) error {
 	if v.Session.Status == api.SessionTerminated || v.Session.ArchivedAt != nil {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
@@ -57,10 +96,4 @@ func (Runtime) Check(v storage.SessionView, events []api.Event) error {
 		}
 	}
 	return nil
-}
-
-// React returns the agent's next events given the log so far.
-func (Runtime) React(v storage.SessionView) ([]api.Event, error) {
-	st := scan(v.Log, v.Session.Agent.Model.ID)
-	return st.next(v.WorkLive), nil
 }

@@ -7,7 +7,18 @@ import (
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
 )
+
+// Scripted is the deterministic runtime of model "scripted" (SPEC §4): the
+// text of each user.message is a script of tool calls, made one at a time.
+type Scripted struct{}
+
+// Next implements Runtime. Every step of a script is decided from the log
+// alone, so it never needs Work.
+func (Scripted) Next(v storage.SessionView) Step {
+	return Step{Emit: scan(v.Log, v.Session.Agent.Model.ID).next(v.WorkLive)}
+}
 
 // Tools a script may call: the worker's toolset (SPEC §5). A call to any
 // other name would never be answered by the official worker, which leaves

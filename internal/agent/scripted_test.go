@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,19 +17,21 @@ import (
 )
 
 // harness runs the runtime against a real SQLite store, the way the server
-// does: every append goes through storage.AppendEvents with the runtime.
+// does: client events are appended with Check as their guard, then a Runner
+// settles the session.
 type harness struct {
-	t     *testing.T
-	ctx   context.Context
-	path  string
-	db    *sqlite.DB
-	env   api.Environment
-	sess  api.Session
-	work  string
-	clock time.Time
+	t      testing.TB
+	ctx    context.Context
+	path   string
+	db     *sqlite.DB
+	runner *Runner
+	env    api.Environment
+	sess   api.Session
+	work   string
+	clock  time.Time
 }
 
-func newHarness(t *testing.T, model string) *harness {
+func newHarness(t testing.TB, model string) *harness {
 	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	h.open()
 	now := h.clock
@@ -39,7 +42,7 @@ func newHarness(t *testing.T, model string) *harness {
 	h.sess = api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: h.env.ID, Status: api.SessionIdle,
 		Agent: api.SessionAgent{ID: ids.New(ids.Agent), Model: api.ModelConfig{ID: model}}, CreatedAt: now, UpdatedAt: now}
 	h.work = ids.New(ids.Work)
-	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil, Runtime{}); err != nil {
+	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -51,13 +54,29 @@ func (h *harness) open() {
 		h.t.Fatal(err)
 	}
 	h.db = db
-	h.t.Cleanup(func() { db.Close() })
+	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: Scripted{}}, slog.New(slog.DiscardHandler), func(string) {})
+	runner := h.runner
+	h.t.Cleanup(func() {
+		runner.Close()
+		db.Close()
+	})
+}
+
+// restart is a server restart: a new Runner on a new handle of the file.
+func (h *harness) restart() {
+	h.runner.Close()
+	h.db.Close()
+	h.open()
 }
 
 func (h *harness) send(events ...api.Event) error {
 	h.clock = h.clock.Add(time.Second)
-	_, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, Runtime{})
-	return err
+	if len(events) > 0 {
+		if _, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, func(v storage.SessionView) error { return Check(v, events) }); err != nil {
+			return err
+		}
+	}
+	return h.runner.Settle(h.ctx, h.sess.ID)
 }
 
 func (h *harness) mustSend(events ...api.Event) {
@@ -326,8 +345,7 @@ func TestRuntimeResumesFromTheLogAfterARestart(t *testing.T) {
 	h := newHarness(t, api.ScriptedModel)
 	h.mustSend(api.UserMessage(twoCalls))
 	call := h.lastToolUse()
-	h.db.Close()
-	h.open()
+	h.restart()
 	h.mustSend(api.UserToolResult(call.ID, "ok", false))
 	if got := h.types(3); got != "user.tool_result agent.tool_use(read)" {
 		t.Fatalf("after the restart: %s", got)
@@ -345,5 +363,37 @@ func TestParseScriptNormalizesInput(t *testing.T) {
 	b, _ := json.Marshal(s)
 	if !strings.Contains(string(b), `"end":"idle"`) {
 		t.Fatalf("marshalled: %s", b)
+	}
+}
+
+// Two runners on one database (two server processes) woken for the same
+// session at once: the log gets each reaction once, because an append only
+// lands if the log has not moved since its step was decided.
+func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	other, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: func() time.Time { return h.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: Scripted{}}, slog.New(slog.DiscardHandler), func(string) {})
+	t.Cleanup(func() {
+		second.Close()
+		other.Close()
+	})
+	msg := []api.Event{api.UserMessage(twoCalls)}
+	if _, err := h.db.AppendEvents(h.ctx, h.sess.ID, msg, func(v storage.SessionView) error { return Check(v, msg) }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	for _, r := range []*Runner{h.runner, second} {
+		go func() { done <- r.Settle(h.ctx, h.sess.ID) }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.types(0); got != "user.message session.status_running agent.tool_use(write)" {
+		t.Fatalf("log: %s", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -81,8 +82,16 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.Scripted{}}, cfg.Logger, s.cp.sessions.notify)
 	s.routes()
 	return s
+}
+
+// Close stops the agent runtimes, abandoning model calls in flight (a
+// session resumes its turn from its log at the next start). Call it after
+// the HTTP server has shut down, before closing the store.
+func (s *Server) Close() {
+	s.cp.runner.Close()
 }
 
 // Handler returns the API with its middleware: request ids, access logs,

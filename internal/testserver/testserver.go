@@ -79,6 +79,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	return s
