@@ -178,14 +178,18 @@ type Toolset struct {
 	closed  bool
 }
 
-// names lists the tools of agent_toolset_20260401.
-var names = map[string]bool{"read": true, "write": true, "edit": true, "bash": true, "glob": true, "grep": true}
-
 // IsTool reports whether name is one of the tools a Toolset runs. The
 // official SDK's tool runner leaves a tool call it does not own unanswered
 // (another client may own it) instead of posting an error, and a worker that
 // wants the same split uses this to tell the two apart.
-func IsTool(name string) bool { return names[name] }
+func IsTool(name string) bool {
+	for _, d := range Definitions() {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
 
 // New checks cfg and returns a Toolset. It starts nothing: the shell starts
 // on the first bash call.

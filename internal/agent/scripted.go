@@ -8,6 +8,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/toolset"
 )
 
 // Scripted is the deterministic runtime of model "scripted" (SPEC §4): the
@@ -19,11 +20,6 @@ type Scripted struct{}
 func (Scripted) Next(v storage.SessionView) Step {
 	return Step{Emit: scan(v.Log, v.Session.Agent.Model.ID).next(v.WorkLive)}
 }
-
-// Tools a script may call: the worker's toolset (SPEC §5). A call to any
-// other name would never be answered by the official worker, which leaves
-// unknown tools to "another client", and the session would wait forever.
-var scriptTools = map[string]bool{"bash": true, "read": true, "write": true, "edit": true, "glob": true, "grep": true}
 
 // MaxScriptToolCalls bounds one script.
 const MaxScriptToolCalls = 1000
@@ -149,7 +145,10 @@ func ParseScript(text string) (api.ScriptedScript, error) {
 		return s, fmt.Errorf("the script has %d tool calls; the limit is %d, so split it over several messages", len(s.ToolCalls), MaxScriptToolCalls)
 	}
 	for i, c := range s.ToolCalls {
-		if !scriptTools[c.Name] {
+		// A call to a name outside the worker's toolset would never be
+		// answered by the official worker, which leaves unknown tools to
+		// "another client", and the session would wait forever.
+		if !toolset.IsTool(c.Name) {
 			return s, fmt.Errorf("tool_calls[%d]: name %q is not a tool of the worker's toolset; use bash, read, write, edit, glob or grep", i, c.Name)
 		}
 		in := bytes.TrimSpace(c.Input)
