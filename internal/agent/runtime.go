@@ -69,10 +69,16 @@ func Check(v storage.SessionView, events []api.Event) error {
 	if v.Session.Status == api.SessionTerminated || v.Session.ArchivedAt != nil {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
-	toolUses := map[string]bool{}
+	toolUses := map[string]api.Event{}
+	answered := map[string]string{} // tool_use_id → the type of the event that answered it
 	for _, e := range v.Log {
-		if e.Type == api.EventAgentToolUse {
-			toolUses[e.ID] = true
+		switch e.Type {
+		case api.EventAgentToolUse:
+			toolUses[e.ID] = e
+		case api.EventUserToolResult, api.EventUserToolConfirmation:
+			if answered[e.ToolUseID] == "" {
+				answered[e.ToolUseID] = e.Type
+			}
 		}
 	}
 	for i, e := range events {
@@ -86,13 +92,34 @@ func Check(v storage.SessionView, events []api.Event) error {
 			if e.ToolUseID == "" {
 				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_result needs tool_use_id, the id of the agent.tool_use it answers", i)
 			}
-			if !toolUses[e.ToolUseID] {
+			if _, ok := toolUses[e.ToolUseID]; !ok {
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; list the session's events to find the call to answer", i, e.ToolUseID, v.Session.ID)
 			}
+			if answered[e.ToolUseID] == api.EventUserToolResult {
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s already has its user.tool_result; a call is answered once", i, e.ToolUseID)
+			}
+			answered[e.ToolUseID] = e.Type
+		case api.EventUserToolConfirmation:
+			use, ok := toolUses[e.ToolUseID]
+			switch {
+			case e.ToolUseID == "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_confirmation needs tool_use_id, the id of the agent.tool_use it allows or denies", i)
+			case !ok:
+				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; the ids awaiting confirmation are in the last session.status_idle's stop_reason.event_ids", i, e.ToolUseID, v.Session.ID)
+			case use.EvaluatedPermission != api.PermissionAsk:
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s does not await confirmation (its evaluated_permission is %q)", i, e.ToolUseID, use.EvaluatedPermission)
+			case answered[e.ToolUseID] != "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s was already confirmed or answered", i, e.ToolUseID)
+			case e.Result != api.PermissionAllow && e.Result != api.PermissionDeny:
+				return api.Errorf(api.InvalidRequest, "events[%d]: result must be %q or %q, got %q", i, api.PermissionAllow, api.PermissionDeny, e.Result)
+			case e.DenyMessage != nil && e.Result != api.PermissionDeny:
+				return api.Errorf(api.InvalidRequest, "events[%d]: deny_message goes only with result %q", i, api.PermissionDeny)
+			}
+			answered[e.ToolUseID] = e.Type
 		case "":
-			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt or user.tool_result)", i)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt, user.tool_result or user.tool_confirmation)", i)
 		default:
-			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt or user.tool_result", i, e.Type)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt, user.tool_result or user.tool_confirmation", i, e.Type)
 		}
 	}
 	return nil

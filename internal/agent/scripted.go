@@ -18,7 +18,7 @@ type Scripted struct{}
 // Next implements Runtime. Every step of a script is decided from the log
 // alone, so it never needs Work.
 func (Scripted) Next(v storage.SessionView) Step {
-	return Step{Emit: scan(v.Log, v.Session.Agent.Model.ID).next(v.WorkLive)}
+	return Step{Emit: scan(v.Log).next(v.WorkLive)}
 }
 
 // MaxScriptToolCalls bounds one script.
@@ -51,7 +51,6 @@ type state struct {
 	pending    []api.Event // user.messages waiting for their turn, oldest first
 	cur        *turn
 	names      map[string]string // agent.tool_use id → tool name
-	model      string
 }
 
 // scan folds the log into a state. It is the only place that interprets
@@ -63,8 +62,8 @@ type state struct {
 //   - session.status_idle ends the turn, except with requires_action,
 //     which suspends it until its call is answered;
 //   - session.status_terminated ends everything.
-func scan(log []api.Event, model string) *state {
-	st := &state{names: map[string]string{}, model: model}
+func scan(log []api.Event) *state {
+	st := &state{names: map[string]string{}}
 	for _, e := range log {
 		switch e.Type {
 		case api.EventUserMessage:
@@ -115,10 +114,6 @@ func scan(log []api.Event, model string) *state {
 // start opens the turn of one user.message, parsing its script.
 func (st *state) start(msg api.Event) *turn {
 	t := &turn{}
-	if st.model != api.ScriptedModel {
-		t.invalid = fmt.Sprintf("model %q is not available on this server: memstore runs only the deterministic %q model, so create the agent with model %q (or point this agent at a service that hosts %q)", st.model, api.ScriptedModel, api.ScriptedModel, st.model)
-		return t
-	}
 	script, err := ParseScript(msg.Text())
 	if err != nil {
 		t.invalid = err.Error()

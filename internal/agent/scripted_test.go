@@ -54,7 +54,7 @@ func (h *harness) open() {
 		h.t.Fatal(err)
 	}
 	h.db = db
-	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: Scripted{}}, slog.New(slog.DiscardHandler), func(string) {})
+	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, slog.New(slog.DiscardHandler), func(string) {})
 	runner := h.runner
 	h.t.Cleanup(func() {
 		runner.Close()
@@ -233,12 +233,20 @@ func TestBadScriptIsASessionErrorNotACrash(t *testing.T) {
 	}
 }
 
-func TestOtherModelsAreRefusedWithASessionError(t *testing.T) {
+// Without an upstream key a model-backed turn ends with a session.error
+// naming the variables to set, and the session stays usable.
+func TestAModelWithoutAKeyIsASessionErrorNamingTheVariable(t *testing.T) {
 	h := newHarness(t, "claude-opus-4-1")
 	h.mustSend(api.UserMessage("hello"))
-	log := h.log()
-	if len(log) != 4 || log[2].Type != api.EventSessionError || !strings.Contains(log[2].Error.Message, `"scripted"`) {
-		t.Fatalf("log = %s", h.types(0))
+	if got := h.types(0); got != "user.message session.status_running session.error session.status_idle(end_turn)" {
+		t.Fatalf("log: %s", got)
+	}
+	e := h.log()[2].Error
+	if !strings.Contains(e.Message, ModelKeyVar) || !strings.Contains(e.Message, FallbackModelKeyVar) || e.RetryStatus.Type != api.RetryExhausted {
+		t.Fatalf("session.error = %+v", e)
+	}
+	if h.status() != api.SessionIdle {
+		t.Fatalf("status = %s", h.status())
 	}
 }
 
@@ -375,7 +383,7 @@ func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: Scripted{}}, slog.New(slog.DiscardHandler), func(string) {})
+	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, slog.New(slog.DiscardHandler), func(string) {})
 	t.Cleanup(func() {
 		second.Close()
 		other.Close()

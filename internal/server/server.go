@@ -36,6 +36,9 @@ type Config struct {
 	// StreamKeepalive is how often an idle event stream sends a comment
 	// (default 15 s), so proxies do not cut it.
 	StreamKeepalive time.Duration
+	// Model configures the runtime of agents whose model is not "scripted"
+	// (the upstream Messages API and its key).
+	Model agent.ClaudeConfig
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -82,7 +85,7 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
-	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.Scripted{}}, cfg.Logger, s.cp.sessions.notify)
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, s.cp.sessions.notify)
 	s.routes()
 	return s
 }

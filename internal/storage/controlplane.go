@@ -52,7 +52,8 @@ type ControlPlane interface {
 	// stored. Each event gets an id, a processed_at from the store's clock
 	// (nudged a microsecond past the previous event's when the clock has not
 	// moved, so that it strictly increases along the log) and the next
-	// sequence number; a status event also sets the session's status. It
+	// sequence number; a status event also sets the session's status, and a
+	// span.model_request_end adds its model_usage to the session's usage. It
 	// returns the stored copies of events.
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard AppendGuard) ([]api.Event, error)
 	// ViewSession returns a session with its whole log, as an agent runtime

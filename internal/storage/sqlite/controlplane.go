@@ -509,6 +509,9 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 		if st, ok := statusOf[e.Type]; ok {
 			view.Session.Status = st
 		}
+		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
+			view.Session.Usage.Add(*e.ModelUsage)
+		}
 		view.Session.UpdatedAt = now
 		view.Log = append(view.Log, e)
 		out = append(out, e)
