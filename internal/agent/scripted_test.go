@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,19 +29,39 @@ type harness struct {
 	env    api.Environment
 	sess   api.Session
 	work   string
-	clock  time.Time
+	claude ClaudeConfig
+	// appended receives the session id after each append the runner makes.
+	appended chan string
+
+	clockMu sync.Mutex
+	clock   time.Time
 }
 
 func newHarness(t testing.TB, model string) *harness {
-	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	return newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}}, nil, ClaudeConfig{})
+}
+
+// newHarnessWith starts a session of agent with resources on a runner
+// whose Claude runtime has cfg.
+func newHarnessWith(t testing.TB, agent api.SessionAgent, resources []api.SessionResource, cfg ClaudeConfig) *harness {
+	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
+		claude: cfg, appended: make(chan string, 1000)}
 	h.open()
-	now := h.clock
+	now := h.now()
 	h.env = api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
 	if err := h.db.CreateEnvironment(h.ctx, h.env); err != nil {
 		t.Fatal(err)
 	}
+	for i := range resources {
+		st, err := h.db.CreateMemoryStore(h.ctx, storage.NewMemoryStore{Name: resources[i].Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources[i].MemoryStoreID, resources[i].ID = st.ID, ids.New(ids.Resource)
+	}
+	agent.ID = ids.New(ids.Agent)
 	h.sess = api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: h.env.ID, Status: api.SessionIdle,
-		Agent: api.SessionAgent{ID: ids.New(ids.Agent), Model: api.ModelConfig{ID: model}}, CreatedAt: now, UpdatedAt: now}
+		Agent: agent, Resources: resources, CreatedAt: now, UpdatedAt: now}
 	h.work = ids.New(ids.Work)
 	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
@@ -49,12 +70,17 @@ func newHarness(t testing.TB, model string) *harness {
 }
 
 func (h *harness) open() {
-	db, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: func() time.Time { return h.clock }})
+	db, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: h.now})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.db = db
-	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, slog.New(slog.DiscardHandler), func(string) {})
+	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(h.claude)}, slog.New(slog.DiscardHandler), func(id string) {
+		select {
+		case h.appended <- id:
+		default:
+		}
+	})
 	runner := h.runner
 	h.t.Cleanup(func() {
 		runner.Close()
@@ -69,8 +95,16 @@ func (h *harness) restart() {
 	h.open()
 }
 
+func (h *harness) now() time.Time {
+	h.clockMu.Lock()
+	defer h.clockMu.Unlock()
+	return h.clock
+}
+
 func (h *harness) send(events ...api.Event) error {
+	h.clockMu.Lock()
 	h.clock = h.clock.Add(time.Second)
+	h.clockMu.Unlock()
 	if len(events) > 0 {
 		if _, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, func(v storage.SessionView) error { return Check(v, events) }); err != nil {
 			return err
@@ -379,7 +413,7 @@ func TestParseScriptNormalizesInput(t *testing.T) {
 // lands if the log has not moved since its step was decided.
 func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
 	h := newHarness(t, api.ScriptedModel)
-	other, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: func() time.Time { return h.clock }})
+	other, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: h.now})
 	if err != nil {
 		t.Fatal(err)
 	}
