@@ -35,6 +35,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f workerFlags
 	f.registerLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
+	modelFlag(fs, &o)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +178,162 @@ func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
 	}
 	if len(waits) != 1 || waits[0] != 7*time.Second || u.count() != 2 {
 		t.Fatalf("waits %v, requests %d", waits, u.count())
+	}
+}
+
+// An upstream that stays overloaded: every attempt is a retrying
+// session.error until the last, which is exhausted; the span ends failed,
+// the session goes idle, and a next message starts afresh.
+func TestOverloadRetriesUntilExhausted(t *testing.T) {
+	u := newUpstream(t)
+	h := modelHarness(t, u, toolsetWith())
+	for range 3 {
+		u.fail(529, "overloaded_error", "Overloaded")
+	}
+	h.mustSend(api.UserMessage("hello"))
+	log := h.idleAgain(0)
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start session.error session.error session.error span.model_request_end session.status_idle" {
+		t.Fatalf("log: %s", got)
+	}
+	errs := eventsOf(log, api.EventSessionError)
+	if errs[0].Error.RetryStatus.Type != api.RetryRetrying || errs[1].Error.RetryStatus.Type != api.RetryRetrying || errs[2].Error.RetryStatus.Type != api.RetryExhausted ||
+		errs[2].Error.Type != "model_overloaded_error" || !strings.Contains(errs[2].Error.Message, "gave up after 3 attempts") {
+		t.Fatalf("errors: %+v %+v %+v", errs[0].Error, errs[1].Error, errs[2].Error)
+	}
+	if end := eventsOf(log, api.EventSpanModelRequestEnd)[0]; !*end.IsError || u.count() != 3 {
+		t.Fatalf("span end %+v, %d requests", end, u.count())
+	}
+	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("back"))
+	h.mustSend(api.UserMessage("again"))
+	if log := h.idleAgain(len(log)); eventsOf(log, api.EventAgentMessage)[0].Text() != "back" {
+		t.Fatalf("the next turn: %s", typesOf(log))
+	}
+}
+
+// A 4xx is not retried: the session.error says what to fix.
+func TestBadModelIDIsExplainedNotRetried(t *testing.T) {
+	u := newUpstream(t)
+	h := modelHarness(t, u, toolsetWith())
+	u.fail(404, "not_found_error", "model: claude-sonnet-4-5")
+	h.mustSend(api.UserMessage("hello"))
+	log := h.idleAgain(0)
+	e := eventsOf(log, api.EventSessionError)
+	if len(e) != 1 || e[0].Error.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e[0].Error.Message, `does not know model "claude-sonnet-4-5"`) || u.count() != 1 {
+		t.Fatalf("errors %+v after %d requests; log %s", e, u.count(), typesOf(log))
+	}
+}
+
+// An interrupt while the upstream is still thinking cancels the request:
+// the span ends failed, the turn ends, and nothing of the abandoned reply
+// is ever recorded.
+func TestInterruptCancelsASlowModelCall(t *testing.T) {
+	u := newUpstream(t)
+	h := modelHarness(t, u, toolsetWith())
+	cancelled := make(chan struct{})
+	u.hang(cancelled)
+	h.mustSend(api.UserMessage("think hard"))
+	<-u.arrived
+	h.mustSend(api.UserInterrupt())
+	<-cancelled // the upstream saw the request go away
+	log := h.idleAgain(0)
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start user.interrupt span.model_request_end session.status_idle" {
+		t.Fatalf("log: %s", got)
+	}
+	if end := eventsOf(log, api.EventSpanModelRequestEnd)[0]; !*end.IsError {
+		t.Fatalf("span end %+v", end)
+	}
+	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("ok"))
+	h.mustSend(api.UserMessage("never mind"))
+	h.idleAgain(len(log))
+	// The next request holds both user messages as one user turn.
+	msgs := u.request(1).raw["messages"].([]any)
+	if len(msgs) != 1 || len(msgs[0].(map[string]any)["content"].([]any)) != 2 {
+		t.Fatalf("messages after the interrupt: %v", msgs)
+	}
+}
+
+// always_ask: the call goes out with evaluated_permission "ask" and the
+// session waits at requires_action; an allow lets the worker run it, a deny
+// answers the model with the user's message and runs nothing.
+func TestAlwaysAskWaitsForConfirmation(t *testing.T) {
+	for _, verdict := range []string{api.PermissionAllow, api.PermissionDeny} {
+		t.Run(verdict, func(t *testing.T) {
+			u := newUpstream(t)
+			h := modelHarness(t, u, toolsetWith(`{"name":"write","permission_policy":{"type":"always_ask"}}`))
+			u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_w", "write", `{"file_path":"/tmp/x","content":"x"}`))
+			h.mustSend(api.UserMessage("write it"))
+			log := h.idleAgain(0)
+			use := eventsOf(log, api.EventAgentToolUse)[0]
+			last := log[len(log)-1]
+			if use.EvaluatedPermission != api.PermissionAsk || last.StopReason.Type != api.StopRequiresAction || !slices.Equal(last.StopReason.EventIDs, []string{use.ID}) {
+				t.Fatalf("tool use %+v, then %s %+v", use, last.Type, last.StopReason)
+			}
+			u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("ok"))
+			confirm := api.Event{Type: api.EventUserToolConfirmation, ToolUseID: use.ID, Result: verdict}
+			if verdict == api.PermissionDeny {
+				confirm.DenyMessage = strp("not there")
+			}
+			h.mustSend(confirm)
+			if verdict == api.PermissionAllow {
+				if got := typesOf(h.log()[len(log):]); got != "user.tool_confirmation session.status_running" {
+					t.Fatalf("after the allow: %s", got)
+				}
+				h.mustSend(api.UserToolResult(use.ID, "wrote 1 bytes", false))
+			}
+			h.idleAgain(len(log) + 1)
+			result := u.request(1).raw["messages"].([]any)[2].(map[string]any)["content"].([]any)[0].(map[string]any)
+			body, _ := json.Marshal(result)
+			want := "wrote 1 bytes"
+			if verdict == api.PermissionDeny {
+				want = "The user denied this tool call. Their message: not there"
+			}
+			if result["tool_use_id"] != use.ID || !strings.Contains(string(body), want) {
+				t.Fatalf("the model got %s, want %q", body, want)
+			}
+			// A second verdict, or a result for a denied call, is refused.
+			err := h.send(api.Event{Type: api.EventUserToolConfirmation, ToolUseID: use.ID, Result: api.PermissionAllow})
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Type != api.InvalidRequest {
+				t.Fatalf("second confirmation: %v", err)
+			}
+		})
+	}
+}
+
+// A restart between a tool use and its result: the new runner answers the
+// result with exactly one next request, and no call is emitted twice.
+func TestRestartBetweenToolUseAndResult(t *testing.T) {
+	u := newUpstream(t)
+	h := modelHarness(t, u, toolsetWith())
+	u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_1", "glob", `{"pattern":"**"}`))
+	h.mustSend(api.UserMessage("look"))
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventSpanModelRequestEnd)) == 1 })
+	h.restart()
+	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("found"))
+	h.mustSend(api.UserToolResult(eventsOf(log, api.EventAgentToolUse)[0].ID, "/a.md", false))
+	log = h.idleAgain(len(log))
+	if n := len(eventsOf(log, api.EventAgentToolUse)); n != 1 || u.count() != 2 {
+		t.Fatalf("%d tool uses, %d requests; log %s", n, u.count(), typesOf(log))
+	}
+}
+
+// A restart in the middle of a model request: the request is made again
+// by the next runner and its reply recorded once.
+func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
+	u := newUpstream(t)
+	h := modelHarness(t, u, toolsetWith())
+	cancelled := make(chan struct{})
+	u.hang(cancelled)
+	u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_1", "glob", `{"pattern":"**"}`))
+	h.mustSend(api.UserMessage("look"))
+	<-u.arrived
+	h.restart() // the server stops: its call is abandoned
+	<-cancelled
+	if err := h.runner.Settle(h.ctx, h.sess.ID); err != nil { // the next server's Resume
+		t.Fatal(err)
+	}
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventAgentToolUse)) > 0 })
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end" || u.count() != 2 {
+		t.Fatalf("log %s after %d requests", got, u.count())
 	}
 }

@@ -148,11 +148,11 @@ func (r *Runner) reached(d *driven, gen uint64) {
 }
 
 // retire ends the goroutine of a session that waits, unless a wake came
-// after gen. Forced (at Close), it ends it anyway.
-func (r *Runner) retire(d *driven, gen uint64, force bool) bool {
+// that it has not played out. Forced (at Close), it ends it anyway.
+func (r *Runner) retire(d *driven, force bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d.wanted != gen && !force {
+	if d.wanted != d.done && !force {
 		return false
 	}
 	delete(r.sessions, d.id)
@@ -170,13 +170,16 @@ func (r *Runner) drive(d *driven) {
 		r.advance(d, gen)
 		r.reached(d, gen)
 		if r.ctx.Err() != nil {
-			r.retire(d, gen, true)
+			r.retire(d, true)
 			return
 		}
-		if r.retire(d, gen, false) {
+		if r.retire(d, false) {
 			return
 		}
-		<-d.wake
+		select {
+		case <-d.wake:
+		case <-r.ctx.Done():
+		}
 	}
 }
 
