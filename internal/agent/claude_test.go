@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/toolset"
 )
 
@@ -23,8 +24,8 @@ func toolsetWith(configs ...string) []json.RawMessage {
 	return []json.RawMessage{json.RawMessage(`{"type":"agent_toolset_20260401","configs":[` + strings.Join(configs, ",") + `]}`)}
 }
 
-func modelHarness(t *testing.T, u *upstream, tools []json.RawMessage, resources ...api.SessionResource) *harness {
-	return newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, System: "You keep notes.", Tools: tools}, resources, u.config())
+func modelHarness(t *testing.T, u *modeltest.Upstream, tools []json.RawMessage, resources ...api.SessionResource) *harness {
+	return newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, System: "You keep notes.", Tools: tools}, resources, claudeConfig(u))
 }
 
 func strp(s string) *string { return &s }
@@ -34,26 +35,26 @@ func strp(s string) *string { return &s }
 // before the next request, which carries both results after their uses;
 // the session's usage adds up both requests.
 func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith(`{"name":"bash","enabled":false}`),
 		api.SessionResource{Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_1", Name: "Project notes", Description: "what we decided", MountPath: "/mnt/memory/project-notes", Access: api.AccessReadWrite, Instructions: strp("one file per decision")},
 		api.SessionResource{Type: api.ResourceMemoryStore, MemoryStoreID: "memstore_2", Name: "Handbook", MountPath: "/mnt/memory/handbook", Access: api.AccessReadOnly})
-	u.reply(anthropic.StopReasonToolUse, usage(100, 20, 0, 90),
-		text("Let me look."),
-		toolUseBlock("toolu_a", "read", `{"file_path":"/mnt/memory/handbook/style.md"}`),
-		toolUseBlock("toolu_b", "write", `{"file_path":"/mnt/memory/project-notes/x.md","content":"hi"}`))
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(100, 20, 0, 90),
+		modeltest.Text("Let me look."),
+		modeltest.ToolUse("toolu_a", "read", `{"file_path":"/mnt/memory/handbook/style.md"}`),
+		modeltest.ToolUse("toolu_b", "write", `{"file_path":"/mnt/memory/project-notes/x.md","content":"hi"}`))
 	h.mustSend(api.UserMessage("hello"))
 	log := h.waitFor("the tool calls", func(log []api.Event) bool { return strings.Count(typesOf(log), "agent.tool_use") == 2 })
 	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.message agent.tool_use agent.tool_use span.model_request_end" {
 		t.Fatalf("log: %s", got)
 	}
 
-	req := u.request(0)
+	req := u.Request(0)
 	// The SDK sends the key as a bearer token.
-	if req.header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.params.Model) != model || req.params.MaxTokens != 8192 {
-		t.Fatalf("request: authorization %q model %q max_tokens %d", req.header.Get("Authorization"), req.params.Model, req.params.MaxTokens)
+	if req.Header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.Params.Model) != model || req.Params.MaxTokens != 8192 {
+		t.Fatalf("request: authorization %q model %q max_tokens %d", req.Header.Get("Authorization"), req.Params.Model, req.Params.MaxTokens)
 	}
-	sys := req.params.System
+	sys := req.Params.System
 	if len(sys) != 2 || sys[0].Text != "You keep notes." {
 		t.Fatalf("system = %+v", sys)
 	}
@@ -64,7 +65,7 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 		}
 	}
 	// The tools are the toolset's, with its schemas, bash left out.
-	tools, _ := req.raw["tools"].([]any)
+	tools, _ := req.Raw["tools"].([]any)
 	var names []string
 	defs := map[string]toolset.Definition{}
 	for _, d := range toolset.Definitions() {
@@ -83,16 +84,16 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 	if want := []string{"read", "write", "edit", "glob", "grep"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
-	assertBreakpoints(t, req.raw)
+	assertBreakpoints(t, req.Raw)
 
 	// Both calls are out; the results come back in the other order.
 	uses := eventsOf(log, api.EventAgentToolUse)
 	if uses[0].Name != "read" || uses[1].Name != "write" || uses[0].EvaluatedPermission != "allow" || string(uses[1].Input) != `{"file_path":"/mnt/memory/project-notes/x.md","content":"hi"}` {
 		t.Fatalf("tool uses %+v", uses)
 	}
-	u.reply(anthropic.StopReasonEndTurn, usage(150, 10, 90, 0), text("Done."))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(150, 10, 90, 0), modeltest.Text("Done."))
 	h.mustSend(api.UserToolResult(uses[1].ID, "wrote 2 bytes", false))
-	if u.count() != 1 {
+	if u.Count() != 1 {
 		t.Fatal("a request went out before every call had its result")
 	}
 	h.mustSend(api.UserToolResult(uses[0].ID, "no such file", true))
@@ -100,7 +101,7 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 	if got := typesOf(log[len(log)-6:]); got != "user.tool_result user.tool_result span.model_request_start agent.message span.model_request_end session.status_idle" {
 		t.Fatalf("log: %s", typesOf(log))
 	}
-	msgs := u.request(1).raw["messages"].([]any)
+	msgs := u.Request(1).Raw["messages"].([]any)
 	if len(msgs) != 3 {
 		t.Fatalf("second request has %d messages, want 3 (user, assistant, user)", len(msgs))
 	}
@@ -160,13 +161,13 @@ func eventsOf(log []api.Event, typ string) []api.Event {
 // A 429 with retry-after is retried after the time it asked for, shown as
 // a session.error with retry_status retrying; the turn then goes on.
 func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
-	u := newUpstream(t)
-	cfg := u.config()
+	u := modeltest.New(t)
+	cfg := claudeConfig(u)
 	var waits []time.Duration
 	cfg.Sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	h := newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, nil, cfg)
-	u.fail(429, "rate_limit_error", "slow down", "retry-after", "7")
-	u.reply(anthropic.StopReasonEndTurn, usage(10, 2, 0, 0), text("hi"))
+	u.Fail(429, "rate_limit_error", "slow down", "retry-after", "7")
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(10, 2, 0, 0), modeltest.Text("hi"))
 	h.mustSend(api.UserMessage("hello"))
 	log := h.idleAgain(0)
 	if got := typesOf(log); got != "user.message session.status_running span.model_request_start session.error agent.message span.model_request_end session.status_idle" {
@@ -176,8 +177,8 @@ func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
 	if e.Type != "model_rate_limited_error" || e.RetryStatus.Type != api.RetryRetrying || !strings.Contains(e.Message, "429") {
 		t.Fatalf("session.error %+v", e)
 	}
-	if len(waits) != 1 || waits[0] != 7*time.Second || u.count() != 2 {
-		t.Fatalf("waits %v, requests %d", waits, u.count())
+	if len(waits) != 1 || waits[0] != 7*time.Second || u.Count() != 2 {
+		t.Fatalf("waits %v, requests %d", waits, u.Count())
 	}
 }
 
@@ -185,10 +186,10 @@ func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
 // session.error until the last, which is exhausted; the span ends failed,
 // the session goes idle, and a next message starts afresh.
 func TestOverloadRetriesUntilExhausted(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith())
 	for range 3 {
-		u.fail(529, "overloaded_error", "Overloaded")
+		u.Fail(529, "overloaded_error", "Overloaded")
 	}
 	h.mustSend(api.UserMessage("hello"))
 	log := h.idleAgain(0)
@@ -200,10 +201,10 @@ func TestOverloadRetriesUntilExhausted(t *testing.T) {
 		errs[2].Error.Type != "model_overloaded_error" || !strings.Contains(errs[2].Error.Message, "gave up after 3 attempts") {
 		t.Fatalf("errors: %+v %+v %+v", errs[0].Error, errs[1].Error, errs[2].Error)
 	}
-	if end := eventsOf(log, api.EventSpanModelRequestEnd)[0]; !*end.IsError || u.count() != 3 {
-		t.Fatalf("span end %+v, %d requests", end, u.count())
+	if end := eventsOf(log, api.EventSpanModelRequestEnd)[0]; !*end.IsError || u.Count() != 3 {
+		t.Fatalf("span end %+v, %d requests", end, u.Count())
 	}
-	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("back"))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("back"))
 	h.mustSend(api.UserMessage("again"))
 	if log := h.idleAgain(len(log)); eventsOf(log, api.EventAgentMessage)[0].Text() != "back" {
 		t.Fatalf("the next turn: %s", typesOf(log))
@@ -212,14 +213,14 @@ func TestOverloadRetriesUntilExhausted(t *testing.T) {
 
 // A 4xx is not retried: the session.error says what to fix.
 func TestBadModelIDIsExplainedNotRetried(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith())
-	u.fail(404, "not_found_error", "model: claude-sonnet-4-5")
+	u.Fail(404, "not_found_error", "model: claude-sonnet-4-5")
 	h.mustSend(api.UserMessage("hello"))
 	log := h.idleAgain(0)
 	e := eventsOf(log, api.EventSessionError)
-	if len(e) != 1 || e[0].Error.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e[0].Error.Message, `does not know model "claude-sonnet-4-5"`) || u.count() != 1 {
-		t.Fatalf("errors %+v after %d requests; log %s", e, u.count(), typesOf(log))
+	if len(e) != 1 || e[0].Error.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e[0].Error.Message, `does not know model "claude-sonnet-4-5"`) || u.Count() != 1 {
+		t.Fatalf("errors %+v after %d requests; log %s", e, u.Count(), typesOf(log))
 	}
 }
 
@@ -227,12 +228,12 @@ func TestBadModelIDIsExplainedNotRetried(t *testing.T) {
 // the span ends failed, the turn ends, and nothing of the abandoned reply
 // is ever recorded.
 func TestInterruptCancelsASlowModelCall(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith())
 	cancelled := make(chan struct{})
-	u.hang(cancelled)
+	u.Hang(cancelled)
 	h.mustSend(api.UserMessage("think hard"))
-	<-u.arrived
+	<-u.Arrived
 	h.mustSend(api.UserInterrupt())
 	<-cancelled // the upstream saw the request go away
 	log := h.idleAgain(0)
@@ -242,11 +243,11 @@ func TestInterruptCancelsASlowModelCall(t *testing.T) {
 	if end := eventsOf(log, api.EventSpanModelRequestEnd)[0]; !*end.IsError {
 		t.Fatalf("span end %+v", end)
 	}
-	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("ok"))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("ok"))
 	h.mustSend(api.UserMessage("never mind"))
 	h.idleAgain(len(log))
 	// The next request holds both user messages as one user turn.
-	msgs := u.request(1).raw["messages"].([]any)
+	msgs := u.Request(1).Raw["messages"].([]any)
 	if len(msgs) != 1 || len(msgs[0].(map[string]any)["content"].([]any)) != 2 {
 		t.Fatalf("messages after the interrupt: %v", msgs)
 	}
@@ -258,9 +259,9 @@ func TestInterruptCancelsASlowModelCall(t *testing.T) {
 func TestAlwaysAskWaitsForConfirmation(t *testing.T) {
 	for _, verdict := range []string{api.PermissionAllow, api.PermissionDeny} {
 		t.Run(verdict, func(t *testing.T) {
-			u := newUpstream(t)
+			u := modeltest.New(t)
 			h := modelHarness(t, u, toolsetWith(`{"name":"write","permission_policy":{"type":"always_ask"}}`))
-			u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_w", "write", `{"file_path":"/tmp/x","content":"x"}`))
+			u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x","content":"x"}`))
 			h.mustSend(api.UserMessage("write it"))
 			log := h.idleAgain(0)
 			use := eventsOf(log, api.EventAgentToolUse)[0]
@@ -268,7 +269,7 @@ func TestAlwaysAskWaitsForConfirmation(t *testing.T) {
 			if use.EvaluatedPermission != api.PermissionAsk || last.StopReason.Type != api.StopRequiresAction || !slices.Equal(last.StopReason.EventIDs, []string{use.ID}) {
 				t.Fatalf("tool use %+v, then %s %+v", use, last.Type, last.StopReason)
 			}
-			u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("ok"))
+			u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("ok"))
 			confirm := api.Event{Type: api.EventUserToolConfirmation, ToolUseID: use.ID, Result: verdict}
 			if verdict == api.PermissionDeny {
 				confirm.DenyMessage = strp("not there")
@@ -281,7 +282,7 @@ func TestAlwaysAskWaitsForConfirmation(t *testing.T) {
 				h.mustSend(api.UserToolResult(use.ID, "wrote 1 bytes", false))
 			}
 			h.idleAgain(len(log) + 1)
-			result := u.request(1).raw["messages"].([]any)[2].(map[string]any)["content"].([]any)[0].(map[string]any)
+			result := u.Request(1).Raw["messages"].([]any)[2].(map[string]any)["content"].([]any)[0].(map[string]any)
 			body, _ := json.Marshal(result)
 			want := "wrote 1 bytes"
 			if verdict == api.PermissionDeny {
@@ -303,37 +304,37 @@ func TestAlwaysAskWaitsForConfirmation(t *testing.T) {
 // A restart between a tool use and its result: the new runner answers the
 // result with exactly one next request, and no call is emitted twice.
 func TestRestartBetweenToolUseAndResult(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith())
-	u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_1", "glob", `{"pattern":"**"}`))
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
 	h.mustSend(api.UserMessage("look"))
 	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventSpanModelRequestEnd)) == 1 })
 	h.restart()
-	u.reply(anthropic.StopReasonEndTurn, usage(1, 1, 0, 0), text("found"))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("found"))
 	h.mustSend(api.UserToolResult(eventsOf(log, api.EventAgentToolUse)[0].ID, "/a.md", false))
 	log = h.idleAgain(len(log))
-	if n := len(eventsOf(log, api.EventAgentToolUse)); n != 1 || u.count() != 2 {
-		t.Fatalf("%d tool uses, %d requests; log %s", n, u.count(), typesOf(log))
+	if n := len(eventsOf(log, api.EventAgentToolUse)); n != 1 || u.Count() != 2 {
+		t.Fatalf("%d tool uses, %d requests; log %s", n, u.Count(), typesOf(log))
 	}
 }
 
 // A restart in the middle of a model request: the request is made again
 // by the next runner and its reply recorded once.
 func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
-	u := newUpstream(t)
+	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith())
 	cancelled := make(chan struct{})
-	u.hang(cancelled)
-	u.reply(anthropic.StopReasonToolUse, usage(1, 1, 0, 0), toolUseBlock("toolu_1", "glob", `{"pattern":"**"}`))
+	u.Hang(cancelled)
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
 	h.mustSend(api.UserMessage("look"))
-	<-u.arrived
+	<-u.Arrived
 	h.restart() // the server stops: its call is abandoned
 	<-cancelled
 	if err := h.runner.Settle(h.ctx, h.sess.ID); err != nil { // the next server's Resume
 		t.Fatal(err)
 	}
 	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventAgentToolUse)) > 0 })
-	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end" || u.count() != 2 {
-		t.Fatalf("log %s after %d requests", got, u.count())
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end" || u.Count() != 2 {
+		t.Fatalf("log %s after %d requests", got, u.Count())
 	}
 }
