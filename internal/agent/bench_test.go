@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -29,4 +34,44 @@ func BenchmarkScriptedTurn(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+}
+
+// BenchmarkModelTurn runs one model turn per op — a user.message, one
+// request to an in-process upstream that answers at once, the reply's
+// events, idle — against the same request made directly with the SDK, so
+// the server's share of a turn is a number: overhead-ns/turn is the turn
+// minus the bare call (HTTP round trip, encoding, decoding).
+func BenchmarkModelTurn(b *testing.B) {
+	u := modeltest.New(b)
+	h := newHarnessWith(b, api.SessionAgent{Model: api.ModelConfig{ID: "claude-bench"}, Tools: []json.RawMessage{json.RawMessage(`{"type":"agent_toolset_20260401"}`)}}, nil, claudeConfig(u))
+	direct := NewClaude(claudeConfig(u))
+	reply := func() { u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(10, 2, 0, 0), modeltest.Text("ok")) }
+
+	// The bare call, with the request a turn would send.
+	const calls = 50
+	v, err := h.db.ViewSession(h.ctx, h.sess.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v.Log = []api.Event{api.UserMessage("hello")}
+	start := time.Now()
+	for range calls {
+		reply()
+		if _, err := direct.client.Messages.New(h.ctx, buildRequest(v, 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bare := time.Since(start) / calls
+
+	b.ResetTimer()
+	for b.Loop() {
+		reply()
+		h.mustSend(api.UserMessage("hello"))
+		for h.status() != api.SessionIdle {
+			<-h.appended
+		}
+	}
+	turn := b.Elapsed() / time.Duration(b.N)
+	b.ReportMetric(float64(bare.Nanoseconds()), "upstream-ns/turn")
+	b.ReportMetric(float64((turn - bare).Nanoseconds()), "overhead-ns/turn")
 }

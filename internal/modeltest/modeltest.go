@@ -25,7 +25,8 @@ type Upstream struct {
 	URL string
 	srv *httptest.Server
 
-	// Arrived receives a value as each request arrives.
+	// Arrived receives a value as each request arrives (up to 100 that
+	// nobody took).
 	Arrived chan struct{}
 
 	mu       sync.Mutex
@@ -63,7 +64,10 @@ func New(t testing.TB) *Upstream {
 			reply, u.replies = u.replies[0], u.replies[1:]
 		}
 		u.mu.Unlock()
-		u.Arrived <- struct{}{}
+		select {
+		case u.Arrived <- struct{}{}:
+		default: // nobody is counting (a benchmark)
+		}
 		if reply == nil {
 			t.Errorf("upstream: request %d has no reply queued", len(u.requests))
 			http.Error(w, "no reply queued", http.StatusInternalServerError)
