@@ -14,6 +14,15 @@ import (
 // form (package api); the few facts the wire does not show (who holds a
 // lease, until when, with which token) live in Work.
 type ControlPlane interface {
+	Environments
+	Agents
+	Sessions
+	Events
+	WorkQueue
+}
+
+// Environments persists environments.
+type Environments interface {
 	CreateEnvironment(ctx context.Context, e api.Environment) error
 	GetEnvironment(ctx context.Context, id string) (api.Environment, error)
 	// ListEnvironments returns environments newest first.
@@ -25,13 +34,19 @@ type ControlPlane interface {
 	// items, and revokes its environment keys. ErrEnvironmentInUse when
 	// sessions still use it.
 	DeleteEnvironment(ctx context.Context, id string) error
+}
 
+// Agents persists agents.
+type Agents interface {
 	CreateAgent(ctx context.Context, a api.Agent) error
 	GetAgent(ctx context.Context, id string) (api.Agent, error)
 	// ListAgents returns agents newest first.
 	ListAgents(ctx context.Context, q ListQuery) ([]api.Agent, error)
 	UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) error) (api.Agent, error)
+}
 
+// Sessions persists sessions with their resources.
+type Sessions interface {
 	// CreateSession stores a session, its resources and its first work item,
 	// and appends initial, all in one transaction. Every attached memory store must still exist
 	// (ErrNotFound) and not be archived (ErrStoreArchived) when it commits,
@@ -45,7 +60,10 @@ type ControlPlane interface {
 	// DeleteSession deletes a session with its events and resources, stops
 	// its work items and revokes their sessions tokens.
 	DeleteSession(ctx context.Context, id string) error
+}
 
+// Events persists each session's event log.
+type Events interface {
 	// AppendEvents appends events to a session's log in one transaction.
 	// guard, when not nil, sees the session as that transaction does and
 	// may refuse the append: its error is returned as is and nothing is
@@ -64,7 +82,13 @@ type ControlPlane interface {
 	// EventSeq returns the sequence number of one event of a session
 	// (Last-Event-ID resumption).
 	EventSeq(ctx context.Context, sessionID, eventID string) (int64, error)
+}
 
+// WorkQueue persists each environment's work items and their leases. The
+// rules (what may be claimed, what an ack, a heartbeat, a stop or a lapsed
+// lease does) are package workqueue's; a backend loads, locks and saves
+// the rows they decide over.
+type WorkQueue interface {
 	// EnsureWork queues a work item for a session that is neither
 	// terminated nor served by a live (not stopped) item. It returns the
 	// new item and true, or false when nothing was needed.

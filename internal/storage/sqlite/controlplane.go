@@ -12,6 +12,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/workqueue"
 )
 
 // queryer is what both *sql.DB and *sql.Tx offer, so that one scan helper
@@ -423,15 +424,26 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one); err != nil {
 			return notFound(err)
 		}
-		now := formatTime(s.now())
-		if _, err := tx.ExecContext(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = ?, stop_requested_at = coalesce(stop_requested_at, ?), lease_expires_at = NULL
-			WHERE session_id = ? AND state != 'stopped'`, now, now, id); err != nil {
+		now := s.now()
+		items, err := sessionWork(ctx, tx, id)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, now, id); err != nil {
+		for _, w := range items {
+			if !workqueue.Live(w) {
+				continue
+			}
+			if w, err = workqueue.Stop(w, true, now); err != nil {
+				return err
+			}
+			if err := saveWork(ctx, tx, w); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, formatTime(now), id); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 		return err
 	})
 }
@@ -444,12 +456,6 @@ var statusOf = map[string]string{
 	api.EventSessionStatusIdle:       api.SessionIdle,
 	api.EventSessionStatusTerminated: api.SessionTerminated,
 	"session.status_rescheduled":     api.SessionRescheduling,
-}
-
-func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM work_items WHERE session_id = ? AND state != 'stopped'`, sessionID).Scan(&n)
-	return n > 0, err
 }
 
 // viewInTx reads a session with its whole log (see sessionLog) and whether
