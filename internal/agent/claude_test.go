@@ -338,3 +338,29 @@ func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
 		t.Fatalf("log %s after %d requests", got, u.Count())
 	}
 }
+
+// A reply cut off at max_tokens ends the turn with an error that says so,
+// and its half-written tool use is never sent to the worker; a call to a
+// tool the agent does not have is recorded as denied and answered for the
+// model, which goes on.
+func TestMaxTokensAndDisabledTools(t *testing.T) {
+	u := modeltest.New(t)
+	h := modelHarness(t, u, toolsetWith(`{"name":"bash","enabled":false}`))
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_b", "bash", `{"command":"ls"}`))
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Here is a long"), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x"}`))
+	h.mustSend(api.UserMessage("go"))
+	log := h.idleAgain(0)
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end span.model_request_start agent.message span.model_request_end session.error session.status_idle" {
+		t.Fatalf("log: %s", got)
+	}
+	if use := eventsOf(log, api.EventAgentToolUse)[0]; use.EvaluatedPermission != api.PermissionDeny {
+		t.Fatalf("the disabled tool's call: %+v", use)
+	}
+	if e := eventsOf(log, api.EventSessionError)[0].Error; !strings.Contains(e.Message, "max_tokens") || e.RetryStatus.Type != api.RetryExhausted {
+		t.Fatalf("session.error %+v", e)
+	}
+	result, _ := json.Marshal(u.Request(1).Raw["messages"].([]any)[2])
+	if !strings.Contains(string(result), "bash is not enabled for this agent") {
+		t.Fatalf("the model was told %s", result)
+	}
+}
