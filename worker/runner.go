@@ -249,9 +249,9 @@ func (r *runner) handle(e api.Event) bool {
 			// unanswered, as the official worker does.
 			r.log.Info("tool call is not one of this worker's tools; leaving it to another client", "tool", e.Name, "tool_use_id", e.ID)
 			c.dropped = true
-		case e.EvaluatedPermission == "deny":
+		case e.EvaluatedPermission == api.PermissionDeny:
 			c.dropped = true
-		case e.EvaluatedPermission != "" && e.EvaluatedPermission != "allow":
+		case e.EvaluatedPermission != "" && e.EvaluatedPermission != api.PermissionAllow:
 			c.held = true
 		}
 		r.calls = append(r.calls, c)
@@ -262,16 +262,10 @@ func (r *runner) handle(e api.Event) bool {
 		if c := r.byID[e.ToolUseID]; c != nil {
 			c.answered = true
 		}
-	case eventToolConfirmation:
-		var confirm struct {
-			ToolUseID string `json:"tool_use_id"`
-			Result    string `json:"result"`
-		}
-		if raw, err := json.Marshal(e); err == nil && json.Unmarshal(raw, &confirm) == nil {
-			if c := r.byID[confirm.ToolUseID]; c != nil && c.held {
-				c.held = false
-				c.dropped = confirm.Result != "allow"
-			}
+	case api.EventUserToolConfirmation:
+		if c := r.byID[e.ToolUseID]; c != nil && c.held {
+			c.held = false
+			c.dropped = e.Result != api.PermissionAllow
 		}
 	case api.EventUserInterrupt:
 		if thread, ok := e.Extra["session_thread_id"]; ok && string(thread) != "null" {
@@ -303,10 +297,6 @@ func (r *runner) handle(e api.Event) bool {
 	r.signal()
 	return false
 }
-
-// eventToolConfirmation answers an agent.tool_use whose permission is "ask"
-// (Anthropic's API; memstore's runtimes always allow).
-const eventToolConfirmation = "user.tool_confirmation"
 
 func (r *runner) signal() {
 	select {

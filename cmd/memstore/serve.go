@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
@@ -31,6 +33,35 @@ type serveOptions struct {
 	publicURL string
 	// mountPrefix replaces /mnt/memory in the mount_path sessions advertise.
 	mountPrefix string
+	// modelBaseURL is the Messages API that model-backed agents call; ""
+	// is Anthropic's.
+	modelBaseURL string
+}
+
+// modelFlag registers --model-base-url on fs.
+func modelFlag(fs *flag.FlagSet, o *serveOptions) {
+	fs.StringVar(&o.modelBaseURL, "model-base-url", envOr("ANTHROPIC_BASE_URL", ""), "Messages API that agents with a real model call: Anthropic's, or any compatible proxy or gateway (env ANTHROPIC_BASE_URL; the key comes from "+agent.ModelKeyVar+", then "+agent.FallbackModelKeyVar+")")
+}
+
+// modelConfig is the model runtime's upstream: o's URL and the key from the
+// environment (never a flag, so it stays out of process listings). The log
+// line says which variable the key came from, or that only scripted agents
+// can run.
+func modelConfig(o serveOptions, logger *slog.Logger) agent.ClaudeConfig {
+	cfg := agent.ClaudeConfig{BaseURL: o.modelBaseURL}
+	upstream := o.modelBaseURL
+	if upstream == "" {
+		upstream = "https://api.anthropic.com"
+	}
+	for _, name := range []string{agent.ModelKeyVar, agent.FallbackModelKeyVar} {
+		if v := os.Getenv(name); v != "" {
+			cfg.APIKey = v
+			logger.Info("agents with a real model call the Messages API", "model_base_url", upstream, "key_from", name)
+			return cfg
+		}
+	}
+	logger.Info("no model API key: only scripted agents can run; set "+agent.ModelKeyVar+" (or "+agent.FallbackModelKeyVar+") to run agents with a real model", "model_base_url", upstream)
+	return cfg
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +73,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
+	modelFlag(fs, &o)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -99,10 +131,12 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
-	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix})
+	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
+		Model: modelConfig(o, logger)})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
+		srv.Close()
 		db.Close()
 		return nil, fmt.Errorf("resume sessions: %w", err)
 	}
@@ -142,6 +176,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 				err = serr
 			}
+			srv.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}

@@ -35,6 +35,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f workerFlags
 	f.registerLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
+	modelFlag(fs, &o)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -119,8 +120,11 @@ Next, in another terminal (the CLI finds this server and its admin key through t
   memstore agent create notes-bot
   memstore store create notes
   memstore session create --env %s --agent <agent id> --store <store id> --message '<script>'
+To talk to Claude instead (start up with MEMSTORE_MODEL_API_KEY set):
+  memstore agent create claude-notes --model claude-sonnet-4-5
+  memstore chat --env %s --agent <agent id> --store <store id>
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, rs.baseURL, dataDir, st.EnvironmentID)
+`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
 	return w.Run(ctx)
 }
 

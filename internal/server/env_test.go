@@ -61,6 +61,7 @@ func newEnv(t testing.TB, cfg server.Config) *testEnv {
 	}))
 	t.Cleanup(func() {
 		ts.Close()
+		srv.Close()
 		db.Close()
 	})
 	e.url = ts.URL

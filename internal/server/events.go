@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
@@ -70,9 +71,10 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	return nil
 }
 
-// sendEvents appends the client's events; the agent reacts in the same
-// transaction. A message or an interrupt for a session that no worker
-// serves queues a work item, so the session is picked up again.
+// sendEvents appends the client's events (refused atomically with the log
+// they were checked against), then lets the agent react. A message or an
+// interrupt for a session that no worker serves queues a work item, so the
+// session is picked up again.
 func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -96,7 +98,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 	}
 	ctx := r.Context()
-	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, s.cp.runtime)
+	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, func(v storage.SessionView) error { return agent.Check(v, req.Events) })
 	if err != nil {
 		return orMissing(err, "session", sess.ID, listSessions)
 	}
@@ -112,6 +114,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 			s.cp.queues.notify(work.EnvironmentID)
 		}
 	}
+	s.settle(ctx, sess.ID)
 	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
 	return nil
 }

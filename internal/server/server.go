@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	// StreamKeepalive is how often an idle event stream sends a comment
 	// (default 15 s), so proxies do not cut it.
 	StreamKeepalive time.Duration
+	// Model configures the runtime of agents whose model is not "scripted"
+	// (the upstream Messages API and its key).
+	Model agent.ClaudeConfig
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -81,8 +85,16 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, s.cp.sessions.notify)
 	s.routes()
 	return s
+}
+
+// Close stops the agent runtimes, abandoning model calls in flight (a
+// session resumes its turn from its log at the next start). Call it after
+// the HTTP server has shut down, before closing the store.
+func (s *Server) Close() {
+	s.cp.runner.Close()
 }
 
 // Handler returns the API with its middleware: request ids, access logs,

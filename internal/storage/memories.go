@@ -44,6 +44,13 @@ type MemoryStores interface {
 	// item a worker still holds (its final sync runs after termination).
 	DeleteMemoryStore(ctx context.Context, id string) error
 
+	Memories
+	MemoryVersions
+}
+
+// Memories persists the live memories of the stores; each write also
+// writes the memory's version.
+type Memories interface {
 	// CreateMemory adds a memory at a free path and writes its "created"
 	// version. It never overwrites: a path that is taken, or that collides
 	// with a memory used as its directory (/a beside /a/b), is a
@@ -71,7 +78,10 @@ type MemoryStores interface {
 	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
 	// CountMemories counts a store's live memories.
 	CountMemories(ctx context.Context, storeID string) (int, error)
+}
 
+// MemoryVersions reads and redacts the immutable history of memories.
+type MemoryVersions interface {
 	// GetMemoryVersion returns one version with its content (nil when
 	// redacted or a deletion).
 	GetMemoryVersion(ctx context.Context, storeID, versionID string) (api.MemoryVersion, error)

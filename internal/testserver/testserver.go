@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
@@ -36,6 +37,9 @@ type Options struct {
 	StreamKeepalive time.Duration
 	// AdminKey is the admin API key; "" is DefaultAdminKey.
 	AdminKey string
+	// Model is the upstream of agents with a real model (internal/modeltest
+	// serves one); the zero value has no key.
+	Model agent.ClaudeConfig
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -69,7 +73,7 @@ func Start(t testing.TB, o Options) *Server {
 	s.URL = "http://" + hs.Listener.Addr().String()
 	srv := server.New(server.Config{
 		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
-		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive,
+		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, Model: o.Model,
 	})
 	h = srv.Handler()
 	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
@@ -79,6 +83,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	return s

@@ -16,12 +16,16 @@ func (s *DB) CreateCredential(ctx context.Context, c storage.Credential, hash st
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = s.now()
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, string(c.Kind), c.Name, hash, nullString(c.EnvironmentID), nullString(c.SessionID), nullString(c.WorkID), formatTime(c.CreatedAt))
-	if err != nil {
+	if err := insertCredential(ctx, s.db, c, hash); err != nil {
 		return fmt.Errorf("create credential %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+func insertCredential(ctx context.Context, q queryer, c storage.Credential, hash string) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, string(c.Kind), c.Name, hash, nullString(c.EnvironmentID), nullString(c.SessionID), nullString(c.WorkID), formatTime(c.CreatedAt))
+	return err
 }
 
 // CredentialByHash implements storage.Credentials.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/workqueue"
 )
 
 const workColumns = `id, environment_id, session_id, state, metadata, created_at, queued_at, claimed_at, worker_id, token_id,
@@ -81,19 +82,33 @@ func getWork(ctx context.Context, q queryer, environmentID, workID string) (stor
 	return scanWork(q.QueryRowContext(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = ? AND environment_id = ?`, workID, environmentID))
 }
 
-func ptr(t time.Time) *time.Time { return &t }
-
-// releaseToQueue puts a claimed item back in the queue, keeping its place:
-// the claim, the lease and its heartbeat history go, and with them the
-// current token's authority.
-func releaseToQueue(w *storage.Work) {
-	w.State = api.WorkQueued
-	w.ClaimedAt, w.WorkerID, w.TokenID = nil, "", ""
-	w.LeaseExpiresAt, w.LeaseTTLSeconds = nil, 0
-	w.AcknowledgedAt, w.StartedAt, w.LatestHeartbeatAt = nil, nil, nil
+// queuedWork reads an environment's queued items, oldest first: the rows
+// the claim and the statistics rules are decided over.
+func queuedWork(ctx context.Context, q queryer, environmentID string) ([]storage.Work, error) {
+	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = ? AND state = 'queued' ORDER BY queued_at, id`, environmentID)
 }
 
-// EnsureWork implements storage.ControlPlane.
+// leasedWork reads an environment's live items that hold a lease, the
+// rows workqueue.Lapsed is asked about.
+func leasedWork(ctx context.Context, q queryer, environmentID string, now time.Time) ([]storage.Work, error) {
+	// The bound on lease_expires_at only spares reading leases that are
+	// plainly current; workqueue.Lapsed decides.
+	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`,
+		environmentID, formatTime(now))
+}
+
+func sessionWork(ctx context.Context, q queryer, sessionID string) ([]storage.Work, error) {
+	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = ?`, sessionID)
+}
+
+func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error) {
+	items, err := sessionWork(ctx, q, sessionID)
+	return slices.ContainsFunc(items, workqueue.Live), err
+}
+
+// EnsureWork implements storage.WorkQueue.
 func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (storage.Work, bool, error) {
 	var queued bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -124,35 +139,28 @@ func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (
 	return w, true, nil
 }
 
-// ExpireLeases implements storage.ControlPlane.
+// ExpireLeases implements storage.WorkQueue.
 func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
 	// Most calls find nothing lapsed: check with a read before taking the
 	// write lock, which every poll would otherwise hold for a moment.
-	var lapsedN int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM work_items
-		WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`,
-		environmentID, formatTime(s.now())).Scan(&lapsedN); err != nil || lapsedN == 0 {
+	lapsed, err := leasedWork(ctx, s.db, environmentID, s.now())
+	if err != nil || !slices.ContainsFunc(lapsed, func(w storage.Work) bool { return workqueue.Lapsed(w, s.now()) }) {
 		return nil, err
 	}
 	var stopped []storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		lapsed, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
-			WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`,
-			environmentID, formatTime(now))
+		lapsed, err := leasedWork(ctx, tx, environmentID, now)
 		if err != nil {
 			return err
 		}
 		for _, w := range lapsed {
-			if w.State == api.WorkStopping {
-				// Asked to stop and no longer heard from: nothing to hand
-				// to another worker.
-				w.State = api.WorkStopped
-				w.StoppedAt = ptr(now)
-				w.LeaseExpiresAt = nil
+			if !workqueue.Lapsed(w, now) {
+				continue
+			}
+			w, wasStopped := workqueue.Expire(w, now)
+			if wasStopped {
 				stopped = append(stopped, w)
-			} else {
-				releaseToQueue(&w)
 			}
 			if err := saveWork(ctx, tx, w); err != nil {
 				return err
@@ -163,53 +171,35 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	return stopped, err
 }
 
-// ClaimWork implements storage.ControlPlane.
+// ClaimWork implements storage.WorkQueue.
 func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
-	reclaimBefore := func(now time.Time) string {
-		if c.ReclaimOlderThan > 0 {
-			return formatTime(now.Add(-c.ReclaimOlderThan))
-		}
-		return "" // no claimed item qualifies
-	}
 	// An empty queue is the common answer to a poll: find that out with a
 	// read, without taking the write lock.
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM work_items
-		WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)`,
-		c.EnvironmentID, reclaimBefore(s.now())).Scan(&n); err != nil {
+	queued, err := queuedWork(ctx, s.db, c.EnvironmentID)
+	if err != nil {
 		return storage.Work{}, err
 	}
-	if n == 0 {
+	if _, ok := workqueue.Next(queued, s.now(), c.ReclaimOlderThan); !ok {
 		return storage.Work{}, storage.ErrNoWork
 	}
 	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		// One write transaction per claim (BEGIN IMMEDIATE): a second
 		// poller waits for this one to commit, then sees the item claimed.
-		w, err := scanWork(tx.QueryRowContext(ctx, `SELECT `+workColumns+` FROM work_items
-			WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)
-			ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore(now)))
-		if errors.Is(err, storage.ErrNotFound) {
-			return storage.ErrNoWork
-		}
+		now := s.now()
+		queued, err := queuedWork(ctx, tx, c.EnvironmentID)
 		if err != nil {
 			return err
 		}
-		w.ClaimedAt = ptr(now)
-		w.WorkerID = c.WorkerID
-		w.TokenID = c.Token.ID
-		w.LeaseExpiresAt = ptr(now.Add(c.ClaimTTL))
-		w.LeaseTTLSeconds = int64(c.ClaimTTL / time.Second)
-		w.LatestHeartbeatAt = nil
+		w, ok := workqueue.Next(queued, now, c.ReclaimOlderThan)
+		if !ok {
+			return storage.ErrNoWork
+		}
+		w, tok := workqueue.Claim(w, c, now)
 		if err := saveWork(ctx, tx, w); err != nil {
 			return err
 		}
-		tok := c.Token
-		tok.Kind = storage.SessionsToken
-		tok.SessionID, tok.WorkID, tok.EnvironmentID = w.Data.ID, w.ID, w.EnvironmentID
-		if _, err := tx.ExecContext(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			tok.ID, string(tok.Kind), tok.Name, c.TokenHash, tok.EnvironmentID, tok.SessionID, tok.WorkID, formatTime(now)); err != nil {
+		if err := insertCredential(ctx, tx, tok, c.TokenHash); err != nil {
 			return fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
 		}
 		out = w
@@ -218,122 +208,62 @@ func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, erro
 	return out, err
 }
 
-// AckWork implements storage.ControlPlane.
-func (s *DB) AckWork(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+// changeWork loads one item in a write transaction, applies a rule of
+// package workqueue to it at the store's clock and saves the result when
+// the rule changed it.
+func (s *DB) changeWork(ctx context.Context, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
 	var out storage.Work
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		w, err := getWork(ctx, tx, environmentID, workID)
 		if err != nil {
 			return err
 		}
-		switch {
-		case w.State == api.WorkStopped:
-			return storage.ErrWorkStopped
-		case w.State == api.WorkQueued && w.ClaimedAt == nil:
-			return storage.ErrWorkNotClaimed
-		case w.State == api.WorkQueued:
-			w.State = api.WorkStarting
-			w.AcknowledgedAt = ptr(s.now())
-			if err := saveWork(ctx, tx, w); err != nil {
-				return err
-			}
-		}
-		out = w
-		return nil
-	})
-	return out, err
-}
-
-// HeartbeatWork implements storage.ControlPlane.
-func (s *DB) HeartbeatWork(ctx context.Context, h storage.Heartbeat) (storage.Work, error) {
-	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		w, err := getWork(ctx, tx, h.EnvironmentID, h.WorkID)
+		w, changed, err := rule(w, s.now())
 		if err != nil {
 			return err
 		}
-		// A token of an earlier claim never renews, whatever it expects:
-		// its lease is gone even if the new holder has not beaten yet.
-		if h.TokenID != "" && h.TokenID != w.TokenID {
-			return &storage.LeaseMismatchError{Current: w}
-		}
-		if w.State == api.WorkStopped {
-			out = w
+		out = w
+		if !changed {
 			return nil
 		}
-		if w.ClaimedAt == nil {
-			return &storage.LeaseMismatchError{Current: w}
-		}
-		want := api.NoHeartbeat
-		if w.LatestHeartbeatAt != nil {
-			want = storage.HeartbeatToken(*w.LatestHeartbeatAt)
-		}
-		// A stopping item is not compared, as in the hosted API: its worker
-		// must learn of the stop on its next beat, not lose the lease to a
-		// 412 and leave without its final sync.
-		if h.Expected != want && w.State != api.WorkStopping {
-			return &storage.LeaseMismatchError{Current: w}
-		}
-		now := s.now()
-		w.LatestHeartbeatAt = ptr(now)
-		w.LeaseExpiresAt = ptr(now.Add(h.TTL))
-		w.LeaseTTLSeconds = int64(h.TTL / time.Second)
-		switch w.State {
-		case api.WorkQueued, api.WorkStarting:
-			w.State = api.WorkActive
-			if w.AcknowledgedAt == nil {
-				w.AcknowledgedAt = ptr(now)
-			}
-			w.StartedAt = ptr(now)
-		}
-		out = w
 		return saveWork(ctx, tx, w)
 	})
 	return out, err
 }
 
-// StopWork implements storage.ControlPlane.
+// AckWork implements storage.WorkQueue.
+func (s *DB) AckWork(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+	return s.changeWork(ctx, environmentID, workID, workqueue.Ack)
+}
+
+// HeartbeatWork implements storage.WorkQueue.
+func (s *DB) HeartbeatWork(ctx context.Context, h storage.Heartbeat) (storage.Work, error) {
+	return s.changeWork(ctx, h.EnvironmentID, h.WorkID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		return workqueue.Heartbeat(w, h, now)
+	})
+}
+
+// StopWork implements storage.WorkQueue.
 func (s *DB) StopWork(ctx context.Context, environmentID, workID string, force bool) (storage.Work, error) {
-	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		w, err := getWork(ctx, tx, environmentID, workID)
-		if err != nil {
-			return err
-		}
-		if w.State == api.WorkStopped {
-			return storage.ErrWorkStopped
-		}
-		now := s.now()
-		if w.StopRequestedAt == nil {
-			w.StopRequestedAt = ptr(now)
-		}
-		if force || w.ClaimedAt == nil {
-			// Forced, or nobody holds it who could be told: stopped now.
-			w.State = api.WorkStopped
-			w.StoppedAt = ptr(now)
-			w.LeaseExpiresAt = nil
-		} else {
-			w.State = api.WorkStopping
-		}
-		out = w
-		return saveWork(ctx, tx, w)
+	return s.changeWork(ctx, environmentID, workID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		w, err := workqueue.Stop(w, force, now)
+		return w, err == nil, err
 	})
-	return out, err
 }
 
-// GetWork implements storage.ControlPlane.
+// GetWork implements storage.WorkQueue.
 func (s *DB) GetWork(ctx context.Context, environmentID, workID string) (storage.Work, error) {
 	return getWork(ctx, s.db, environmentID, workID)
 }
 
-// ListWork implements storage.ControlPlane.
+// ListWork implements storage.WorkQueue.
 func (s *DB) ListWork(ctx context.Context, environmentID string, q storage.ListQuery) ([]storage.Work, error) {
 	return queryAll(ctx, s.db, scanWork, `SELECT `+workColumns+` FROM work_items
 		WHERE environment_id = ? AND (? = '' OR id < ?) ORDER BY id DESC LIMIT ?`,
 		environmentID, q.After, q.After, limitArg(q.Limit))
 }
 
-// UpdateWork implements storage.ControlPlane.
+// UpdateWork implements storage.WorkQueue.
 func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn func(*storage.Work) error) (storage.Work, error) {
 	var out storage.Work
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -351,18 +281,11 @@ func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn fu
 	return out, err
 }
 
-// WorkStats implements storage.ControlPlane.
+// WorkStats implements storage.WorkQueue.
 func (s *DB) WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
-	st := api.WorkQueueStats{Type: "work_queue_stats"}
-	var oldest sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT
-			count(*) FILTER (WHERE claimed_at IS NULL),
-			count(*) FILTER (WHERE claimed_at IS NOT NULL),
-			min(queued_at)
-		FROM work_items WHERE environment_id = ? AND state = 'queued'`, environmentID).Scan(&st.Depth, &st.Pending, &oldest)
+	queued, err := queuedWork(ctx, s.db, environmentID)
 	if err != nil {
-		return st, err
+		return api.WorkQueueStats{}, err
 	}
-	st.OldestQueuedAt, err = nullTime(oldest)
-	return st, err
+	return workqueue.Stats(queued), nil
 }
