@@ -31,9 +31,16 @@ func (Runtime) Check(v storage.SessionView, events []api.Event) error {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
 	toolUses := map[string]bool{}
+	// answered holds the tool_use_ids that already have a result, in the log
+	// or earlier in this batch: a second result would let the runtime
+	// consume one call twice, so it is refused, whichever copy is "right".
+	answered := map[string]bool{}
 	for _, e := range v.Log {
-		if e.Type == api.EventAgentToolUse {
+		switch e.Type {
+		case api.EventAgentToolUse:
 			toolUses[e.ID] = true
+		case api.EventUserToolResult:
+			answered[e.ToolUseID] = true
 		}
 	}
 	for i, e := range events {
@@ -50,6 +57,10 @@ func (Runtime) Check(v storage.SessionView, events []api.Event) error {
 			if !toolUses[e.ToolUseID] {
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; list the session's events to find the call to answer", i, e.ToolUseID, v.Session.ID)
 			}
+			if answered[e.ToolUseID] {
+				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q is already answered in session %s; a tool call takes one user.tool_result, so send nothing more for it (list the session's events of type user.tool_result to see the answer stored)", i, e.ToolUseID, v.Session.ID)
+			}
+			answered[e.ToolUseID] = true
 		case "":
 			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt or user.tool_result)", i)
 		default:
