@@ -31,6 +31,10 @@ type serveOptions struct {
 	publicURL string
 	// mountPrefix replaces /mnt/memory in the mount_path sessions advertise.
 	mountPrefix string
+	// bodyReadTimeout, maxPerAddress and maxPerKey are the server's doors:
+	// see server.Config (zero takes its defaults).
+	bodyReadTimeout          time.Duration
+	maxPerAddress, maxPerKey int
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +46,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
+	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
+	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
+	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -99,7 +106,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
-	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix})
+	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
@@ -123,7 +131,10 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
 	}
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Headers and idle keep-alive connections are bounded here, bodies by the
+	// handler (a 408 with the envelope). Go closes a connection whose headers
+	// stall, or that idles, without an answer: no handler has run yet.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// Shutdown waits for every handler to return; event streams only
 	// return when told to.
 	hs.RegisterOnShutdown(srv.CloseStreams)
