@@ -270,9 +270,6 @@ func (r *reconciler) rebuild(why string, eff State) {
 // file in the folder.
 func (r *reconciler) skipInvalid(p string) bool {
 	err := validate.Path("path", p)
-	if err == nil && p == "/"+MarkerName {
-		err = fmt.Errorf("%s is reserved for the folder's marker file", p)
-	}
 	if err == nil {
 		return false
 	}

@@ -18,12 +18,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/confined"
+
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // markerName is the file that binds a memory folder to its store (SPEC §5).
 // write and edit refuse it: an agent that rewrote it would silently stop the
 // folder from syncing.
-const markerName = ".anthropic-memory-store"
+const markerName = validate.MarkerName
 
 type readInput struct {
 	FilePath  string  `json:"file_path"`

@@ -274,7 +274,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && permanent(err):
-			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment; 404: no such environment)", w.cfg.EnvironmentID, err)
+			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment, or the environment is archived; 404: no such environment)", w.cfg.EnvironmentID, err)
 		case err != nil:
 			pollFailures++
 			d := backoff(pollFailures, pollRetryBase, pollRetryMax)

@@ -36,6 +36,10 @@ type serveOptions struct {
 	// modelBaseURL is the Messages API that model-backed agents call; ""
 	// is Anthropic's.
 	modelBaseURL string
+	// bodyReadTimeout, maxPerAddress and maxPerKey are the server's doors:
+	// see server.Config (zero takes its defaults).
+	bodyReadTimeout          time.Duration
+	maxPerAddress, maxPerKey int
 }
 
 // modelFlag registers --model-base-url on fs.
@@ -74,6 +78,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
 	modelFlag(fs, &o)
+	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
+	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
+	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -132,7 +139,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		publicURL = baseURL
 	}
 	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
-		Model: modelConfig(o, logger)})
+		Model:           modelConfig(o, logger),
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
@@ -157,7 +165,10 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
 	}
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Headers and idle keep-alive connections are bounded here, bodies by the
+	// handler (a 408 with the envelope). Go closes a connection whose headers
+	// stall, or that idles, without an answer: no handler has run yet.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// Shutdown waits for every handler to return; event streams only
 	// return when told to.
 	hs.RegisterOnShutdown(srv.CloseStreams)

@@ -96,7 +96,7 @@ func Check(v storage.SessionView, events []api.Event) error {
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; list the session's events to find the call to answer", i, e.ToolUseID, v.Session.ID)
 			}
 			if answered[e.ToolUseID] == api.EventUserToolResult {
-				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s already has its user.tool_result; a call is answered once", i, e.ToolUseID)
+				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q is already answered in session %s; a tool call takes one user.tool_result, so send nothing more for it (list the session's events of type user.tool_result to see the answer stored)", i, e.ToolUseID, v.Session.ID)
 			}
 			answered[e.ToolUseID] = e.Type
 		case api.EventUserToolConfirmation:

@@ -125,8 +125,9 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 // Last-Event-ID resumes right after that event, so a reconnecting client
 // loses nothing. An idle stream sends a comment every StreamKeepalive. It
 // ends when the client goes, when the session is deleted (after a
-// session.deleted frame), when a sessions token stops working, or when the
-// server shuts down (CloseStreams).
+// session.deleted frame), when a sessions token stops working or an
+// environment key is revoked (seen at the next event or keepalive), or when
+// the server shuts down (CloseStreams).
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -199,6 +200,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 		}
 		if p.Kind == storage.SessionsToken {
 			if _, err := s.tokenWork(ctx, p); err != nil {
+				return nil
+			}
+		}
+		if p.Kind == storage.EnvironmentKey {
+			// A revoked key is refused everywhere, its open streams included.
+			if _, err := s.authenticate(r); err != nil {
 				return nil
 			}
 		}

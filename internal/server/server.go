@@ -33,6 +33,15 @@ type Config struct {
 	// (mount_path = MountPrefix/<slug>); default api.DefaultMountPrefix.
 	// Tests point it at a temporary folder.
 	MountPrefix string
+	// BodyReadTimeout bounds the reading of a request body (default
+	// DefaultBodyReadTimeout); a body not in by then is answered 408.
+	BodyReadTimeout time.Duration
+	// MaxRequestsPerAddress and MaxRequestsPerKey cap the requests in flight
+	// from one client address and with one credential (defaults
+	// DefaultMaxRequestsPerAddress, DefaultMaxRequestsPerKey; negative: no
+	// limit); a request over either is answered 429 with retry-after.
+	MaxRequestsPerAddress int
+	MaxRequestsPerKey     int
 	// StreamKeepalive is how often an idle event stream sends a comment
 	// (default 15 s), so proxies do not cut it.
 	StreamKeepalive time.Duration
@@ -49,6 +58,8 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// limits counts the requests in flight per address and per credential.
+	limits *limiter
 	// closing is closed by CloseStreams, which ends the event streams.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -72,6 +83,15 @@ func New(cfg Config) *Server {
 	if cfg.MountPrefix == "" {
 		cfg.MountPrefix = api.DefaultMountPrefix
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MaxRequestsPerAddress == 0 {
+		cfg.MaxRequestsPerAddress = DefaultMaxRequestsPerAddress
+	}
+	if cfg.MaxRequestsPerKey == 0 {
+		cfg.MaxRequestsPerKey = DefaultMaxRequestsPerKey
+	}
 	if cfg.StreamKeepalive <= 0 {
 		cfg.StreamKeepalive = 15 * time.Second
 	}
@@ -82,6 +102,8 @@ func New(cfg Config) *Server {
 		now:   func() time.Time { return cfg.Now().UTC() },
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
+
+		limits: newLimiter(cfg.MaxRequestsPerAddress, cfg.MaxRequestsPerKey),
 
 		closing: make(chan struct{}),
 	}
@@ -98,9 +120,10 @@ func (s *Server) Close() {
 }
 
 // Handler returns the API with its middleware: request ids, access logs,
-// panic recovery and the body cap.
+// panic recovery, the in-flight limits, canonical paths, and the body's
+// deadline and cap.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withBodyCap(s.mux))))
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(s.withBodyDeadline(s.withBodyCap(s.mux)))))))
 }
 
 // CloseStreams ends every open event stream, and any opened later after

@@ -67,8 +67,11 @@ func TestOpenUsesWALAndWaitsForTheWriteLock(t *testing.T) {
 	}
 	for i, c := range conns {
 		var mode string
-		var timeout, fk int
+		var timeout, fk, sync int
 		if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout); err != nil {
@@ -77,8 +80,10 @@ func TestOpenUsesWALAndWaitsForTheWriteLock(t *testing.T) {
 		if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
 			t.Fatal(err)
 		}
-		if mode != "wal" || timeout < 1000 || fk != 1 {
-			t.Fatalf("connection %d: journal_mode %s, busy_timeout %d ms, foreign_keys %d; want wal, at least a second, 1", i, mode, timeout, fk)
+		// synchronous FULL (2): in WAL mode, NORMAL skips the fsync at
+		// commit, and an acknowledged write could vanish in a power cut.
+		if mode != "wal" || timeout < 1000 || fk != 1 || sync != 2 {
+			t.Fatalf("connection %d: journal_mode %s, busy_timeout %d ms, foreign_keys %d, synchronous %d; want wal, at least a second, 1, 2 (FULL)", i, mode, timeout, fk, sync)
 		}
 	}
 }
