@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -54,16 +55,30 @@ type eventView struct {
 }
 
 func viewEvent(e storage.StoredEvent) eventView {
-	v := eventView{Event: e.Event, Seq: e.Seq, Text: e.Event.Text()}
-	if len(e.Event.Input) > 0 {
-		var b bytes.Buffer
-		if json.Indent(&b, e.Event.Input, "", "  ") == nil {
-			v.Input = b.String()
-		} else {
-			v.Input = string(e.Event.Input)
-		}
+	return eventView{Event: e.Event, Seq: e.Seq, Text: e.Event.Text(), Input: readableJSON(e.Event.Input)}
+}
+
+// readableJSON indents a tool call's input and writes <, > and & as
+// themselves (the API's JSON escapes them): the page escapes what it shows,
+// and a person should read the text the agent sent.
+func readableJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
 	}
-	return v
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // sessionLogLimit is how many events the session page loads at first;
