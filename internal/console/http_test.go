@@ -21,12 +21,12 @@ const testPassword = "correct horse battery"
 // browserless is a console visitor speaking plain HTTP: a cookie jar, no
 // redirects followed, so each answer can be checked as sent.
 type browserless struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	hc   *http.Client
 }
 
-func newVisitor(t *testing.T, srv *testserver.Server) *browserless {
+func newVisitor(t testing.TB, srv *testserver.Server) *browserless {
 	jar, _ := cookiejar.New(nil)
 	return &browserless{t: t, base: srv.URL, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
@@ -70,7 +70,7 @@ func (b *browserless) login(name, password string) int {
 	return status
 }
 
-func startConsole(t *testing.T) *testserver.Server {
+func startConsole(t testing.TB) *testserver.Server {
 	t.Helper()
 	srv := testserver.Start(t, testserver.Options{Console: true})
 	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
