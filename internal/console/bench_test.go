@@ -61,4 +61,3 @@ func BenchmarkPages(b *testing.B) {
 		})
 	}
 }
-
