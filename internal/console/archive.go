@@ -1,15 +1,11 @@
 package console
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/server"
@@ -64,21 +60,9 @@ func (c *Console) exportStore(w http.ResponseWriter, r *http.Request, q *request
 	return nil
 }
 
-// importStep is one file of an import: what it will do (or did) and why.
-type importStep struct {
-	Path   string
-	Action string // "create", "change", "same", "refuse"
-	Reason string
-	// MemoryID and SHA name the memory a "change" replaces, at the state
-	// the preview saw.
-	MemoryID string
-	SHA      string
-	content  string
-}
-
 type importView struct {
 	Store   api.MemoryStore
-	Steps   []importStep
+	Steps   []storearchive.Step
 	Upload  string
 	Applied bool
 	Counts  map[string]int
@@ -94,7 +78,7 @@ type pendingImports struct {
 
 type pendingImport struct {
 	storeID, userID string
-	steps           []importStep
+	steps           []storearchive.Step
 }
 
 // maxPendingImports bounds the previews held at once; the oldest goes.
@@ -142,7 +126,7 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 		return badRequest("the upload could not be read (%v); uploads are limited to %d MiB", err, maxImportBytes>>20)
 	}
 	var files []storearchive.File
-	var steps []importStep
+	var steps []storearchive.Step
 	for _, fh := range r.MultipartForm.File["files"] {
 		f, err := fh.Open()
 		if err != nil {
@@ -164,7 +148,7 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 		}
 		files = append(files, got...)
 		for _, sk := range skipped {
-			steps = append(steps, importStep{Path: sk.Name, Action: "refuse", Reason: sk.Name + " " + sk.Reason})
+			steps = append(steps, storearchive.Step{Path: sk.Name, Action: storearchive.Refuse, Reason: sk.Reason})
 		}
 	}
 	if len(files) == 0 && len(steps) == 0 {
@@ -182,8 +166,8 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 
 // planImport decides each file's fate with the API's validators against
 // the store as it is now.
-func (c *Console) planImport(r *http.Request, s api.MemoryStore, files []storearchive.File) ([]importStep, error) {
-	existing := map[string]api.Memory{}
+func (c *Console) planImport(r *http.Request, s api.MemoryStore, files []storearchive.File) ([]storearchive.Step, error) {
+	existing := map[string]storearchive.Existing{}
 	query := storage.MemoryQuery{StoreID: s.ID, Prefix: "/", Limit: api.MaxListLimit}
 	for {
 		page, err := c.store.ListMemories(r.Context(), query)
@@ -191,61 +175,45 @@ func (c *Console) planImport(r *http.Request, s api.MemoryStore, files []storear
 			return nil, err
 		}
 		for _, it := range page.Items {
-			existing[it.Memory.Path] = *it.Memory
+			existing[it.Memory.Path] = storearchive.Existing{ID: it.Memory.ID, SHA256: it.Memory.ContentSHA256}
 		}
 		if page.Next == "" {
 			break
 		}
 		query.Cursor = page.Next
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	var steps []importStep
-	seen := map[string]bool{}
-	for _, f := range files {
-		st := importStep{Path: f.Path, content: string(f.Content)}
-		switch {
-		case seen[f.Path]:
-			st.Action, st.Reason = "refuse", "appears twice in the upload; only the first is imported"
-		case !utf8.Valid(f.Content):
-			st.Action, st.Reason = "refuse", "is not UTF-8 text; memories hold text only"
-		default:
-			if err := firstError(validate.Path("path", f.Path), validate.Content("content", st.content)); err != nil {
-				st.Action, st.Reason = "refuse", explain(err)
-				break
-			}
-			m, ok := existing[f.Path]
-			sum := sha256.Sum256(f.Content)
-			switch {
-			case !ok:
-				st.Action = "create"
-			case m.ContentSHA256 == hex.EncodeToString(sum[:]):
-				st.Action, st.Reason = "same", "already holds this text"
-			default:
-				st.Action, st.MemoryID, st.SHA = "change", m.ID, m.ContentSHA256
+	steps := storearchive.Plan(files, existing, checkMemory)
+	if s.ArchivedAt != nil {
+		for i, st := range steps {
+			if st.Action == storearchive.Create || st.Action == storearchive.Change {
+				steps[i].Action, steps[i].Reason = storearchive.Refuse, "the store is archived (read-only)"
 			}
 		}
-		seen[f.Path] = true
-		if s.ArchivedAt != nil && (st.Action == "create" || st.Action == "change") {
-			st.Action, st.Reason = "refuse", "the store is archived (read-only)"
-		}
-		steps = append(steps, st)
 	}
 	return steps, nil
+}
+
+// checkMemory is the API's check of a memory's path and content.
+func checkMemory(path, content string) error {
+	if err := firstError(validate.Path("path", path), validate.Content("content", content)); err != nil {
+		return errors.New(explain(err))
+	}
+	return nil
 }
 
 // applyImport carries out a preview. A change is made only if the memory
 // is still as the preview saw it; whatever the storage rules refuse
 // (a path taken meanwhile, a full store) is reported, not fatal.
-func (c *Console) applyImport(r *http.Request, q *request, s api.MemoryStore, steps []importStep) []importStep {
-	out := make([]importStep, len(steps))
+func (c *Console) applyImport(r *http.Request, q *request, s api.MemoryStore, steps []storearchive.Step) []storearchive.Step {
+	out := make([]storearchive.Step, len(steps))
 	for i, st := range steps {
 		var err error
 		switch st.Action {
-		case "create":
-			_, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
+		case storearchive.Create:
+			_, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
 			st.Reason = "created"
-		case "change":
-			_, _, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.MemoryID, Content: &st.content, IfSHA256: st.SHA, By: q.Actor()})
+		case storearchive.Change:
+			_, _, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.Memory.ID, Content: &st.Content, IfSHA256: st.Memory.SHA256, By: q.Actor()})
 			st.Reason = "changed"
 		}
 		if err != nil {
@@ -258,14 +226,14 @@ func (c *Console) applyImport(r *http.Request, q *request, s api.MemoryStore, st
 			if errors.As(err, &stale) {
 				msg = "someone changed this memory after the preview; it was left as they wrote it"
 			}
-			st.Action, st.Reason = "refuse", msg
+			st.Action, st.Reason = storearchive.Refuse, msg
 		}
 		out[i] = st
 	}
 	return out
 }
 
-func countSteps(steps []importStep) map[string]int {
+func countSteps(steps []storearchive.Step) map[string]int {
 	n := map[string]int{}
 	for _, st := range steps {
 		n[st.Action]++

@@ -10,11 +10,15 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Formats.
@@ -174,4 +178,66 @@ func (a *Writer) Close() error {
 		return a.gz.Close()
 	}
 	return a.zw.Close()
+}
+
+// What an import does with one file.
+const (
+	Create = "create"
+	Change = "change"
+	Same   = "same"
+	Refuse = "refuse"
+)
+
+// Existing is a memory already in the store an import goes into.
+type Existing struct {
+	ID     string
+	SHA256 string
+}
+
+// Step is what an import does with one file, and why. For Change, Memory
+// is the memory it replaces, at the state the plan saw.
+type Step struct {
+	Path    string
+	Action  string
+	Reason  string
+	Content string
+	Memory  Existing
+}
+
+// Plan decides each file's fate against the store's memories by path:
+// created when the path is free, changed when it holds other text, left
+// alone when it holds the same, refused when check (the API's validators)
+// refuses it or the path comes twice. Steps are in path order.
+func Plan(files []File, existing map[string]Existing, check func(path, content string) error) []Step {
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	var steps []Step
+	seen := map[string]bool{}
+	for _, f := range files {
+		st := Step{Path: f.Path, Content: string(f.Content)}
+		switch {
+		case seen[f.Path]:
+			st.Action, st.Reason = Refuse, "appears twice in the upload; only the first is imported"
+		case !utf8.Valid(f.Content):
+			st.Action, st.Reason = Refuse, "is not UTF-8 text; memories hold text only"
+		default:
+			if err := check(f.Path, st.Content); err != nil {
+				st.Action, st.Reason = Refuse, err.Error()
+				break
+			}
+			m, ok := existing[f.Path]
+			sum := sha256.Sum256(f.Content)
+			switch {
+			case !ok:
+				st.Action = Create
+			case m.SHA256 == hex.EncodeToString(sum[:]):
+				st.Action, st.Reason = Same, "already holds this text"
+			default:
+				st.Action, st.Memory = Change, m
+			}
+		}
+		seen[f.Path] = true
+		steps = append(steps, st)
+	}
+	return steps
 }
