@@ -233,3 +233,34 @@ func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
 		t.Fatalf("versions by user_id %s = %+v, want the one the console wrote, by a user_actor", users[0].ID, versions.Data)
 	}
 }
+
+func TestMintedEnvironmentKeyIsShownOnceAndPolls(t *testing.T) {
+	srv := startConsole(t)
+	ctx := context.Background()
+	env, err := srv.Admin(t).CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVisitor(t, srv)
+	v.login("ada", testPassword)
+	token := v.csrf("/console/environments/" + env.ID)
+	status, page := v.do("POST", "/console/environments/"+env.ID+"/keys", url.Values{"csrf": {token}, "name": {"ci"}})
+	key := regexp.MustCompile(`<pre class="key">([^<]+)</pre>`).FindStringSubmatch(page)
+	if status != http.StatusOK || key == nil {
+		t.Fatalf("mint: status %d, no key shown:\n%s", status, page)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/environments/"+env.ID+"/work/poll", nil)
+	req.Header.Set("Authorization", "Bearer "+key[1])
+	req.Header.Set("Anthropic-Worker-ID", "w1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("polling with the minted key: status %d, want 200", resp.StatusCode)
+	}
+	if _, page := v.do("GET", "/console/environments/"+env.ID, nil); strings.Contains(page, key[1]) || !strings.Contains(page, "<dt>Workers polling</dt><dd>1 ") {
+		t.Fatalf("the environment page afterwards shows the key again or not the polling worker:\n%s", page)
+	}
+}
