@@ -300,6 +300,7 @@ func TestBrowser(t *testing.T) {
 		}
 		b.run(chromedp.Navigate(b.base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`table`)))
 		b.noScriptRan("the stores list with a name made of markup")
+		b.screenshot("stores")
 		b.run(chromedp.Navigate(b.base + "/console/stores/" + other.ID + "/"))
 		b.noScriptRan("a store named with markup")
 		b.leave(chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{archive}),

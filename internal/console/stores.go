@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -16,8 +15,7 @@ import (
 // storeRow is one line of the stores page.
 type storeRow struct {
 	api.MemoryStore
-	Memories   int
-	LastChange *time.Time
+	storage.StoreUsage
 }
 
 func (c *Console) storesPage(w http.ResponseWriter, r *http.Request, q *request) error {
@@ -35,18 +33,11 @@ func (c *Console) showStores(w http.ResponseWriter, r *http.Request, q *request,
 	}
 	rows := make([]storeRow, 0, len(page.Items))
 	for _, s := range page.Items {
-		row := storeRow{MemoryStore: s}
-		if row.Memories, err = c.store.CountMemories(ctx, s.ID); err != nil {
-			return err
-		}
-		last, err := c.store.ListMemoryVersions(ctx, storage.MemoryVersionQuery{StoreID: s.ID, Limit: 1})
+		usage, err := c.store.MemoryStoreUsage(ctx, s.ID)
 		if err != nil {
 			return err
 		}
-		if len(last.Items) > 0 {
-			row.LastChange = &last.Items[0].CreatedAt
-		}
-		rows = append(rows, row)
+		rows = append(rows, storeRow{MemoryStore: s, StoreUsage: usage})
 	}
 	return c.render(w, r, q, status, "stores", "Memory stores", struct {
 		Stores      []storeRow

@@ -71,6 +71,9 @@ type MemoryStores interface {
 	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
 	// CountMemories counts a store's live memories.
 	CountMemories(ctx context.Context, storeID string) (int, error)
+	// MemoryStoreUsage sums up a store for a person looking at it: its
+	// live memories, their bytes, and when a version was last written.
+	MemoryStoreUsage(ctx context.Context, storeID string) (StoreUsage, error)
 
 	// GetMemoryVersion returns one version with its content (nil when
 	// redacted or a deletion).
@@ -107,6 +110,14 @@ type MemoryStoreQuery struct {
 	IncludeArchived bool
 	CreatedGTE      *time.Time
 	CreatedLTE      *time.Time
+}
+
+// StoreUsage is what MemoryStoreUsage reports. LastChange is nil for a
+// store that never held a memory.
+type StoreUsage struct {
+	Memories   int
+	Bytes      int64
+	LastChange *time.Time
 }
 
 // NewMemory is the input of CreateMemory.

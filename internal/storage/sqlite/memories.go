@@ -569,6 +569,28 @@ func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 	return n, err
 }
 
+// MemoryStoreUsage implements storage.MemoryStores. The sum walks the
+// store's path index (10,000 rows at most by default); the last change is
+// the newest entry of its version index.
+func (s *DB) MemoryStoreUsage(ctx context.Context, storeID string) (storage.StoreUsage, error) {
+	var (
+		u    storage.StoreUsage
+		last sql.NullString
+	)
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT memory_count,
+		(SELECT coalesce(sum(content_size_bytes), 0) FROM memories WHERE store_id = ?),
+		(SELECT created_at FROM memory_versions WHERE store_id = ? ORDER BY id DESC LIMIT 1)
+		FROM memory_stores WHERE id = ?`, storeID, storeID, storeID).Scan(&u.Memories, &u.Bytes, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, storage.ErrNotFound
+	}
+	if err != nil {
+		return u, err
+	}
+	u.LastChange, err = nullTime(last)
+	return u, err
+}
+
 // ListMemories implements storage.MemoryStores.
 //
 // The page is built by walking the (store_id, path) index from a lower
