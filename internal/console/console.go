@@ -200,7 +200,18 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, q *request, sta
 		Title string
 		Req   *request
 		Data  any
-	}{title, q, data}
+		// Names maps console users' ids to their names, for "who".
+		Names map[string]string
+	}{title, q, data, map[string]string{}}
+	if q != nil {
+		users, err := c.store.ListUsers(r.Context())
+		if err != nil {
+			return err
+		}
+		for _, u := range users {
+			view.Names[u.ID] = u.Name
+		}
+	}
 	if err := t.ExecuteTemplate(&b, "layout", view); err != nil {
 		return fmt.Errorf("console: render %s: %w", page, err)
 	}

@@ -48,8 +48,8 @@ func derefString(s *string) string {
 }
 
 // actorText names who made a change, in words; it takes an api.Actor or
-// a *api.Actor.
-func actorText(v any) string {
+// a *api.Actor, and names console users by name (names maps their ids).
+func actorText(names map[string]string, v any) string {
 	var a api.Actor
 	switch x := v.(type) {
 	case api.Actor:
@@ -66,7 +66,10 @@ func actorText(v any) string {
 	case api.APIActor:
 		return "API key " + a.APIKeyID
 	case api.UserActor:
-		return "user " + a.UserID
+		if name, ok := names[a.UserID]; ok {
+			return name + " (console)"
+		}
+		return "user " + a.UserID + " (deleted)"
 	}
 	return a.Type
 }
