@@ -94,20 +94,7 @@ func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {
 	if out := memstoreCLI(t, 0, "user", "list", "--data", data); !strings.HasPrefix(out, "ada\tuser_") {
 		t.Fatalf("user list printed %q", out)
 	}
-	signIn := func(password string) int {
-		t.Helper()
-		hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		form := url.Values{"name": {"ada"}, "password": {password}, "csrf": {"t"}}
-		req, _ := http.NewRequest("POST", rs.baseURL+"/console/login", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(&http.Cookie{Name: "memstore_console_login", Value: "t"})
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	signIn := func(password string) int { return consoleSignIn(t, rs.baseURL, "ada", password) }
 	if got := signIn("a long enough password"); got != http.StatusSeeOther {
 		t.Fatalf("sign-in with the password user create set: %d, want 303", got)
 	}
@@ -115,4 +102,21 @@ func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {
 	if got := signIn("a long enough password"); got != http.StatusUnauthorized {
 		t.Fatalf("sign-in after user delete: %d, want 401", got)
 	}
+}
+
+// consoleSignIn posts the console's sign-in form as a browser would (the
+// form's token matching its cookie) and returns the status.
+func consoleSignIn(t *testing.T, baseURL, name, password string) int {
+	t.Helper()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"name": {name}, "password": {password}, "csrf": {"t"}}
+	req, _ := http.NewRequest("POST", baseURL+"/console/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "memstore_console_login", Value: "t"})
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
