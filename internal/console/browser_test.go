@@ -363,6 +363,9 @@ func TestBrowser(t *testing.T) {
 		defer func() { stop(); <-done }()
 
 		b.run(chromedp.WaitVisible(chromedp.CSS(`li.event.session\.status_terminated`)))
+		if got := b.text(`#status`); got != "terminated" {
+			t.Fatalf("the live status shows %q, want terminated", got)
+		}
 		if got := b.text(`li.event.agent\.tool_use pre`); !strings.Contains(got, `"content": "learned `+strings.ReplaceAll(xss, `"`, `\"`)+`"`) {
 			t.Fatalf("the live tool call shows %q", got)
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -262,5 +263,40 @@ func TestMintedEnvironmentKeyIsShownOnceAndPolls(t *testing.T) {
 	}
 	if _, page := v.do("GET", "/console/environments/"+env.ID, nil); strings.Contains(page, key[1]) || !strings.Contains(page, "<dt>Workers polling</dt><dd>1 ") {
 		t.Fatalf("the environment page afterwards shows the key again or not the polling worker:\n%s", page)
+	}
+}
+
+func TestLiveSessionStreamEndsForADeletedUser(t *testing.T) {
+	srv := startConsole(t)
+	ctx := context.Background()
+	admin := srv.Admin(t)
+	env, _ := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "e"})
+	agent, _ := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "a", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVisitor(t, srv)
+	v.login("ada", testPassword)
+	req, _ := http.NewRequest("GET", srv.URL+"/console/sessions/"+sess.ID+"/stream", nil)
+	resp, err := v.hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %v, %v", resp, err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(resp.Body); ended <- string(b) }()
+
+	if err := console.DeleteUser(ctx, srv.Store, "ada"); err != nil {
+		t.Fatal(err)
+	}
+	// The next change of the log wakes the stream, which finds the user gone.
+	if _, err := admin.SendEvents(ctx, sess.ID, api.UserMessage("again")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(time.Minute): // a hang guard, not a speed check
+		t.Fatal("the stream of a deleted user is still open")
 	}
 }

@@ -132,6 +132,10 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 	flusher.Flush()
 	row := c.pages["session"].Lookup("event")
 	for {
+		// A user deleted (or signed out) meanwhile stops seeing events.
+		if _, _, err := c.session(r); err != nil {
+			return nil
+		}
 		var wake <-chan struct{}
 		if c.cfg.API != nil {
 			wake = c.cfg.API.WaitSession(s.ID)
