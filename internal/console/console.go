@@ -42,9 +42,9 @@ type Config struct {
 	// to creates and imports as the API applies it (default
 	// api.DefaultMaxMemories).
 	MaxMemoriesPerStore int
-	// API is the server the console runs beside, for what only it knows:
-	// when a session's log changes, which workers poll, and how keys are
-	// minted.
+	// API is the server the console runs beside (required), for what only
+	// it knows: when a session's log changes, which workers poll, and how
+	// keys are minted.
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
@@ -73,6 +73,9 @@ type Console struct {
 
 // New builds a Console over cfg.Store.
 func New(cfg Config) (*Console, error) {
+	if cfg.Store == nil || cfg.API == nil {
+		return nil, errors.New("console: Config needs its Store and the API server it runs beside")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

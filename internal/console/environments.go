@@ -58,9 +58,7 @@ func (c *Console) showEnvironment(w http.ResponseWriter, r *http.Request, q *req
 	if v.Stats, err = c.store.WorkStats(r.Context(), id); err != nil {
 		return err
 	}
-	if c.cfg.API != nil {
-		v.Stats.WorkersPolling = c.cfg.API.WorkersPolling(id)
-	}
+	v.Stats.WorkersPolling = c.cfg.API.WorkersPolling(id)
 	if v.Work, err = c.store.ListWork(r.Context(), id, storage.ListQuery{Limit: environmentWorkShown}); err != nil {
 		return err
 	}
@@ -85,9 +83,6 @@ func (c *Console) mintKey(w http.ResponseWriter, r *http.Request, q *request) er
 		if err := validate.Name("name", name); err != nil {
 			return c.showEnvironment(w, r, q, http.StatusBadRequest, environmentView{Error: explain(err)})
 		}
-	}
-	if c.cfg.API == nil {
-		return errors.New("console: no API server to mint keys with")
 	}
 	k, err := c.cfg.API.MintEnvironmentKey(r.Context(), env.ID, name)
 	if err != nil {

@@ -136,10 +136,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 		if _, _, err := c.session(r); err != nil {
 			return nil
 		}
-		var wake <-chan struct{}
-		if c.cfg.API != nil {
-			wake = c.cfg.API.WaitSession(s.ID)
-		}
+		wake := c.cfg.API.WaitSession(s.ID)
 		events, err := c.store.ListEvents(r.Context(), s.ID, storage.EventQuery{AfterSeq: after, Limit: sessionLogLimit})
 		if err != nil {
 			if errors.Is(err, storage.ErrNotFound) || r.Context().Err() != nil {
