@@ -375,6 +375,14 @@ func TestBrowser(t *testing.T) {
 		b.noScriptRan("live session")
 		b.screenshot("session")
 
+		// Its environment shows the worker, its item, and mints a key once.
+		b.run(chromedp.Navigate(b.base + "/console/environments/" + env.ID))
+		b.leave(chromedp.Click(`//button[text()="Mint a worker key"]`), chromedp.WaitVisible(chromedp.CSS(`pre.key`)))
+		if got := b.text(`main`); !strings.Contains(got, "Workers polling\n1") || !strings.Contains(got, sess.ID) {
+			t.Fatalf("the environment page does not show the polling worker and the session's item:\n%s", got)
+		}
+		b.screenshot("environment")
+
 		// The memory the session wrote links back to its tool call.
 		var versions *api.Page[api.MemoryVersion]
 		for versions == nil || len(versions.Data) == 0 {
