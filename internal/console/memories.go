@@ -19,6 +19,8 @@ const treePageSize = 100
 // changed it last.
 type treeRow struct {
 	Folder string
+	// Usage sums up a folder's memories.
+	Usage  storage.StoreUsage
 	Memory *api.Memory
 	By     api.Actor
 }
@@ -92,7 +94,11 @@ func (c *Console) showTree(w http.ResponseWriter, r *http.Request, q *request, s
 		past := false
 		for _, it := range page.Items {
 			if it.Prefix != nil {
-				v.Rows = append(v.Rows, treeRow{Folder: it.Prefix.Path})
+				usage, err := c.store.MemoryStoreUsage(ctx, s.ID, it.Prefix.Path)
+				if err != nil {
+					return err
+				}
+				v.Rows = append(v.Rows, treeRow{Folder: it.Prefix.Path, Usage: usage})
 				continue
 			}
 			if v.Filter != "" && !strings.HasPrefix(it.Memory.Path, v.Filter) {

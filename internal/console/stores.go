@@ -33,7 +33,7 @@ func (c *Console) showStores(w http.ResponseWriter, r *http.Request, q *request,
 	}
 	rows := make([]storeRow, 0, len(page.Items))
 	for _, s := range page.Items {
-		usage, err := c.store.MemoryStoreUsage(ctx, s.ID)
+		usage, err := c.store.MemoryStoreUsage(ctx, s.ID, "/")
 		if err != nil {
 			return err
 		}

@@ -71,9 +71,10 @@ type MemoryStores interface {
 	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
 	// CountMemories counts a store's live memories.
 	CountMemories(ctx context.Context, storeID string) (int, error)
-	// MemoryStoreUsage sums up a store for a person looking at it: its
-	// live memories, their bytes, and when a version was last written.
-	MemoryStoreUsage(ctx context.Context, storeID string) (StoreUsage, error)
+	// MemoryStoreUsage sums up the live memories under prefix (ending in
+	// "/"; "/" is the whole store) for a person looking at a store or a
+	// folder: how many, their bytes, and the newest updated_at among them.
+	MemoryStoreUsage(ctx context.Context, storeID, prefix string) (StoreUsage, error)
 
 	// GetMemoryVersion returns one version with its content (nil when
 	// redacted or a deletion).
@@ -112,8 +113,8 @@ type MemoryStoreQuery struct {
 	CreatedLTE      *time.Time
 }
 
-// StoreUsage is what MemoryStoreUsage reports. LastChange is nil for a
-// store that never held a memory.
+// StoreUsage is what MemoryStoreUsage reports. LastChange is nil when no
+// memory lives under the prefix.
 type StoreUsage struct {
 	Memories   int
 	Bytes      int64

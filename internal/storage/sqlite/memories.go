@@ -569,18 +569,17 @@ func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 	return n, err
 }
 
-// MemoryStoreUsage implements storage.MemoryStores. The sum walks the
-// store's path index (10,000 rows at most by default); the last change is
-// the newest entry of its version index.
-func (s *DB) MemoryStoreUsage(ctx context.Context, storeID string) (storage.StoreUsage, error) {
+// MemoryStoreUsage implements storage.MemoryStores. It walks the prefix's
+// key range of the path index: at most the store's limit of rows.
+func (s *DB) MemoryStoreUsage(ctx context.Context, storeID, prefix string) (storage.StoreUsage, error) {
 	var (
 		u    storage.StoreUsage
 		last sql.NullString
 	)
-	err := s.cached(nil).QueryRowContext(ctx, `SELECT memory_count,
-		(SELECT coalesce(sum(content_size_bytes), 0) FROM memories WHERE store_id = ?),
-		(SELECT created_at FROM memory_versions WHERE store_id = ? ORDER BY id DESC LIMIT 1)
-		FROM memory_stores WHERE id = ?`, storeID, storeID, storeID).Scan(&u.Memories, &u.Bytes, &last)
+	upper := prefix[:len(prefix)-1] + "0"
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT count(m.id), coalesce(sum(m.content_size_bytes), 0), max(m.updated_at)
+		FROM memory_stores st LEFT JOIN memories m ON m.store_id = st.id AND m.path >= ? AND m.path < ?
+		WHERE st.id = ? GROUP BY st.id`, prefix, upper, storeID).Scan(&u.Memories, &u.Bytes, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, storage.ErrNotFound
 	}

@@ -104,31 +104,35 @@ func testUsers(t *testing.T, open Factory) {
 func testMemoryStoreUsage(t *testing.T, open Factory) {
 	f := newFixture(t, open)
 	st := f.store("usage")
-	usage := func() storage.StoreUsage {
+	usage := func(prefix string) storage.StoreUsage {
 		t.Helper()
-		u, err := f.s.MemoryStoreUsage(f.ctx, st.ID)
+		u, err := f.s.MemoryStoreUsage(f.ctx, st.ID, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return u
 	}
-	if u := usage(); u.Memories != 0 || u.Bytes != 0 || u.LastChange != nil {
+	if u := usage("/"); u.Memories != 0 || u.Bytes != 0 || u.LastChange != nil {
 		t.Fatalf("usage of an empty store = %+v, want zero and no last change", u)
 	}
 	f.create(st.ID, "/a.md", "12345")
 	f.clock.advance(time.Minute)
-	m := f.create(st.ID, "/b.md", "123")
-	if u := usage(); u.Memories != 2 || u.Bytes != 8 || u.LastChange == nil || !u.LastChange.Equal(f.clock.now()) {
-		t.Fatalf("usage = %+v, want 2 memories, 8 bytes, last change now", u)
+	m := f.create(st.ID, "/dir/b.md", "123")
+	f.create(st.ID, "/dir0.md", "1") // byte-wise just past the folder /dir/
+	if u := usage("/"); u.Memories != 3 || u.Bytes != 9 || u.LastChange == nil || !u.LastChange.Equal(f.clock.now()) {
+		t.Fatalf("usage = %+v, want 3 memories, 9 bytes, last change now", u)
+	}
+	if u := usage("/dir/"); u.Memories != 1 || u.Bytes != 3 {
+		t.Fatalf("usage of /dir/ = %+v, want only /dir/b.md", u)
 	}
 	f.clock.advance(time.Minute)
 	if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, "", apiActor); err != nil {
 		t.Fatal(err)
 	}
-	if u := usage(); u.Memories != 1 || u.Bytes != 5 || !u.LastChange.Equal(f.clock.now()) {
-		t.Fatalf("usage after a delete = %+v, want 1 memory, 5 bytes, the deletion as last change", u)
+	if u := usage("/dir/"); u.Memories != 0 || u.Bytes != 0 || u.LastChange != nil {
+		t.Fatalf("usage of an emptied folder = %+v, want zero", u)
 	}
-	if _, err := f.s.MemoryStoreUsage(f.ctx, "memstore_nope"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := f.s.MemoryStoreUsage(f.ctx, "memstore_nope", "/"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("usage of a missing store: err = %v, want ErrNotFound", err)
 	}
 }
