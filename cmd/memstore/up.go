@@ -14,7 +14,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/console"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/worker"
 )
@@ -138,7 +137,7 @@ func upConsoleUser(ctx context.Context, store storage.Users) (string, error) {
 	if len(users) > 0 {
 		return "sign in as a console user (memstore user list; memstore user passwd NAME sets a password)", nil
 	}
-	password := server.NewSecret("")[:20]
+	password := console.GeneratePassword()
 	if _, err := console.CreateUser(ctx, store, "admin", password); err != nil {
 		return "", fmt.Errorf("create the first console user: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/memstore/memstore/internal/console"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
@@ -51,7 +50,7 @@ func openUsers(ctx context.Context, data string) (*sqlite.DB, error) {
 // first line of standard input.
 func password(cli *cliContext, generate bool) (string, error) {
 	if generate {
-		return server.NewSecret("")[:20], nil
+		return console.GeneratePassword(), nil
 	}
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(cli.stderr, "Password: ")

@@ -67,6 +67,16 @@ func checkPassword(encoded, password string) (bool, error) {
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 
+// GeneratePassword returns a random password of 20 URL-safe characters
+// (120 bits), for a user made without one.
+func GeneratePassword() string {
+	b := make([]byte, 15)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
 // CheckUserName refuses a user name that could not be typed at the login
 // form or read in a listing: 1–64 characters, no spaces or control
 // characters.
