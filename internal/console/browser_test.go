@@ -299,6 +299,9 @@ func TestBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := admin.CreateMemory(ctx, other.ID, api.CreateMemoryRequest{Path: "/notes/a.md", Content: "an older alpha"}); err != nil {
+			t.Fatal(err)
+		}
 		b.run(chromedp.Navigate(b.base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`table`)))
 		b.noScriptRan("the stores list with a name made of markup")
 		b.screenshot("stores")
@@ -307,8 +310,11 @@ func TestBrowser(t *testing.T) {
 		b.leave(chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{archive}),
 			chromedp.Submit(chromedp.CSS(`input[type=file]`)),
 			chromedp.WaitVisible(`//button[text()="Import as shown"]`))
-		if got := filesOf(t, admin, other.ID); len(got) != 0 {
-			t.Fatalf("the preview created %d memories", len(got))
+		if got := filesOf(t, admin, other.ID); len(got) != 1 || string(got[0].Content) != "an older alpha" {
+			t.Fatalf("the preview changed the store: %q", got)
+		}
+		if got := b.text(`main`); !strings.Contains(got, "3 to create, 1 to change, 0 already the same, 0 refused") {
+			t.Fatalf("the preview says:\n%s", got)
 		}
 		b.screenshot("import")
 		b.leave(chromedp.Click(`//button[text()="Import as shown"]`), chromedp.WaitVisible(`//a[text()="Back to the store"]`))
