@@ -144,7 +144,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ok, err = checkPassword(u.PasswordHash, password)
 	} else if errors.Is(err, storage.ErrNotFound) {
-		err = nil
+		// The same work as for a real user, so the answer's timing does
+		// not tell which names exist.
+		_, err = checkPassword(c.unknownUserHash, password)
 	}
 	if err != nil {
 		c.log.ErrorContext(r.Context(), "console sign-in failed", "user", name, "error", err)

@@ -66,6 +66,8 @@ type Console struct {
 	now    func() time.Time
 	pages  map[string]*template.Template
 	logins *loginLimiter
+	// unknownUserHash is checked against when a sign-in names no user.
+	unknownUserHash string
 	// imports holds import previews until they are applied.
 	imports pendingImports
 	mux     *http.ServeMux
@@ -98,6 +100,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	var err error
 	if c.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	if c.unknownUserHash, err = HashPassword(GeneratePassword()); err != nil {
 		return nil, err
 	}
 	c.routes()
