@@ -90,3 +90,44 @@ func TestConsoleRefusalsSayWhyAndChangeNothing(t *testing.T) {
 		t.Fatal("the store survived its confirmed deletion")
 	}
 }
+
+// Every page names itself: a <title> that says what it shows, and one <h1>.
+func TestEveryPageHasATitleAndAHeading(t *testing.T) {
+	srv := startConsole(t)
+	ctx := context.Background()
+	admin := srv.Admin(t)
+	store, _ := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	m, _ := admin.CreateMemory(ctx, store.ID, api.CreateMemoryRequest{Path: "/dir/a.md", Content: "a"})
+	env, _ := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "laptop"})
+	agent, _ := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "bot", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVisitor(t, srv)
+	if status, page := v.do("GET", "/console/login", nil); status != http.StatusOK || !strings.Contains(page, "<title>Sign in · memstore console</title>") {
+		t.Fatalf("login page: %d\n%s", status, page)
+	}
+	v.login("ada", testPassword)
+	s := "/console/stores/" + store.ID
+	for path, title := range map[string]string{
+		"/console/":                                "Memory stores",
+		s + "/":                                    "notes",
+		s + "/?prefix=/dir/":                       "notes /dir/",
+		s + "/settings":                            "Settings of notes",
+		s + "/memories/" + m.ID:                    "/dir/a.md — notes",
+		s + "/memories/" + m.ID + "/history":       "History of /dir/a.md",
+		s + "/versions/" + m.MemoryVersionID:       "Version " + m.MemoryVersionID,
+		"/console/sessions":                        "Sessions",
+		"/console/sessions/" + sess.ID:             "Session " + sess.ID,
+		"/console/environments":                    "Environments",
+		"/console/environments/" + env.ID:          "Environment laptop",
+		"/console/stores/memstore_nope/":           "Not Found",
+		s + "/memories/mem_01M8QGKPR24H0Z5E2VQ6DJ": "Not Found",
+	} {
+		_, page := v.do("GET", path, nil)
+		if !strings.Contains(page, "<title>"+title+" · memstore console</title>") || strings.Count(page, "<h1") != 1 {
+			t.Errorf("%s: want the title %q and one <h1>:\n%s", path, title, page)
+		}
+	}
+}
