@@ -141,6 +141,31 @@ func TestFormsRefuseAMissingCookieOrABadCSRFTokenAndChangeNothing(t *testing.T) 
 	}
 }
 
+func TestSessionCookieIsHttpOnlyStrictAndScopedToTheConsole(t *testing.T) {
+	srv := startConsole(t)
+	v := newVisitor(t, srv)
+	token := v.csrf("/console/login")
+	form := url.Values{"csrf": {token}, "name": {"ada"}, "password": {testPassword}}
+	req, _ := http.NewRequest("POST", srv.URL+"/console/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := v.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "memstore_console" {
+			session = c
+		}
+	}
+	// Over plain HTTP it cannot be Secure (the browser would drop it); the
+	// console sets Secure whenever it is served over TLS.
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/console/" || session.Secure {
+		t.Fatalf("session cookie = %+v; want HttpOnly, SameSite=Strict, Path=/console/", session)
+	}
+}
+
 func TestCookieIsNoAPICredentialAndAPIKeyOpensNoConsole(t *testing.T) {
 	srv := startConsole(t)
 	v := newVisitor(t, srv)
