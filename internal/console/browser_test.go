@@ -273,8 +273,15 @@ func TestBrowser(t *testing.T) {
 	t.Run("export and import give the same files", func(t *testing.T) {
 		b.t = t
 		for path, content := range map[string]string{"/notes/a.md": "alpha", "/notes/deep/b.md": "beta " + xss, "/" + xss + ".md": "gamma"} {
-			if _, err := admin.CreateMemory(ctx, storeID, api.CreateMemoryRequest{Path: path, Content: content}); err != nil {
+			m, err := admin.CreateMemory(ctx, storeID, api.CreateMemoryRequest{Path: path, Content: content})
+			if err != nil {
 				t.Fatal(err)
+			}
+			// The memory's page shows its path, text and editor as text.
+			b.run(chromedp.Navigate(b.base+"/console/stores/"+storeID+"/memories/"+m.ID), chromedp.WaitVisible(chromedp.CSS(`textarea[name=content]`)))
+			b.noScriptRan("the memory page of " + path)
+			if got := b.value(`textarea[name=content]`); got != content {
+				t.Fatalf("the editor of %s holds %q, want %q", path, got, content)
 			}
 		}
 		b.run(chromedp.Navigate(b.base+"/console/stores/"+storeID+"/"), chromedp.WaitVisible(chromedp.CSS(`table.tree`)))
