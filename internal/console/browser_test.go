@@ -354,7 +354,7 @@ func TestBrowser(t *testing.T) {
 		enc := json.NewEncoder(&input)
 		enc.SetEscapeHTML(false)
 		enc.Encode(map[string]string{"file_path": filepath.Join(mnt, "live", "learned.md"), "content": "learned " + xss})
-		script, _ := json.Marshal(api.ScriptedScript{ToolCalls: []api.ScriptedToolCall{{Name: "write", Input: bytes.TrimSpace(input.Bytes())}}, End: "terminate"})
+		script, _ := json.Marshal(api.ScriptedScript{ToolCalls: []api.ScriptedToolCall{{Name: "write", Input: bytes.TrimSpace(input.Bytes())}, {Name: "bash", Input: json.RawMessage(`{"command":"echo done"}`)}}, End: "terminate"})
 		sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{
 			Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
 			Resources:     []api.SessionResourceParams{{Type: "memory_store", MemoryStoreID: notes.ID}},
@@ -410,6 +410,11 @@ func TestBrowser(t *testing.T) {
 		b.run(chromedp.Navigate(b.base + "/console/stores/" + notes.ID + "/versions/" + versions.Data[0].ID))
 		b.leave(chromedp.Click(`//a[text()="the tool call that wrote it"]`),
 			chromedp.WaitVisible(chromedp.CSS(`li.event.agent\.tool_use:target`)))
+		// The write, not the later bash call, is the tool call that wrote it.
+		if target, write := browserRun(b, chromedp.Evaluate[string](`document.querySelector(":target").id`)),
+			browserRun(b, chromedp.Evaluate[string](`document.querySelector("li.event.agent\\.tool_use").id`)); target != write {
+			t.Fatalf("the version links to tool call %s, want the write %s", target, write)
+		}
 	})
 
 	t.Run("phone width", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -103,8 +104,11 @@ func (c *Console) versionPage(w http.ResponseWriter, r *http.Request, q *request
 	return c.render(w, r, q, http.StatusOK, "version", "Version "+v.ID, view)
 }
 
-// writingToolUse finds the session's last agent.tool_use at or before the
-// version was written ("" when the session or its log is gone).
+// writingToolUse finds the tool call that most likely wrote a session's
+// version: the session's last agent.tool_use at or before the version
+// landed whose input names the version's path (a write or an edit of
+// that file), else its last tool call then (a bash command). "" when the
+// session or its log is gone.
 func (c *Console) writingToolUse(r *http.Request, v api.MemoryVersion) (string, error) {
 	events, err := c.store.ListEvents(r.Context(), v.CreatedBy.SessionID, storage.EventQuery{Types: []string{api.EventAgentToolUse}, Limit: 1000})
 	if errors.Is(err, storage.ErrNotFound) {
@@ -113,13 +117,20 @@ func (c *Console) writingToolUse(r *http.Request, v api.MemoryVersion) (string, 
 	if err != nil {
 		return "", err
 	}
-	id := ""
+	last, naming := "", ""
 	for _, e := range events {
-		if e.Event.ProcessedAt != nil && !e.Event.ProcessedAt.After(v.CreatedAt) {
-			id = e.Event.ID
+		if e.Event.ProcessedAt == nil || e.Event.ProcessedAt.After(v.CreatedAt) {
+			continue
+		}
+		last = e.Event.ID
+		if v.Path != nil && strings.Contains(readableJSON(e.Event.Input), *v.Path+`"`) {
+			naming = e.Event.ID
 		}
 	}
-	return id, nil
+	if naming != "" {
+		return naming, nil
+	}
+	return last, nil
 }
 
 type diffView struct {
