@@ -53,6 +53,7 @@ type Config struct {
 // API is what the console needs of the API server (*server.Server).
 type API interface {
 	WaitSession(sessionID string) <-chan struct{}
+	Closing() <-chan struct{}
 	WorkersPolling(environmentID string) int64
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
 }

@@ -165,6 +165,8 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 		select {
 		case <-r.Context().Done():
 			return nil
+		case <-c.cfg.API.Closing():
+			return nil // the browser reconnects with Last-Event-ID
 		case <-wake:
 		}
 	}

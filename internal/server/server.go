@@ -112,6 +112,10 @@ func (s *Server) WaitSession(sessionID string) <-chan struct{} {
 	return s.cp.sessions.wait(sessionID)
 }
 
+// Closing is closed by CloseStreams: a stream the console serves ends
+// then too, so a shutdown does not wait for its browser.
+func (s *Server) Closing() <-chan struct{} { return s.closing }
+
 // WorkersPolling counts the distinct workers that polled an environment in
 // the last 30 s, as the work queue stats report them.
 func (s *Server) WorkersPolling(environmentID string) int64 {
