@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/console"
 )
 
 func TestCLIStoreExportThenImportGivesTheSameMemories(t *testing.T) {
@@ -119,4 +122,48 @@ func consoleSignIn(t *testing.T, baseURL, name, password string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A console page following a session live must not hold a shutdown: the
+// feed ends with the API's own streams (otherwise Shutdown's grace period
+// runs out and it returns an error).
+func TestShutdownEndsLiveConsoleFeeds(t *testing.T) {
+	t.Setenv("MEMSTORE_ADMIN_KEY", "")
+	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir()}, slog.New(slog.DiscardHandler), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin, _ := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
+	env, _ := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "e"})
+	agent, _ := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "a", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := console.CreateUser(ctx, rs.store, "ada", "a long enough password"); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"name": {"ada"}, "password": {"a long enough password"}, "csrf": {"t"}}
+	req, _ := http.NewRequest("POST", rs.baseURL+"/console/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "memstore_console_login", Value: "t"})
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	req, _ = http.NewRequest("GET", rs.baseURL+"/console/sessions/"+sess.ID+"/stream", nil)
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	stream, err := hc.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("open the live feed: %v, %v", stream, err)
+	}
+	defer stream.Body.Close()
+	if err := rs.shutdown(); err != nil {
+		t.Fatalf("shutdown with a live console feed open: %v", err)
+	}
 }
