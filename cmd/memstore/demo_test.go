@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -186,6 +187,13 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	// Keys are shown once, when they are made; a restart says where they are.
 	if envKey := field(out.String(), "environment key"); !strings.HasPrefix(envKey, "sk-memstore-env-") || strings.Contains(again.String(), envKey) {
 		t.Errorf("environment key %q: want it shown on the first start only:\n%s", envKey, again)
+	}
+	// The first console user is made once, and its password works.
+	pw := regexp.MustCompile(`web console +(\S+): sign in as admin with password (\S+) `).FindStringSubmatch(out.String())
+	if pw == nil || pw[1] != baseURL+"/console/" || strings.Contains(again.String(), pw[2]) {
+		t.Errorf("up should print the console and the first user's password on the first start only:\n%s\n%s", out, again)
+	} else if got := consoleSignIn(t, field(again.String(), "API"), "admin", pw[2]); got != http.StatusSeeOther {
+		t.Errorf("signing in as admin with the printed password: status %d, want 303", got)
 	}
 	if abs, _ := filepath.Abs(data); !strings.Contains(again.String(), "MEMSTORE_DATA="+abs+"\n") {
 		t.Errorf("the hint does not give the data folder as an absolute path:\n%s", again)

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
@@ -113,6 +115,8 @@ type runningServer struct {
 	addr     string // host:port actually bound
 	baseURL  string
 	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
+	// store is the server's database (up makes the first console user in it).
+	store    storage.Store
 	shutdown func() error
 }
 
@@ -165,21 +169,25 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
 	}
 
-	// Headers and idle keep-alive connections are bounded here, bodies by the
-	// handler (a 408 with the envelope). Go closes a connection whose headers
-	// stall, or that idles, without an answer: no handler has run yet.
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	con, err := console.New(console.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, API: srv})
+	if err != nil {
+		ln.Close()
+		db.Close()
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv.HandlerWithConsole(con.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// Shutdown waits for every handler to return; event streams only
 	// return when told to.
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
-	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbPath)
+	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbPath, "console", baseURL+console.Prefix)
 
 	return &runningServer{
 		addr:     ln.Addr().String(),
 		baseURL:  baseURL,
 		adminKey: key,
+		store:    db,
 		shutdown: func() error {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

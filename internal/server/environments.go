@@ -262,14 +262,12 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
-	now := s.now()
-	key := NewSecret(EnvironmentKeyPrefix)
-	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: req.Name, EnvironmentID: e.ID, CreatedAt: now}
-	if err := s.store.CreateCredential(r.Context(), c, HashSecret(key)); err != nil {
+	k, err := s.MintEnvironmentKey(r.Context(), e.ID, req.Name)
+	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", c.ID)
-	writeJSON(w, http.StatusOK, api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: e.ID, Name: c.Name, Key: key, CreatedAt: now})
+	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", k.ID)
+	writeJSON(w, http.StatusOK, k)
 	return nil
 }
 
@@ -328,4 +326,17 @@ func (s *Server) revokeEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	s.log.InfoContext(r.Context(), "environment key revoked", "request_id", requestID(r.Context()), "environment_id", env, "key_id", key)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: key, Type: api.EnvironmentKeyDeletedType})
 	return nil
+}
+
+// MintEnvironmentKey makes a key for an existing environment, stored
+// hashed; the returned object is the only place its secret ever appears.
+// The API and the console both mint through it.
+func (s *Server) MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error) {
+	now := s.now()
+	key := NewSecret(EnvironmentKeyPrefix)
+	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: name, EnvironmentID: environmentID, CreatedAt: now}
+	if err := s.store.CreateCredential(ctx, c, HashSecret(key)); err != nil {
+		return api.EnvironmentKey{}, err
+	}
+	return api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: environmentID, Name: name, Key: key, CreatedAt: now}, nil
 }

@@ -123,7 +123,38 @@ func (s *Server) Close() {
 // panic recovery, the in-flight limits, canonical paths, and the body's
 // deadline and cap.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(s.withBodyDeadline(s.withBodyCap(s.mux)))))))
+	return s.HandlerWithConsole(nil)
+}
+
+// HandlerWithConsole is Handler with the web console served at /console/
+// (when console is not nil). The console shares request ids, access logs
+// and panic recovery, but not the API's credentials or its body cap: it
+// signs people in with its own cookie and caps its own forms.
+func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
+	var h http.Handler = s.withBodyDeadline(s.withBodyCap(s.mux))
+	if console != nil {
+		top := http.NewServeMux()
+		top.Handle("/console/", console)
+		top.Handle("/", h)
+		h = top
+	}
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
+}
+
+// WaitSession returns a channel closed at the next change of a session's
+// event log, for a view that follows it (the console's live session page).
+func (s *Server) WaitSession(sessionID string) <-chan struct{} {
+	return s.cp.sessions.wait(sessionID)
+}
+
+// Closing is closed by CloseStreams: a stream the console serves ends
+// then too, so a shutdown does not wait for its browser.
+func (s *Server) Closing() <-chan struct{} { return s.closing }
+
+// WorkersPolling counts the distinct workers that polled an environment in
+// the last 30 s, as the work queue stats report them.
+func (s *Server) WorkersPolling(environmentID string) int64 {
+	return s.cp.pollers.count(environmentID, s.now())
 }
 
 // CloseStreams ends every open event stream, and any opened later after

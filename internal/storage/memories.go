@@ -78,6 +78,10 @@ type Memories interface {
 	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
 	// CountMemories counts a store's live memories.
 	CountMemories(ctx context.Context, storeID string) (int, error)
+	// MemoryStoreUsage sums up the live memories under prefix (ending in
+	// "/"; "/" is the whole store) for a person looking at a store or a
+	// folder: how many, their bytes, and the newest updated_at among them.
+	MemoryStoreUsage(ctx context.Context, storeID, prefix string) (StoreUsage, error)
 }
 
 // MemoryVersions reads and redacts the immutable history of memories.
@@ -117,6 +121,14 @@ type MemoryStoreQuery struct {
 	IncludeArchived bool
 	CreatedGTE      *time.Time
 	CreatedLTE      *time.Time
+}
+
+// StoreUsage is what MemoryStoreUsage reports. LastChange is nil when no
+// memory lives under the prefix.
+type StoreUsage struct {
+	Memories   int
+	Bytes      int64
+	LastChange *time.Time
 }
 
 // NewMemory is the input of CreateMemory.

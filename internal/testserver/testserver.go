@@ -18,7 +18,9 @@ import (
 
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
@@ -40,6 +42,8 @@ type Options struct {
 	// Model is the upstream of agents with a real model (internal/modeltest
 	// serves one); the zero value has no key.
 	Model agent.ClaudeConfig
+	// Console serves the web console at /console/, as serve and up do.
+	Console bool
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -47,7 +51,10 @@ type Server struct {
 	// URL is the base URL, also the api_base_url of its work secrets.
 	URL      string
 	AdminKey string
-	wrap     atomic.Pointer[func(http.Handler) http.Handler]
+	// Store is the server's database, for tests that set up what has no
+	// API (console users).
+	Store storage.Store
+	wrap  atomic.Pointer[func(http.Handler) http.Handler]
 }
 
 // Start starts a server for t.
@@ -58,7 +65,7 @@ func Start(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{AdminKey: o.AdminKey}
+	s := &Server{AdminKey: o.AdminKey, Store: db}
 	if s.AdminKey == "" {
 		s.AdminKey = DefaultAdminKey
 	}
@@ -75,7 +82,15 @@ func Start(t testing.TB, o Options) *Server {
 		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
 		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, Model: o.Model,
 	})
-	h = srv.Handler()
+	var con http.Handler
+	if o.Console {
+		c, err := console.New(console.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		con = c.Handler()
+	}
+	h = srv.HandlerWithConsole(con)
 	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
 		t.Fatal(err)
 	}

@@ -569,6 +569,27 @@ func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 	return n, err
 }
 
+// MemoryStoreUsage implements storage.MemoryStores. It walks the prefix's
+// key range of the path index: at most the store's limit of rows.
+func (s *DB) MemoryStoreUsage(ctx context.Context, storeID, prefix string) (storage.StoreUsage, error) {
+	var (
+		u    storage.StoreUsage
+		last sql.NullString
+	)
+	upper := prefix[:len(prefix)-1] + "0"
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT count(m.id), coalesce(sum(m.content_size_bytes), 0), max(m.updated_at)
+		FROM memory_stores st LEFT JOIN memories m ON m.store_id = st.id AND m.path >= ? AND m.path < ?
+		WHERE st.id = ? GROUP BY st.id`, prefix, upper, storeID).Scan(&u.Memories, &u.Bytes, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, storage.ErrNotFound
+	}
+	if err != nil {
+		return u, err
+	}
+	u.LastChange, err = nullTime(last)
+	return u, err
+}
+
 // ListMemories implements storage.MemoryStores.
 //
 // The page is built by walking the (store_id, path) index from a lower
