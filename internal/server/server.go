@@ -45,6 +45,9 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// storeChanges wakes the change feed's long polls when a store's
+	// memories change.
+	storeChanges notifier
 	// closing is closed by CloseStreams, which ends the event streams.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -78,6 +81,8 @@ func New(cfg Config) *Server {
 		now:   func() time.Time { return cfg.Now().UTC() },
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
+
+		storeChanges: notifier{chans: map[string]chan struct{}{}},
 
 		closing: make(chan struct{}),
 	}
