@@ -433,7 +433,7 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		limit = api.DefaultMaxMemories
 	}
 	var m api.Memory
-	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		count, err := writableStore(ctx, tx, in.StoreID)
 		if err != nil {
@@ -484,7 +484,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
-	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
 			return err
@@ -543,7 +543,7 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 	if err := checkActor(by); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(sqlTx *sql.Tx) error {
+	return s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		cur, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), false)
 		if err != nil {
