@@ -79,9 +79,6 @@ type NullableString struct {
 // NewNullableString is a NullableString set to s.
 func NewNullableString(s string) NullableString { return NullableString{Set: true, Value: s} }
 
-// NullString is a NullableString that is present and null.
-func NullString() NullableString { return NullableString{Set: true, Null: true} }
-
 // UnmarshalJSON records presence; encoding/json calls it for an explicit null
 // too, and never for an absent field.
 func (n *NullableString) UnmarshalJSON(b []byte) error {

@@ -22,13 +22,6 @@ func (s *Session) ApplyActions(ctx context.Context, actions []Action) State {
 	return st.state.Clone()
 }
 
-// StoreState returns the session's first store's state.
-func (s *Session) StoreState() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stores[0].state.Clone()
-}
-
 // PretendCaseInsensitive makes every mount until the test ends believe its
 // filesystem ignores letter case.
 func PretendCaseInsensitive(t *testing.T) {
