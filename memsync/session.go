@@ -97,6 +97,11 @@ type Session struct {
 	mounted  bool
 	ended    bool
 	lastSync time.Time
+
+	// live is set by StartLive (live.go); liveMu guards the pointer, so
+	// Nudge and Wrote never wait for mu, which a sync holds.
+	liveMu sync.Mutex
+	live   *live
 }
 
 // NewSession checks cfg and returns a session that has not mounted
@@ -288,6 +293,7 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 	if s.disabled {
 		return rep
 	}
+	s.stopLive()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
