@@ -95,6 +95,9 @@ type sideFigures struct {
 	mount                 time.Duration
 	mountReqs, mountBytes int64
 	idleReqs, idleBytes   int64
+	// syncDelay is how much longer the gap between two tool calls is when
+	// a periodic sync is due between them than when none is.
+	syncDelay time.Duration
 }
 
 func sideBySide(b *testing.B) {
@@ -129,17 +132,23 @@ func sideBySide(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "Bench"})
-	must(err)
 	actor := api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
 	body := strings.Repeat("m", size-1) + "\n"
 	src := filepath.Join(dir, "src")
-	for i := range memories {
-		p := fmt.Sprintf("/d%02d/m%04d.md", i%20, i)
-		_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: p, Content: body, By: actor, MaxMemories: memories})
+	var stores []string
+	for n := range 8 {
+		st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: fmt.Sprint("Bench ", n)})
 		must(err)
-		must(os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o700))
-		must(os.WriteFile(filepath.Join(src, p), []byte(body), 0o600))
+		stores = append(stores, st.ID)
+		for i := range memories {
+			p := fmt.Sprintf("/d%02d/m%04d.md", i%20, i)
+			_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: p, Content: body, By: actor, MaxMemories: memories})
+			must(err)
+			if n == 0 {
+				must(os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o700))
+				must(os.WriteFile(filepath.Join(src, p), []byte(body), 0o600))
+			}
+		}
 	}
 	start := time.Now()
 	must(exec.Command("cp", "-r", src, filepath.Join(dir, "copy")).Run())
@@ -147,10 +156,11 @@ func sideBySide(b *testing.B) {
 	agent, err := c.CreateAgent(ctx, api.CreateAgentRequest{Name: "bench", Model: api.ModelConfig{ID: api.ScriptedModel}})
 	must(err)
 
-	// run serves one session with a worker of the given kind and measures
-	// it. The session's first turn is one bash call; the second, sent once
-	// the worker's shortest sync interval has passed, is another.
-	run := func(kind string) sideFigures {
+	// run serves one session of the stores with a worker of the given kind
+	// and measures it. The session's first turn is one bash call. With
+	// turns, the second, sent once the worker's shortest sync interval has
+	// passed, is two, and the third, sent at once, two more.
+	run := func(kind string, stores []string, turns bool) sideFigures {
 		var f sideFigures
 		env, err := c.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: kind})
 		must(err)
@@ -177,26 +187,39 @@ func sideBySide(b *testing.B) {
 		defer func() { stop(); <-done }()
 		counter.take()
 		t0 := time.Now()
+		var res []api.SessionResourceParams
+		for _, id := range stores {
+			res = append(res, api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: id})
+		}
 		sess, err := c.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
-			Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: st.ID}},
+			Resources:     res,
 			InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)}})
 		must(err)
 		waitTurns(b, c, sess.ID, 1)
 		f.mount = time.Since(t0)
 		f.mountReqs, f.mountBytes = counter.take()
-		time.Sleep(5*time.Second + 100*time.Millisecond)
-		counter.take()
-		_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`))
-		must(err)
-		waitTurns(b, c, sess.ID, 2)
-		time.Sleep(500 * time.Millisecond) // memstore's sync runs beside the agent: let it finish
-		f.idleReqs, f.idleBytes = counter.take()
+		if turns {
+			two := `{"tool_calls":[{"name":"bash","input":{"command":"true"}},{"name":"bash","input":{"command":"true"}}]}`
+			time.Sleep(5*time.Second + 100*time.Millisecond)
+			counter.take()
+			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
+			must(err)
+			waitTurns(b, c, sess.ID, 2)
+			time.Sleep(500 * time.Millisecond) // memstore's sync runs beside the agent: let it finish
+			f.idleReqs, f.idleBytes = counter.take()
+			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
+			must(err)
+			waitTurns(b, c, sess.ID, 3)
+			gaps := resultGaps(b, c, sess.ID)
+			f.syncDelay = gaps[1] - gaps[2]
+		}
 		_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(`{"tool_calls":[],"end":"terminate"}`))
 		must(err)
 		waitStopped(b, c, env.ID)
 		return f
 	}
-	off, ms := run("official"), run("memstore")
+	off, ms := run("official", stores[:1], true), run("memstore", stores[:1], true)
+	off8, ms8 := run("official", stores, false), run("memstore", stores, false)
 	ratio := func(m, o float64) string {
 		if o == 0 {
 			return "—"
@@ -210,6 +233,8 @@ func sideBySide(b *testing.B) {
 		fmt.Sprintf("%d / %.1f MB", ms.mountReqs, float64(ms.mountBytes)/1e6), ratio(float64(ms.mountBytes), float64(off.mountBytes))+" bytes")
 	fmt.Printf("%-44s %-18s %-18s %s\n", "idle sync requests / bytes", fmt.Sprintf("%d / %d B", off.idleReqs, off.idleBytes),
 		fmt.Sprintf("%d / %d B", ms.idleReqs, ms.idleBytes), ratio(float64(ms.idleBytes), float64(off.idleBytes))+" bytes")
+	fmt.Printf("%-44s %-18v %-18v %s\n", "delay a due sync adds to the next call, 2,000", off.syncDelay.Round(time.Millisecond), ms.syncDelay.Round(time.Millisecond), "—")
+	fmt.Printf("%-44s %-18v %-18v %s\n", "mount of 8 stores × 2,000", off8.mount.Round(time.Millisecond), ms8.mount.Round(time.Millisecond), ratio(ms8.mount.Seconds(), off8.mount.Seconds()))
 	p50, p95 := propagation(b)
 	fmt.Printf("%-44s %-18s %-18s %s\n", "write in session A seen in B, p50 / p95", "not run¹", fmt.Sprintf("%v / %v", p50.Round(time.Millisecond), p95.Round(time.Millisecond)), "—")
 	fmt.Printf("content: %.1f MB; memstore mount vs cp -r: %.1f×\n", float64(memories*size)/1e6, ms.mount.Seconds()/cp.Seconds())
@@ -294,6 +319,30 @@ func waitFile(b *testing.B, path string) time.Time {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// resultGaps returns, per turn that made two tool calls, the time between
+// its two results as the server stamped them.
+func resultGaps(b *testing.B, c *client.Client, sessionID string) []time.Duration {
+	evs, err := c.ListEvents(context.Background(), sessionID, api.EventListParams{Limit: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var gaps []time.Duration
+	var prev *time.Time
+	for _, e := range evs.Data {
+		switch e.Type {
+		case api.EventUserToolResult:
+			if prev != nil && e.ProcessedAt != nil {
+				gaps = append(gaps, e.ProcessedAt.Sub(*prev))
+			}
+			prev = e.ProcessedAt
+		case api.EventSessionStatusIdle:
+			prev = nil
+		}
+	}
+	// The first turn made one call: pad so index n is turn n.
+	return append([]time.Duration{0}, gaps...)
 }
 
 // waitTurns waits until a session has ended n turns.
