@@ -113,12 +113,15 @@ func (s *DB) commitBatch(reqs []commitRequest) {
 		failAll(err)
 		return
 	}
+	// The savepoint statements run as prepared statements too: three per
+	// write would otherwise be parsed each time.
+	q := s.cached(tx)
 	for i, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err // given up while waiting: never run
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+		if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
 			tx.Rollback()
 			failAll(fmt.Errorf("sqlite: open a savepoint: %w", err))
 			return
@@ -127,13 +130,13 @@ func (s *DB) commitBatch(reqs []commitRequest) {
 			// Undo this write alone. If SQLite already rolled the whole
 			// transaction back (some errors do), the savepoint is gone and
 			// the batch fails as one: nothing of it is committed.
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+			if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
 				tx.Rollback()
 				failAll(fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", errs[i], err))
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
+		if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
 			tx.Rollback()
 			failAll(fmt.Errorf("sqlite: release a savepoint: %w", err))
 			return
