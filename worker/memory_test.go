@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -542,5 +543,35 @@ func TestLiveSyncCarriesAWriteToTheOtherSession(t *testing.T) {
 		if err := <-s.done; err != nil {
 			t.Fatalf("side %d: %v", i+1, err)
 		}
+	}
+}
+
+// Live sync against a server without memstore's extensions (the hosted
+// API's shape): nothing is uploaded at the write (write-through needs the
+// change feed's view of the server), and the periodic sync, queued after a
+// call once the interval has passed, uploads it from the background.
+func TestLiveSyncFallsBackWithoutTheExtensions(t *testing.T) {
+	f := newFixture(t, "")
+	f.srv.Wrap(testserver.WithoutExtensions)
+	st := f.memStore("Notes", nil)
+	cfg := f.memoryConfig(&logBuffer{})
+	clock := newFakeClock()
+	cfg.Now, cfg.MaxIdle = clock.Now, -1
+	sess := f.session(script(api.ScriptEndIdle,
+		toolCall("write", map[string]any{"file_path": "/mnt/memory/notes/draft.md", "content": "draft\n"})),
+		attach(st, api.AccessReadWrite))
+	w := f.worker(cfg)
+	done := make(chan error, 1)
+	go func() { done <- w.RunItem(context.Background(), Item{Work: f.claim()}) }()
+	waitFor(t, "the first turn", func() bool { return countTurns(f.events(sess.ID)) == 1 })
+	if m := f.memories(st.ID); len(m) != 0 {
+		t.Fatalf("uploaded without the change feed before any sync: %q", m)
+	}
+	clock.Advance(memsync.MinInterval)
+	f.sendScript(sess.ID, `{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)
+	waitFor(t, "the periodic sync's upload", func() bool { return f.memories(st.ID)["/draft.md"] == "draft\n" })
+	f.sendScript(sess.ID, `{"tool_calls":[],"end":"terminate"}`)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
