@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -98,6 +99,39 @@ type sideFigures struct {
 	// syncDelay is how much longer the gap between two tool calls is when
 	// a periodic sync is due between them than when none is.
 	syncDelay time.Duration
+	// heapPeak is the process's peak heap in use during the mount, over
+	// what it held before; server and worker share the process.
+	heapPeak uint64
+}
+
+// heapWatch samples the heap in use until stopped and returns its peak
+// above the level at the start.
+func heapWatch() (stop func() uint64) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapInuse, ms.HeapInuse
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	return func() uint64 {
+		close(quit)
+		<-done
+		return peak - base
+	}
 }
 
 func sideBySide(b *testing.B) {
@@ -186,6 +220,7 @@ func sideBySide(b *testing.B) {
 		}
 		defer func() { stop(); <-done }()
 		counter.take()
+		heap := heapWatch()
 		t0 := time.Now()
 		var res []api.SessionResourceParams
 		for _, id := range stores {
@@ -197,6 +232,7 @@ func sideBySide(b *testing.B) {
 		must(err)
 		waitTurns(b, c, sess.ID, 1)
 		f.mount = time.Since(t0)
+		f.heapPeak = heap()
 		f.mountReqs, f.mountBytes = counter.take()
 		if turns {
 			two := `{"tool_calls":[{"name":"bash","input":{"command":"true"}},{"name":"bash","input":{"command":"true"}}]}`
@@ -235,10 +271,13 @@ func sideBySide(b *testing.B) {
 		fmt.Sprintf("%d / %d B", ms.idleReqs, ms.idleBytes), ratio(float64(ms.idleBytes), float64(off.idleBytes))+" bytes")
 	fmt.Printf("%-44s %-18v %-18v %s\n", "delay a due sync adds to the next call, 2,000", off.syncDelay.Round(time.Millisecond), ms.syncDelay.Round(time.Millisecond), "—")
 	fmt.Printf("%-44s %-18v %-18v %s\n", "mount of 8 stores × 2,000", off8.mount.Round(time.Millisecond), ms8.mount.Round(time.Millisecond), ratio(ms8.mount.Seconds(), off8.mount.Seconds()))
+	mb := func(n uint64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
+	fmt.Printf("%-44s %-18s %-18s %s\n", "heap peak during the 8-store mount²", mb(off8.heapPeak), mb(ms8.heapPeak), ratio(float64(ms8.heapPeak), float64(off8.heapPeak)))
 	p50, p95 := propagation(b)
 	fmt.Printf("%-44s %-18s %-18s %s\n", "write in session A seen in B, p50 / p95", "not run¹", fmt.Sprintf("%v / %v", p50.Round(time.Millisecond), p95.Round(time.Millisecond)), "—")
 	fmt.Printf("content: %.1f MB; memstore mount vs cp -r: %.1f×\n", float64(memories*size)/1e6, ms.mount.Seconds()/cp.Seconds())
 	fmt.Println("¹ the official worker mounts at the server's mount_path verbatim, so two sessions of one store cannot share a host")
+	fmt.Println("² of the whole process above its level before the mount: the server's share is in both figures")
 }
 
 // propagation runs two memstore workers (two mount roots, the default
