@@ -130,6 +130,8 @@ func BenchmarkWriteThroughput(b *testing.B) {
 		raw = rawSQLiteInserts(b, clients, writes, body)
 
 		e := benchEnv(b)
+		// One kept-alive connection per client, as 8 workers would have.
+		e.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 		var st api.MemoryStore
 		e.ok("POST", "/v1/memory_stores", map[string]any{"name": "bench"}, &st)
 		mems := make([]api.Memory, clients)

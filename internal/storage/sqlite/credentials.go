@@ -31,7 +31,8 @@ func (s *DB) CredentialByHash(ctx context.Context, hash string) (storage.Credent
 		kind, created   string
 		env, sesn, work sql.NullString
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT id, kind, name, environment_id, session_id, work_id, created_at FROM credentials WHERE hash = ? AND revoked_at IS NULL`, hash).
+	// Every request runs this lookup: a prepared statement spares it a parse.
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT id, kind, name, environment_id, session_id, work_id, created_at FROM credentials WHERE hash = ? AND revoked_at IS NULL`, hash).
 		Scan(&c.ID, &kind, &c.Name, &env, &sesn, &work, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Credential{}, storage.ErrNotFound
