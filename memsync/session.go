@@ -109,6 +109,11 @@ type Session struct {
 	mounted  bool
 	ended    bool
 	lastSync time.Time
+
+	// live is set by StartLive (live.go); liveMu guards the pointer, so
+	// Nudge and Wrote never wait for mu, which a sync holds.
+	liveMu sync.Mutex
+	live   *live
 }
 
 // NewSession checks cfg and returns a session that has not mounted
@@ -317,6 +322,7 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 	if s.disabled {
 		return rep
 	}
+	s.stopLive()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -381,14 +387,24 @@ func (s *Session) endStep(ctx context.Context, name, consequence string, fn func
 	return rep
 }
 
-// forEachStore runs fn on every store in parallel and returns the results
-// in store order. Stores are independent, so one slow store does not delay
-// the others' sync.
+// storeParallelism bounds how many stores mount or sync at once: enough to
+// overlap one store's round trips with another's disk writes, few enough
+// that 8 stores of a session do not thrash 2 cores and a small server.
+const storeParallelism = 4
+
+// forEachStore runs fn on the stores, storeParallelism at a time, and
+// returns the results in store order. Stores are independent, so one slow
+// store does not delay the others' sync.
 func forEachStore[T any](stores []*store, fn func(*store) T) []T {
 	out := make([]T, len(stores))
+	slots := make(chan struct{}, storeParallelism)
 	var wg sync.WaitGroup
 	for i, st := range stores {
-		wg.Go(func() { out[i] = fn(st) })
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out[i] = fn(st)
+		})
 	}
 	wg.Wait()
 	return out

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -68,6 +69,12 @@ type store struct {
 	leftover *journal
 	// adopted: the folder is one an earlier run of this session left.
 	adopted bool
+	// feed is the server's listing kept from the change feed, and seq the
+	// feed sequence it is at (read by the follower, hence atomic).
+	feed remoteCache
+	seq  atomic.Int64
+	// advanced wakes the store's follower after each background sync.
+	advanced chan struct{}
 }
 
 func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {
@@ -291,11 +298,13 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// download fills the new, empty folder. It reads content with the full
-// listing — 20 memories a request — rather than a basic listing plus one
-// GET per memory: for a store that is downloaded whole it moves the same
-// content in about 20 times fewer requests (see BenchmarkMount). Only one
-// listing page is held in memory at a time.
+// download fills the new, empty folder. From a memstore server it reads
+// one snapshot (one request, content included) and follows the change
+// feed from its sequence afterwards. Otherwise it reads content with the
+// full listing — 20 memories a request — rather than a basic listing plus
+// one GET per memory: for a store that is downloaded whole it moves the
+// same content in about 20 times fewer requests (see BenchmarkMount). Only
+// one page is held in memory at a time.
 //
 // On a case-sensitive filesystem each path's fate depends on that path
 // alone, so each page is planned and written as it arrives. On a
@@ -305,7 +314,7 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 	empty := Local{Marker: MarkerTrusted}
 	opts := st.options(now, false)
 	if st.caseInsensitive {
-		remote, err := st.listBasic(ctx)
+		remote, err := st.listRemote(ctx)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -317,18 +326,28 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		return a.out, err
 	}
 	a := st.newApplier(State{})
-	err := st.eachFullPage(ctx, func(page []api.Memory) {
+	all := Remote{}
+	write := func(page []api.Memory) {
 		remote := Remote{}
 		a.contents = map[string]api.Memory{}
 		for _, m := range page {
 			remote[m.Path] = RemoteMemory{ID: m.ID, SHA256: m.ContentSHA256}
+			all[m.Path] = remote[m.Path]
 			a.contents[m.ID] = m
 		}
 		plan := Reconcile(State{}, empty, remote, opts)
 		st.logNotes(ctx, plan.Notes)
 		maps.Copy(a.next, plan.Next)
 		a.run(ctx, filterKinds(plan.Actions, Download), a.download)
-	})
+	}
+	seq, ok, err := st.eachSnapshotPage(ctx, write)
+	if ok && err == nil {
+		st.feed.reset(all)
+		st.seq.Store(seq)
+	}
+	if !ok {
+		err = st.eachFullPage(ctx, write)
+	}
 	a.contents = nil
 	st.state = a.next
 	return a.out, err
@@ -352,7 +371,7 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 	for _, ig := range local.Ignored {
 		st.emit(ctx, Note{Level: slog.LevelInfo, Path: "/" + ig.Path, Msg: "this entry cannot be a memory, so it is not synced", Err: ig.Err, Persistent: true})
 	}
-	remote, err := st.listBasic(ctx)
+	remote, err := st.listRemote(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{incomplete: true}
@@ -465,7 +484,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	if len(dirty) == 0 {
 		return outcome{}
 	}
-	remote, err := st.listBasic(ctx)
+	remote, err := st.listRemote(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{incomplete: true, cutOff: len(dirty), cutPaths: dirty}

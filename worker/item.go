@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -178,9 +179,12 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	defer ts.Close()
 	w.setTools(active, ts)
 
-	afterCall := func(context.Context) {}
+	afterCall := func(context.Context, string, json.RawMessage, bool) {}
 	if mem != nil {
-		afterCall = mem.SyncIfDue
+		afterCall = mem.afterCall
+		if !w.cfg.MemorySyncInline {
+			mem.StartLive(runCtx)
+		}
 	}
 	r := newRunner(c, sess.ID, ts, afterCall, ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
 	r.faultPoint = w.cfg.FaultPoint

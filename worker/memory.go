@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -190,6 +191,23 @@ func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *ap
 		log.Info("the session ended while its memory folders were left behind; finishing them: a last sync, a flush, then removal")
 	}
 	mem.End(context.WithoutCancel(ctx), true)
+}
+
+// afterCall is the memory's part of the end of a tool call. In live mode
+// (memsync.Session.StartLive) it only queues work: the upload of the file a
+// successful write or edit wrote, and the periodic sync if it is due, which
+// then run beside the agent's next call. In inline mode Nudge is the sync
+// that is due, run before the next call, as the official worker does.
+func (m *memory) afterCall(ctx context.Context, name string, input json.RawMessage, isError bool) {
+	if !isError && (name == "write" || name == "edit") {
+		var in struct {
+			FilePath string `json:"file_path"`
+		}
+		if json.Unmarshal(input, &in) == nil && filepath.IsAbs(in.FilePath) {
+			m.Wrote(in.FilePath)
+		}
+	}
+	m.Nudge(ctx)
 }
 
 // End ends the session's memory (memsync bounds it) and logs the outcome:

@@ -70,6 +70,13 @@ type Config struct {
 	// server (memsync.DeletionMode; the zero value deletes; New refuses a
 	// value that is none of the modes).
 	MemorySyncDeletions memsync.DeletionMode
+	// MemorySyncInline runs each due sync after a tool call and before the
+	// next, as the official worker does, instead of beside the agent; it
+	// also turns off the upload at each write and edit and the following
+	// of the change feed (live sync, SPEC §8). Live sync needs nothing of
+	// the server: against one without the change feed it still moves the
+	// syncs off the agent's path.
+	MemorySyncInline bool
 	// MaxIdle is how long an item stays attached to a session that went
 	// idle after its turn before it is released: 0 is DefaultMaxIdle, a
 	// negative value never releases it. The next user.message queues a new

@@ -180,8 +180,11 @@ func (d *demo) play(ctx context.Context, rs *runningServer, raw *slog.Logger) er
 		Client: c, EnvironmentID: d.env.ID, EnvironmentKey: key.Key, WorkerID: "demo-worker",
 		Workdir: workdir, MountRoot: mountRoot, MemorySyncInterval: memsync.MinInterval,
 		Sandbox: sandbox.Config{Mode: sandbox.Auto},
-		Now:     func() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) },
-		Logger:  slog.New(&demoHandler{d: d, raw: raw.Handler()}),
+		// The demo narrates the interval's sync after a call, step by
+		// step, which needs the syncs in line with the calls.
+		MemorySyncInline: true,
+		Now:              func() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) },
+		Logger:           slog.New(&demoHandler{d: d, raw: raw.Handler()}),
 	})
 	if err != nil {
 		return err

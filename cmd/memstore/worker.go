@@ -47,6 +47,7 @@ type workerFlags struct {
 	mountRoot      string
 	syncInterval   string
 	syncDeletions  string
+	syncLive       string
 	maxIdle        string
 	leaseTTL       string
 	logFormat      string
@@ -71,6 +72,7 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", mountRootDefault), "folder that replaces /mnt/memory in every store's mount path; it must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
 	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
 	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
+	fs.StringVar(&f.syncLive, "memory-sync-live", envOr("ANTHROPIC_MEMORY_SYNC_LIVE", "true"), "sync beside the agent: upload each write and edit at once and follow the server's change feed; false runs each due sync before the next tool call (env ANTHROPIC_MEMORY_SYNC_LIVE)")
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
@@ -103,6 +105,12 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	deletions, err := memsync.ParseDeletionMode(f.syncDeletions)
 	if err != nil {
 		return cfg, fmt.Errorf("--memory-sync-deletions: %w", err)
+	}
+	live := true
+	if f.syncLive != "" {
+		if live, err = strconv.ParseBool(f.syncLive); err != nil {
+			return cfg, fmt.Errorf("--memory-sync-live %q: true or false", f.syncLive)
+		}
 	}
 	maxIdle, err := time.ParseDuration(f.maxIdle)
 	if err != nil || maxIdle < 0 {
@@ -143,6 +151,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MountRoot:           f.mountRoot,
 		MemorySyncInterval:  interval,
 		MemorySyncDeletions: deletions,
+		MemorySyncInline:    !live,
 		MaxIdle:             maxIdle,
 		LeaseTTL:            leaseTTL,
 		FaultPoint:          faultPoint(logger),

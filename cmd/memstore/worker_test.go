@@ -158,7 +158,9 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
 	var out syncBuffer
-	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot)
+	// Inline sync, so the draft is still local when the signal comes and
+	// the flush is what saves it (live sync would have uploaded it at once).
+	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
 	cmd.Env = s.workerEnv(workdir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

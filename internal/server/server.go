@@ -60,6 +60,9 @@ type Server struct {
 	cp    *controlPlane
 	// limits counts the requests in flight per address and per credential.
 	limits *limiter
+	// storeChanges wakes the change feed's long polls when a store's
+	// memories change.
+	storeChanges notifier
 	// closing is closed by CloseStreams, which ends the event streams.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -103,7 +106,8 @@ func New(cfg Config) *Server {
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
 
-		limits: newLimiter(cfg.MaxRequestsPerAddress, cfg.MaxRequestsPerKey),
+		limits:       newLimiter(cfg.MaxRequestsPerAddress, cfg.MaxRequestsPerKey),
+		storeChanges: notifier{chans: map[string]chan struct{}{}},
 
 		closing: make(chan struct{}),
 	}

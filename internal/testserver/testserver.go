@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/console"
@@ -132,4 +134,40 @@ func (s *Server) Client(t testing.TB, opts ...client.Option) *client.Client {
 func (s *Server) Admin(t testing.TB) *client.Client {
 	t.Helper()
 	return s.Client(t, client.WithAPIKey(s.AdminKey))
+}
+
+// WithoutExtensions is middleware (for Wrap) that makes the server look
+// like Anthropic's API: memstore's own memory endpoints (SPEC §8: the
+// change feed and the snapshot) answer 404 as unknown routes do there, and
+// no response advertises them, so a worker must fall back to the hosted
+// API's protocol.
+func WithoutExtensions(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/memory_stores/") && (strings.HasSuffix(r.URL.Path, "/changes") || strings.HasSuffix(r.URL.Path, "/snapshot")) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`))
+			return
+		}
+		h.ServeHTTP(hideExtensions{w}, r)
+	})
+}
+
+// hideExtensions drops the extensions header from a response.
+type hideExtensions struct{ http.ResponseWriter }
+
+func (w hideExtensions) WriteHeader(code int) {
+	w.Header().Del(api.ExtensionsHeader)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w hideExtensions) Write(b []byte) (int, error) {
+	w.Header().Del(api.ExtensionsHeader)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w hideExtensions) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memstore/memstore/api"
@@ -90,4 +91,22 @@ func BenchmarkStorageListFullStore(b *testing.B) {
 			b.Fatalf("listed %d", n)
 		}
 	}
+}
+
+// BenchmarkStorageConcurrentCreates is 8 writers creating memories at once,
+// the load group commit is for; one op is one create.
+func BenchmarkStorageConcurrentCreates(b *testing.B) {
+	db, storeID := benchStore(b)
+	ctx := context.Background()
+	body := strings.Repeat("a line of memory text\n", 50)
+	var n atomic.Int64
+	b.SetParallelism(4) // 8 writers on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: fmt.Sprintf("/bench/%03d/m%d.md", i%1000, i), Content: body, By: benchActor, MaxMemories: 1 << 30}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

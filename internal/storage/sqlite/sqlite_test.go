@@ -24,6 +24,19 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestConformanceAcrossRestarts(t *testing.T) {
+	storagetest.RunRestarts(t, func(t *testing.T, now func() time.Time) func() storage.Store {
+		path := filepath.Join(t.TempDir(), "memstore.db")
+		return func() storage.Store {
+			db, err := Open(context.Background(), path, Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db
+		}
+	})
+}
+
 func TestReopenKeepsDataAndSkipsAppliedMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "memstore.db")
