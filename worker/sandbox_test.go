@@ -208,10 +208,10 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	waitFor(t, "the first session's turn", func() bool { return countTurns(f.events(first.ID)) == 1 })
 	second := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "true"})), attach(shared, api.AccessReadWrite))
 	err = pw.RunItem(context.Background(), Item{Work: f.claim()})
-	if err == nil || !strings.Contains(err.Error(), "something already exists there") {
+	if err == nil || !strings.Contains(err.Error(), "another running worker serves that folder") {
 		t.Errorf("the second unsandboxed session = %v, want the mount refusal", err)
 	}
-	if logs.line("level=ERROR", "something already exists there", "session_id="+second.ID) == "" {
+	if logs.line("level=ERROR", "another running worker serves that folder", "session_id="+second.ID) == "" {
 		t.Errorf("no refusal log line for the second session:\n%s", logs)
 	}
 	if got := toolResults(f.events(second.ID)); len(got) != 0 {

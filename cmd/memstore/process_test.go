@@ -35,7 +35,35 @@ func memstoreBinary(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "memstore")
+	return memstoreWrapper(t, t.TempDir(), exe)
+}
+
+// memstoreBinaryCopy is memstoreBinary with the test binary copied into the
+// wrapper's folder, for a process of another user: go test's build folder
+// is readable by its owner only.
+func memstoreBinaryCopy(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cp := filepath.Join(dir, "memstore.test")
+	if err := os.WriteFile(cp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return memstoreWrapper(t, dir, cp)
+}
+
+// memstoreWrapper writes, in dir, the memstore script that runs exe as
+// memstore.
+func memstoreWrapper(t *testing.T, dir, exe string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "memstore")
 	quoted := "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
 	script := "#!/bin/sh\n" + asMemstoreVar + "=1 GORACE=\"${GORACE:+$GORACE }atexit_sleep_ms=0\" exec " + quoted + " \"$@\"\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {

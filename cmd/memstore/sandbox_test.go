@@ -52,8 +52,8 @@ func TestWorkerRunAsAnUnprivilegedUserSandboxesBash(t *testing.T) {
 	if err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bwrap", "--unshare-pid", "--ro-bind", "/", "/", "true").Run(); err != nil {
 		t.Skipf("bubblewrap cannot run as an unprivileged user here (user namespaces refused, or setpriv/bwrap missing): %v", err)
 	}
-	bin := memstoreBinary(t)
-	openTo(t, bin)
+	bin := memstoreBinaryCopy(t)
+	openTo(t, filepath.Dir(bin))
 	s := newWorkerSetup(t)
 	ctx := context.Background()
 	notes, err := s.admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
