@@ -155,6 +155,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/environments", c.page(c.environmentsPage))
 	c.mux.HandleFunc("GET /console/environments/{env}", c.page(c.environmentPage))
 	c.mux.HandleFunc("POST /console/environments/{env}/keys", c.page(c.mintKey))
+	c.mux.HandleFunc("POST /console/environments/{env}/keys/{key}/revoke", c.page(c.revokeKey))
 
 	c.mux.HandleFunc("/console/", c.page(func(w http.ResponseWriter, r *http.Request, q *request) error {
 		return notFound("there is no console page at %s; start from the list of stores", r.URL.Path)

@@ -29,6 +29,8 @@ type environmentView struct {
 	Environment api.Environment
 	Stats       api.WorkQueueStats
 	Work        []storage.Work
+	// Keys are the environment's live worker keys (never their secrets).
+	Keys []storage.Credential
 	// NewKey is a key just minted: shown this once.
 	NewKey *api.EnvironmentKey
 	Error  string
@@ -62,6 +64,9 @@ func (c *Console) showEnvironment(w http.ResponseWriter, r *http.Request, q *req
 	if v.Work, err = c.store.ListWork(r.Context(), id, storage.ListQuery{Limit: environmentWorkShown}); err != nil {
 		return err
 	}
+	if v.Keys, err = c.store.ListEnvironmentKeys(r.Context(), id, storage.ListQuery{Limit: api.MaxListLimit}); err != nil {
+		return err
+	}
 	return c.render(w, r, q, status, "environment", "Environment "+v.Environment.Name, v)
 }
 
@@ -90,4 +95,26 @@ func (c *Console) mintKey(w http.ResponseWriter, r *http.Request, q *request) er
 	}
 	c.log.InfoContext(r.Context(), "environment key created", "environment_id", env.ID, "key_id", k.ID, "user_id", q.User.ID)
 	return c.showEnvironment(w, r, q, http.StatusOK, environmentView{NewKey: &k})
+}
+
+// revokeKey revokes a worker key at once: its workers' next poll is
+// refused; items they already claimed run on with their sessions tokens.
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, q *request) error {
+	env, key := r.PathValue("env"), r.PathValue("key")
+	if !ids.Valid(ids.Environment, env) {
+		return notFound("%q is not an environment id; pick one from the list", env)
+	}
+	if !ids.Valid(ids.EnvironmentKey, key) {
+		return notFound("%q is not an environment key id; pick a key on the environment's page", key)
+	}
+	err := c.store.RevokeEnvironmentKey(r.Context(), env, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return c.showEnvironment(w, r, q, http.StatusNotFound, environmentView{Error: "Nothing was revoked: " + key + " is not a live key of this environment (it may have been revoked already)."})
+	}
+	if err != nil {
+		return err
+	}
+	c.log.InfoContext(r.Context(), "environment key revoked", "environment_id", env, "key_id", key, "user_id", q.User.ID)
+	http.Redirect(w, r, "/console/environments/"+env, http.StatusSeeOther)
+	return nil
 }

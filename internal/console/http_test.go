@@ -286,8 +286,29 @@ func TestMintedEnvironmentKeyIsShownOnceAndPolls(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("polling with the minted key: status %d, want 200", resp.StatusCode)
 	}
-	if _, page := v.do("GET", "/console/environments/"+env.ID, nil); strings.Contains(page, key[1]) || !strings.Contains(page, "<dt>Workers polling</dt><dd>1 ") {
+	if _, page = v.do("GET", "/console/environments/"+env.ID, nil); strings.Contains(page, key[1]) || !strings.Contains(page, "<dt>Workers polling</dt><dd>1 ") {
 		t.Fatalf("the environment page afterwards shows the key again or not the polling worker:\n%s", page)
+	}
+
+	// Revoking it refuses its next poll; revoking it again is refused in
+	// words and changes nothing.
+	keyID := regexp.MustCompile(`aria-label="revoke (envkey_[0-9A-Z]+)"`).FindStringSubmatch(page)
+	if keyID == nil {
+		t.Fatalf("no revoke button on the environment page:\n%s", page)
+	}
+	revoke := "/console/environments/" + env.ID + "/keys/" + keyID[1] + "/revoke"
+	if status, _ := v.do("POST", revoke, url.Values{"csrf": {token}}); status != http.StatusSeeOther {
+		t.Fatalf("revoke: status %d, want 303", status)
+	}
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("polling with a revoked key: status %d, want 401", resp.StatusCode)
+	}
+	if status, page := v.do("POST", revoke, url.Values{"csrf": {token}}); status != http.StatusNotFound || !strings.Contains(page, "Nothing was revoked") {
+		t.Fatalf("revoking twice: status %d:\n%s", status, page)
 	}
 }
 
