@@ -60,10 +60,14 @@ type EnvironmentDeleted = Deleted
 const (
 	EnvironmentDeletedType = "environment_deleted"
 	SessionDeletedType     = "session_deleted"
+	// EnvironmentKeyDeletedType answers DELETE /v1/environments/{id}/keys/{key_id}:
+	// the key is revoked.
+	EnvironmentKeyDeletedType = "environment_key_deleted"
 )
 
-// EnvironmentKey is the response of POST /v1/environments/{id}/keys. Key is
-// the secret itself, shown only in this response: memstore keeps its hash.
+// EnvironmentKey is the response of POST /v1/environments/{id}/keys, and an
+// item of GET /v1/environments/{id}/keys. Key is the secret itself, shown
+// only in the response that minted it: memstore keeps its hash.
 type EnvironmentKey struct {
 	Type          string    `json:"type"` // "environment_key"
 	ID            string    `json:"id"`
@@ -77,6 +81,20 @@ type EnvironmentKey struct {
 // POST /v1/environments/{id}/keys.
 type CreateEnvironmentKeyRequest struct {
 	Name string `json:"name,omitempty"`
+}
+
+// EnvironmentKeyListParams are the query parameters of
+// GET /v1/environments/{id}/keys.
+type EnvironmentKeyListParams struct {
+	Limit int
+	Page  string
+}
+
+// Query encodes the parameters; zero values are left out.
+func (p EnvironmentKeyListParams) Query() url.Values {
+	q := url.Values{}
+	setLimitPage(q, p.Limit, p.Page)
+	return q
 }
 
 // EnvironmentListParams are the query parameters of GET /v1/environments.

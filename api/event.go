@@ -20,6 +20,18 @@ const (
 	EventSessionStatusTerminated = "session.status_terminated"
 	EventSessionError            = "session.error"
 	EventSessionDeleted          = "session.deleted"
+	EventUserToolConfirmation    = "user.tool_confirmation"
+	EventAgentThinking           = "agent.thinking"
+	EventSpanModelRequestStart   = "span.model_request_start"
+	EventSpanModelRequestEnd     = "span.model_request_end"
+)
+
+// Permissions of an agent.tool_use (evaluated_permission) and verdicts of a
+// user.tool_confirmation (result).
+const (
+	PermissionAllow = "allow"
+	PermissionAsk   = "ask"
+	PermissionDeny  = "deny"
 )
 
 // Stop reasons of session.status_idle.
@@ -30,6 +42,8 @@ const (
 
 // Retry statuses of a session.error.
 const (
+	// RetryRetrying: the runtime retries on its own; nothing to do.
+	RetryRetrying = "retrying"
 	// RetryExhausted: this turn is over, the session is idle again and
 	// accepts a new user.message.
 	RetryExhausted = "exhausted"
@@ -51,9 +65,19 @@ type Event struct {
 	Name                string          `json:"name,omitempty"`
 	Input               json.RawMessage `json:"input,omitempty"`
 	EvaluatedPermission string          `json:"evaluated_permission,omitempty"`
-	// user.tool_result: the answer to the agent.tool_use with id ToolUseID.
+	// user.tool_result: the answer to the agent.tool_use with id ToolUseID
+	// (also named by user.tool_confirmation). is_error also marks a failed
+	// span.model_request_end.
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	IsError   *bool  `json:"is_error,omitempty"`
+	// user.tool_confirmation: "allow" or "deny", with an optional message
+	// for the model when denied.
+	Result      string  `json:"result,omitempty"`
+	DenyMessage *string `json:"deny_message,omitempty"`
+	// span.model_request_end: the span.model_request_start it closes and
+	// the request's token usage.
+	ModelRequestStartID string      `json:"model_request_start_id,omitempty"`
+	ModelUsage          *ModelUsage `json:"model_usage,omitempty"`
 	// session.status_idle.
 	StopReason  *StopReason     `json:"stop_reason,omitempty"`
 	StopDetails json.RawMessage `json:"stop_details,omitempty"`
@@ -63,7 +87,16 @@ type Event struct {
 	Extra Extra `json:"-"`
 }
 
-var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error", "stop_reason", "stop_details", "error"}
+var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error",
+	"result", "deny_message", "model_request_start_id", "model_usage", "stop_reason", "stop_details", "error"}
+
+// ModelUsage is the token usage of one model request.
+type ModelUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
 
 // MarshalJSON writes the typed fields that are set, then Extra.
 func (e Event) MarshalJSON() ([]byte, error) {

@@ -79,13 +79,23 @@ type SessionStats struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 }
 
-// SessionUsage is token usage; the scripted runtime uses none.
+// SessionUsage is a session's token usage: the sum of the model_usage of
+// its span.model_request_end events (the scripted runtime uses none).
 type SessionUsage struct {
 	InputTokens          int64              `json:"input_tokens"`
 	OutputTokens         int64              `json:"output_tokens"`
 	CacheReadInputTokens int64              `json:"cache_read_input_tokens"`
 	CacheCreation        CacheCreationUsage `json:"cache_creation"`
 	ActiveSeconds        float64            `json:"active_seconds"`
+}
+
+// Add counts one model request. Its cache writes count as 5-minute ones,
+// the only TTL memstore's runtime asks for.
+func (u *SessionUsage) Add(m ModelUsage) {
+	u.InputTokens += m.InputTokens
+	u.OutputTokens += m.OutputTokens
+	u.CacheReadInputTokens += m.CacheReadInputTokens
+	u.CacheCreation.Ephemeral5mInputTokens += m.CacheCreationInputTokens
 }
 
 // CacheCreationUsage breaks cache writes down by TTL.

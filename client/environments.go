@@ -74,3 +74,34 @@ func (c *Client) CreateEnvironmentKey(ctx context.Context, environmentID string,
 	out := new(api.EnvironmentKey)
 	return out, c.do(ctx, request{method: http.MethodPost, path: path, body: req}, out)
 }
+
+// ListEnvironmentKeys returns one page of an environment's live keys,
+// newest first, without their secrets.
+func (c *Client) ListEnvironmentKeys(ctx context.Context, environmentID string, p api.EnvironmentKeyListParams) (*api.Page[api.EnvironmentKey], error) {
+	path, err := route("/v1/environments/{environment_id}/keys", environmentID)
+	if err != nil {
+		return nil, err
+	}
+	out := new(api.Page[api.EnvironmentKey])
+	return out, c.do(ctx, request{method: http.MethodGet, path: path, query: p.Query()}, out)
+}
+
+// ListAllEnvironmentKeys yields every live key of an environment, page after
+// page; it stops at the first error, which it yields.
+func (c *Client) ListAllEnvironmentKeys(ctx context.Context, environmentID string, p api.EnvironmentKeyListParams) iter.Seq2[api.EnvironmentKey, error] {
+	return all(p.Page, func(page string) (*api.Page[api.EnvironmentKey], error) {
+		p.Page = page
+		return c.ListEnvironmentKeys(ctx, environmentID, p)
+	})
+}
+
+// RevokeEnvironmentKey revokes an environment key at once: every request
+// made with it from then on is refused.
+func (c *Client) RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) (*api.Deleted, error) {
+	path, err := route("/v1/environments/{environment_id}/keys/{key_id}", environmentID, keyID)
+	if err != nil {
+		return nil, err
+	}
+	out := new(api.Deleted)
+	return out, c.do(ctx, request{method: http.MethodDelete, path: path}, out)
+}

@@ -210,6 +210,7 @@ type ListMemoryVersionsParams struct {
 	MemoryID     string
 	SessionID    string
 	APIKeyID     string
+	UserID       string // versions a console user wrote
 	Operation    string // api.OperationCreated, …Modified, …Deleted
 	CreatedAtGTE time.Time
 	CreatedAtLTE time.Time
@@ -223,6 +224,7 @@ func (p ListMemoryVersionsParams) query() url.Values {
 	setString(q, "memory_id", p.MemoryID)
 	setString(q, "session_id", p.SessionID)
 	setString(q, "api_key_id", p.APIKeyID)
+	setString(q, "user_id", p.UserID)
 	setString(q, "operation", p.Operation)
 	setTime(q, "created_at[gte]", p.CreatedAtGTE)
 	setTime(q, "created_at[lte]", p.CreatedAtLTE)

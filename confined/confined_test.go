@@ -816,3 +816,39 @@ func TestCaseInsensitiveProbe(t *testing.T) {
 		t.Fatalf("the probe left files behind: %v", entries)
 	}
 }
+
+// A hard link to a file outside the folder is not a file of the folder:
+// it is never read, hashed, listed or used to check a precondition, so
+// its content can neither leak nor be published. Replacing or removing
+// it only touches the folder's name for it.
+func TestHardLinkIsNotARegularFile(t *testing.T) {
+	r, outside := newRoot(t)
+	if err := os.Link(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFile("link.md", 100); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("ReadFile(hard link) = %v, want ErrNotRegular", err)
+	}
+	if _, _, _, err := r.hashFile("link.md"); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("hashFile(hard link) = %v, want ErrNotRegular", err)
+	}
+	files, skipped, err := r.Walk()
+	if err != nil || len(files) != 0 || len(skipped) != 1 || !errors.Is(skipped[0].Err, ErrNotRegular) {
+		t.Fatalf("Walk = %v, %v, %v; want the link skipped as not a regular file", files, skipped, err)
+	}
+	if err := r.WriteFile("link.md", []byte("x"), Precondition{SHA256: sum("SECRET")}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("guarded WriteFile over the hard link = %v, want ErrChanged", err)
+	}
+	assertOutsideIntact(t, outside)
+	if err := r.WriteFile("link.md", []byte("mine"), Precondition{}); err != nil {
+		t.Fatalf("WriteFile over the hard link = %v", err)
+	}
+	assertOutsideIntact(t, outside)
+	if err := os.Link(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "link2.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveFile("link2.md", Precondition{}, false); err != nil {
+		t.Fatalf("RemoveFile(hard link) = %v", err)
+	}
+	assertOutsideIntact(t, outside)
+}

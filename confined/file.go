@@ -99,23 +99,35 @@ func openRegular(dirfd int, leaf string) (*os.File, unix.Stat_t, error) {
 	return os.NewFile(uintptr(fd), leaf), st, nil
 }
 
-// ReadFile returns the content of the regular file at rel, refusing
-// symlinks, FIFOs, devices and directories, and refusing with [ErrTooLarge]
-// a file longer than max bytes (max must not be negative).
-func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
-	const op = "read"
+// Open opens the regular file at rel for reading, refusing symlinks
+// anywhere on the path, FIFOs, devices, directories and files with several
+// hard links, and returns it with its stat. The caller closes it.
+func (r *Root) Open(rel string) (*os.File, FileInfo, error) {
+	const op = "open"
 	segs, err := split(rel)
 	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: rel, Err: err}
+		return nil, FileInfo{}, &fs.PathError{Op: op, Path: rel, Err: err}
 	}
 	c, err := r.walkTo(op, rel, segs[:len(segs)-1], false)
 	if err != nil {
-		return nil, err
+		return nil, FileInfo{}, err
 	}
 	defer c.close()
 	f, st, err := openRegular(c.dir(), segs[len(segs)-1])
 	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: rel, Err: err}
+		return nil, FileInfo{}, &fs.PathError{Op: op, Path: rel, Err: err}
+	}
+	return f, fileInfo(&st), nil
+}
+
+// ReadFile returns the content of the regular file at rel, refusing what
+// [Root.Open] refuses, and refusing with [ErrTooLarge] a file longer than
+// max bytes (max must not be negative).
+func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
+	const op = "read"
+	f, st, err := r.Open(rel)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	if st.Size > max {

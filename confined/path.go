@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Errors a caller can test for with errors.Is. They reach the caller wrapped
@@ -19,8 +21,8 @@ var (
 	ErrSymlink = errors.New("is a symbolic link, and symbolic links are never followed")
 	// ErrNotDirectory: an intermediate component exists but is not a directory.
 	ErrNotDirectory = errors.New("is not a directory")
-	// ErrNotRegular: the path names a FIFO, socket, device or directory where
-	// a regular file was required.
+	// ErrNotRegular: the path names a FIFO, socket, device, directory or a
+	// file with more than one hard link where a regular file was required.
 	ErrNotRegular = errors.New("is not a regular file")
 	// ErrTooLarge: a read hit its size cap.
 	ErrTooLarge = errors.New("is larger than the size limit")
@@ -38,8 +40,9 @@ var (
 // TempPrefix starts the name of every temporary file an atomic write makes,
 // here and in any other writer into a store's folder (the agent's file
 // tools). Walk reports such files as skipped instead of listing them, so a
-// leftover from a crash is never uploaded as a memory.
-const TempPrefix = ".memstore-tmp-"
+// leftover from a crash is never uploaded as a memory; the API refuses
+// memory paths that use it, so no memory is skipped for it.
+const TempPrefix = validate.TempPrefix
 
 // IsTempName reports whether a file name (one path segment) is one of the
 // temporary names [Root.WriteFile] uses.

@@ -199,10 +199,16 @@ func lstatAt(dirfd int, name string) (unix.Stat_t, error) {
 }
 
 // typeError is the error for an entry of the wrong type where a regular file
-// was wanted.
+// was wanted: anything but a regular file with a single link.
 func typeError(st *unix.Stat_t) error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
+		if n := uint64(st.Nlink); n > 1 {
+			// A hard link shares its content with a file that may lie
+			// outside the folder: reading it would leak that file, and
+			// syncing it would publish it.
+			return fmt.Errorf("%w (it has %d hard links, so it may share its content with a file outside the folder)", ErrNotRegular, n)
+		}
 		return nil
 	case unix.S_IFLNK:
 		return ErrSymlink

@@ -90,6 +90,10 @@ func (w *walker) dir(fd int, prefix string) error {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
+			if err := typeError(&st); err != nil {
+				w.skip(rel, err) // a hard link
+				continue
+			}
 			w.files = append(w.files, Entry{Path: rel, Info: fileInfo(&st)})
 		case unix.S_IFDIR:
 			sub, err := openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)

@@ -205,6 +205,18 @@ func (a *applier) download(ctx context.Context, act Action) result {
 		return a.failure(ctx, act, "the server sent content that does not match its content_sha256, so it was not written; the next sync retries",
 			fmt.Errorf("content hashes to %s, content_sha256 is %s", sum, m.ContentSHA256))
 	}
+	if act.Keep {
+		where, err := a.st.keepCopy(act.Path, act.Local.SHA256)
+		if errors.Is(err, confined.ErrChanged) {
+			a.debug(ctx, act, "the file changed after the scan, so the download did not overwrite it; the next sync decides", "error", err)
+			return skipped
+		}
+		if err != nil {
+			return a.failure(ctx, act, "cannot keep a copy of this file's local edit, so the server version was not written over it; the next sync retries", err)
+		}
+		a.st.log.WarnContext(ctx, "the server version of this memory overwrote the file; the agent's losing edit is kept at kept_copy (restore it by hand if it matters)",
+			"path", act.Path, "kept_copy", where)
+	}
 	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
 	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {
 		if act.Base != "" {
@@ -216,6 +228,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	if err != nil {
 		return a.failure(ctx, act, "cannot write this memory into the folder; the next sync retries", err)
 	}
+	a.st.fault("downloaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
 	a.debug(ctx, act, "downloaded")
 	return done
@@ -284,6 +297,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	if err != nil {
 		return a.failure(ctx, act, "the upload of this file failed or got no answer; the next sync checks whether it landed and sends it again if not", err)
 	}
+	a.st.fault("uploaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
 	return done
@@ -302,7 +316,7 @@ func createConflict(path string, err error) Note {
 	}
 	return Note{Level: slog.LevelWarn, Path: path, Persistent: true, Err: err,
 		Msg: fmt.Sprintf("this file cannot be uploaded: the memory %s is in its way (a path cannot be both a file and a folder), so the file stays in the folder, unsynced, "+
-			"and is lost with the folder when the session ends; rename the file, or delete or rename that memory, to sync it", ae.ConflictingPath)}
+			"and a copy of it is kept beside the folder when the session ends; rename the file, or delete or rename that memory, to sync it", ae.ConflictingPath)}
 }
 
 // refused reports an answer that no retry of the same content can change:

@@ -55,4 +55,14 @@
 // changes; an upload whose response was lost is settled by the next listing;
 // on a case-insensitive filesystem, paths that differ only in case are
 // skipped rather than merged.
+//
+// Nothing the agent wrote is destroyed. Each folder's sync state is
+// journaled durably in a state folder beside it ([StateDir]) after every
+// sync, so a worker killed at any moment leaves a folder the next one can
+// adopt: the same session re-claimed syncs it against the journal and goes
+// on; a folder of a session that has ended is flushed, then replaced. A
+// folder without a matching journal, or that a live worker still serves, is
+// refused as before. When the server wins a conflict, and before a folder
+// is removed with content the server does not hold, the local content is
+// copied to the state folder's kept/ and the log says where.
 package memsync

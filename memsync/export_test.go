@@ -58,3 +58,18 @@ func (s *Session) FilesHashed() int {
 
 // EndTimeout is the bound of each of End's steps.
 func (s *Session) EndTimeout() time.Duration { return s.endTimeout }
+
+// Crash abandons the session the way a killed worker does: nothing more is
+// synced, flushed or removed, and the locks its process held are released
+// (the kernel's part when a process dies).
+func (s *Session) Crash() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for _, st := range s.stores {
+		if st.lock != nil {
+			st.lock.Close()
+			st.lock = nil
+		}
+	}
+}

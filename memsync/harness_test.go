@@ -131,7 +131,9 @@ func (l *logBuffer) Records(t testing.TB, level slog.Level, msg string) []map[st
 
 // env is a real memstore server (internal/testserver) on a clock stopped
 // at a fixed time, one store, and an admin client that plays "another
-// writer".
+// writer". newEnv's server has the hosted API's shape (no change feed, no
+// snapshot), so every sync test proves the fallback to the hosted API's
+// protocol; newFeedEnv's offers memstore's extensions.
 type env struct {
 	t       testing.TB
 	ctx     context.Context
@@ -146,6 +148,13 @@ type env struct {
 var instant = client.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
 
 func newEnv(t testing.TB) *env {
+	t.Helper()
+	e := newFeedEnv(t)
+	e.srv.Wrap(testserver.WithoutExtensions)
+	return e
+}
+
+func newFeedEnv(t testing.TB) *env {
 	t.Helper()
 	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
 	srv := testserver.Start(t, testserver.Options{Now: clk.Now})

@@ -7,17 +7,19 @@ import (
 	"io/fs"
 
 	"github.com/memstore/memstore/confined"
+
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // MarkerName is the file at the root of every store folder that binds the
-// folder to its store. It is never synced, and the server's listing of a
-// memory at "/"+MarkerName is skipped.
+// folder to its store. It is never synced; the API refuses it as a memory
+// path, and a memory stored there before that rule is skipped.
 //
 // A sync only trusts a folder whose marker names its store: a folder that
 // was deleted and re-created, or that holds another store's or someone
 // else's files, must never be uploaded from or drive deletions on the
 // server.
-const MarkerName = ".anthropic-memory-store"
+const MarkerName = validate.MarkerName
 
 // markerVersion is the marker format's version, the first line of the file.
 const markerVersion = 1

@@ -141,6 +141,11 @@ type Action struct {
 	// agent's change as an edit (or a deletion) of that memory, not as a
 	// conflict the server wins.
 	Base string
+	// Keep is set on a Download that overwrites a local edit: both sides
+	// changed and the server wins. Apply first copies the file (if it still
+	// holds Local.SHA256) into the store's kept folder, durably, and logs
+	// where; if the copy cannot be made, the file is not overwritten.
+	Keep bool
 }
 
 // Note is a message for the operator about a decision.

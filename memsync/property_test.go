@@ -377,3 +377,31 @@ func TestPropReadOnlyNeverPushes(t *testing.T) {
 		}
 	})
 }
+
+// TestPropLocalEditNeverDiscardedWithoutCopy: whatever the state, scan and
+// listing, an action that overwrites or removes a file holding content the
+// server did not have at the last sync (a local edit) keeps a copy of it
+// first. Overwriting or removing the synced content itself loses nothing:
+// the server's versions hold it.
+func TestPropLocalEditNeverDiscardedWithoutCopy(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genInput(t)
+		plan := Reconcile(in.state, in.local, in.remote, in.opts)
+		for _, a := range plan.Actions {
+			lf, present := in.local.Files[a.Path]
+			overwrites := present && (a.Kind == Download && !a.Local.Absent || a.Kind == RemoveLocal)
+			if !overwrites {
+				continue
+			}
+			ps := in.state[a.Path]
+			synced := ps.Base
+			if rm, ok := in.remote[a.Path]; ok && ps.Sent != "" && rm.SHA256 == ps.Sent {
+				synced = ps.Sent // an upload whose answer was lost landed
+			}
+			if lf.SHA256 != synced && !a.Keep {
+				t.Fatalf("%v over %s, which holds a local edit (%s, last synced %q), keeps no copy\nactions: %s",
+					a.Kind, a.Path, lf.SHA256, synced, fmtActions(plan.Actions))
+			}
+		}
+	})
+}

@@ -270,9 +270,6 @@ func (r *reconciler) rebuild(why string, eff State) {
 // file in the folder.
 func (r *reconciler) skipInvalid(p string) bool {
 	err := validate.Path("path", p)
-	if err == nil && p == "/"+MarkerName {
-		err = fmt.Errorf("%s is reserved for the folder's marker file", p)
-	}
 	if err == nil {
 		return false
 	}
@@ -390,8 +387,8 @@ func (r *reconciler) decide(p string, ps PathState) {
 		switch {
 		case remoteChanged && localChanged:
 			r.note(slog.LevelWarn, p, "this memory changed both in the folder and on the server; the server version wins "+
-				"and overwrites the file (the local edit is not uploaded)", nil)
-			r.download(p, rm, confined.Precondition{SHA256: lf.SHA256})
+				"and overwrites the file, and the local edit is kept as a copy (the next line says where)", nil)
+			r.act(Action{Kind: Download, Path: p, MemoryID: rm.ID, RemoteSHA: rm.SHA256, Local: confined.Precondition{SHA256: lf.SHA256}, Keep: true})
 		case remoteChanged:
 			r.download(p, rm, confined.Precondition{SHA256: lf.SHA256})
 		default:

@@ -69,6 +69,14 @@ func rebuilt(p, sha string) Action {
 	a.Base = sha
 	return a
 }
+
+// conflict is the server's win over a local edit: a download over the
+// file that first keeps a copy of the edit.
+func conflict(p, remoteSHA, localSHA string) Action {
+	a := download(p, remoteSHA, holds(localSHA))
+	a.Keep = true
+	return a
+}
 func create(p, localSHA string) Action {
 	return Action{Kind: Create, Path: p, Local: holds(localSHA)}
 }
@@ -143,20 +151,20 @@ func reconcileCases() []reconcileCase {
 			next:    State{},
 		},
 		{
-			name:    "changed on both sides: the server wins, overwriting the file, with a warning",
+			name:    "changed on both sides: the server wins, overwriting the file after keeping a copy of the edit, with a warning",
 			state:   synced("/a", A),
 			local:   trusted(files("/a", B)),
 			remote:  remote("/a", C),
-			actions: []Action{download("/a", C, holds(B))},
+			actions: []Action{conflict("/a", C, B)},
 			next:    synced("/a", A),
 			notes:   []string{"changed both in the folder and on the server; the server version wins"},
 		},
 		{
-			name:    "created on both sides with different content: the server wins",
+			name:    "created on both sides with different content: the server wins, a copy of the local file is kept",
 			state:   State{},
 			local:   trusted(files("/n", B)),
 			remote:  remote("/n", C),
-			actions: []Action{download("/n", C, holds(B))},
+			actions: []Action{conflict("/n", C, B)},
 			next:    State{},
 			notes:   []string{"the server version wins"},
 		},
@@ -419,12 +427,12 @@ func reconcileCases() []reconcileCase {
 			next:    missingFor(time.Hour),
 		},
 		{
-			name:    "read-only: server changes are still pulled, over local edits too",
+			name:    "read-only: server changes are still pulled, over local edits too (a copy of each edit kept)",
 			state:   State{"/a": {Base: A, Held: B}, "/b": synced("/b", B)["/b"]},
 			local:   trusted(files("/a", B, "/b", B)),
 			remote:  remote("/a", C, "/b", C),
 			opts:    Options{ReadOnly: true},
-			actions: []Action{download("/a", C, holds(B)), download("/b", C, holds(B))},
+			actions: []Action{conflict("/a", C, B), download("/b", C, holds(B))},
 			next:    State{"/a": {Base: A, Held: B}, "/b": {Base: B}},
 			notes:   []string{"the server version wins"},
 		},
@@ -481,11 +489,11 @@ func reconcileCases() []reconcileCase {
 			next:    State{"/n": {Held: X}},
 		},
 		{
-			name:    "an unsyncable file loses to a server change",
+			name:    "an unsyncable file loses to a server change, and a copy of it is kept",
 			state:   State{"/a": {Base: A, Held: X}},
 			local:   trusted(map[string]LocalFile{"/a": {SHA256: X, Unsyncable: NotUTF8}}),
 			remote:  remote("/a", B),
-			actions: []Action{download("/a", B, holds(X))},
+			actions: []Action{conflict("/a", B, X)},
 			next:    State{"/a": {Base: A, Held: X}},
 			notes:   []string{"the server version wins"},
 		},
@@ -544,7 +552,7 @@ func reconcileCases() []reconcileCase {
 			state:   State{"/a": {Base: A, Sent: B}},
 			local:   trusted(files("/a", B)),
 			remote:  remote("/a", C),
-			actions: []Action{download("/a", C, holds(B))},
+			actions: []Action{conflict("/a", C, B)},
 			next:    synced("/a", A),
 			notes:   []string{"the server version wins"},
 		},
@@ -829,6 +837,9 @@ func fmtActions(as []Action) string {
 		}
 		if a.Base != "" {
 			s += " base=" + a.Base
+		}
+		if a.Keep {
+			s += " keep"
 		}
 		parts = append(parts, s)
 	}

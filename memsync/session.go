@@ -42,7 +42,8 @@ type StoreMount struct {
 	MountPath string
 	// Dir is the real folder on disk: MountPath with the worker's mount
 	// root applied. Its parent must exist and be writable; Dir itself must
-	// not exist.
+	// not exist, unless it is a folder a crashed worker left, with its
+	// journal (see StateDir).
 	Dir string
 	// ReadOnly: the store is attached read_only; it is pulled, never pushed.
 	ReadOnly bool
@@ -56,6 +57,11 @@ type SessionConfig struct {
 	Client *client.Client
 	// Stores are the session's memory store resources.
 	Stores []StoreMount
+	// SessionID is the agent session's id. It is written in each store's
+	// journal, so that a worker finding a folder a crash left can tell the
+	// same session re-claimed (adopt the folder and go on) from another,
+	// ended one (upload its edits, then remove it).
+	SessionID string
 	// Interval is the worker's memory_sync_interval: 0 means
 	// [DefaultInterval]; a negative value disables memory (nothing is
 	// mounted or synced); a positive value below [MinInterval] is refused.
@@ -74,6 +80,12 @@ type SessionConfig struct {
 	// EndTimeout bounds each of End's steps; 0 means [DefaultEndTimeout].
 	// Tests shorten it.
 	EndTimeout time.Duration
+	// FaultPoint, when set, is called at the moments a fault-injection test
+	// stops or kills the worker: "<step>.planned" between a scan and its
+	// apply, "<step>.uploaded" and "<step>.downloaded" after an upload
+	// landed or a file was written but before the state records it, where
+	// step is mount, sync, final or flush. Nil outside such tests.
+	FaultPoint func(point string)
 }
 
 // Session keeps the memory stores of one agent session in step with their
@@ -97,6 +109,11 @@ type Session struct {
 	mounted  bool
 	ended    bool
 	lastSync time.Time
+
+	// live is set by StartLive (live.go); liveMu guards the pointer, so
+	// Nudge and Wrote never wait for mu, which a sync holds.
+	liveMu sync.Mutex
+	live   *live
 }
 
 // NewSession checks cfg and returns a session that has not mounted
@@ -161,10 +178,12 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 func (s *Session) Disabled() bool { return s.disabled }
 
 // Mount creates each store's folder (mode 0700) with its marker file and
-// downloads every memory into it. It refuses to start — before creating
-// anything — if something already exists at a store's folder, or if the
-// folder's parent is missing or not writable, with an error that names the
-// folder, the store and the fix. If a download fails, the folders Mount
+// downloads every memory into it. A folder a crashed worker left is
+// adopted instead, when the journal beside it vouches for it (see the
+// package documentation). It refuses to start — before creating anything —
+// if anything else already exists at a store's folder, or if the folder's
+// parent is missing or not writable, with an error that names the folder,
+// the store and the fix. If a download fails, the folders Mount
 // made are removed again (they hold nothing but what it downloaded) and the
 // error is returned: a session never runs without its memory.
 func (s *Session) Mount(ctx context.Context) error {
@@ -181,15 +200,27 @@ func (s *Session) Mount(ctx context.Context) error {
 	}
 	var errs []error
 	for _, st := range s.stores {
-		if err := st.checkDir(); err != nil {
+		leftover, err := st.checkDir()
+		if err == nil && leftover {
+			err = st.checkLeftover()
+		}
+		if err != nil {
 			st.log.ErrorContext(ctx, err.Error())
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
+		for _, st := range s.stores {
+			st.closeState(false)
+		}
 		return errors.Join(errs...)
 	}
-	results := forEachStore(s.stores, func(st *store) error { return st.mountStore(ctx, s.now()) })
+	results := forEachStore(s.stores, func(st *store) error {
+		if st.leftover != nil {
+			return st.adopt(ctx, s.now())
+		}
+		return st.mountStore(ctx, s.now())
+	})
 	for i, err := range results {
 		if err != nil {
 			s.stores[i].log.ErrorContext(ctx, err.Error())
@@ -233,10 +264,13 @@ func (s *Session) Sync(ctx context.Context) {
 	}
 }
 
+// syncAll syncs every store. The interval counts from the sync's start: a
+// change made while a sync runs (which may not see it) is then at most one
+// interval old when the next sync starts.
 func (s *Session) syncAll(ctx context.Context, final bool) []outcome {
 	now := s.now()
 	outs := forEachStore(s.stores, func(st *store) outcome { return st.sync(ctx, now, final) })
-	s.lastSync = s.now()
+	s.lastSync = now
 	return outs
 }
 
@@ -288,6 +322,7 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 	if s.disabled {
 		return rep
 	}
+	s.stopLive()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -300,7 +335,7 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 			rep.FinalSync = s.endStep(ctx, "final sync", "the flush that follows still uploads the agent's edits",
 				func(ctx context.Context, st *store) outcome { return st.sync(ctx, s.now(), true) })
 		}
-		rep.Flush = s.endStep(ctx, "flush", "those edits are lost when the folder is removed; their paths are listed",
+		rep.Flush = s.endStep(ctx, "flush", "those edits are not on the server, and copies of them are kept when the folder is removed; their paths are listed",
 			func(ctx context.Context, st *store) outcome { return st.flush(ctx, s.now()) })
 	}
 	for _, st := range s.stores {
@@ -352,14 +387,24 @@ func (s *Session) endStep(ctx context.Context, name, consequence string, fn func
 	return rep
 }
 
-// forEachStore runs fn on every store in parallel and returns the results
-// in store order. Stores are independent, so one slow store does not delay
-// the others' sync.
+// storeParallelism bounds how many stores mount or sync at once: enough to
+// overlap one store's round trips with another's disk writes, few enough
+// that 8 stores of a session do not thrash 2 cores and a small server.
+const storeParallelism = 4
+
+// forEachStore runs fn on the stores, storeParallelism at a time, and
+// returns the results in store order. Stores are independent, so one slow
+// store does not delay the others' sync.
 func forEachStore[T any](stores []*store, fn func(*store) T) []T {
 	out := make([]T, len(stores))
+	slots := make(chan struct{}, storeParallelism)
 	var wg sync.WaitGroup
 	for i, st := range stores {
-		wg.Go(func() { out[i] = fn(st) })
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out[i] = fn(st)
+		})
 	}
 	wg.Wait()
 	return out

@@ -59,10 +59,11 @@ func TestMountPagesThroughLargeStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, "folder", folder(t, m.dir), want)
+	// Against the hosted API's shape: the snapshot is refused (404), and
 	// 45 memories are three pages of the full listing, and nothing else.
 	reqs := m.rec.take()
-	if len(reqs) != 3 || len(writes(reqs)) != 0 {
-		t.Fatalf("mount sent %v, want three listing pages", reqs)
+	if len(reqs) != 4 || !strings.HasSuffix(reqs[0], "/snapshot") || len(writes(reqs)) != 0 {
+		t.Fatalf("mount sent %v, want the refused snapshot and three listing pages", reqs)
 	}
 }
 
@@ -124,6 +125,15 @@ func TestConflictKeepsTheServerVersionAndWarns(t *testing.T) {
 		if w[k] != v {
 			t.Errorf("conflict warning %s = %v, want %q", k, w[k], v)
 		}
+	}
+	// The agent's losing edit is kept where the log says.
+	equal(t, "kept copies", keptCopies(t, m.dir), map[string]string{"/plan.md": "the agent's edit"})
+	kept := e.logs.Records(t, slog.LevelWarn, "the agent's losing edit is kept at kept_copy")
+	if len(kept) != 1 || kept[0]["path"] != "/plan.md" {
+		t.Fatalf("kept-copy log: %v", kept)
+	}
+	if b, err := os.ReadFile(kept[0]["kept_copy"].(string)); err != nil || string(b) != "the agent's edit" {
+		t.Fatalf("the logged kept copy holds %q, %v", b, err)
 	}
 	// The next sync has nothing to do.
 	m.Sync(e.ctx)

@@ -8,8 +8,9 @@ import (
 // State is what a sync remembers about one store between cycles, by memory
 // path ("/a/b.md"). It starts empty at mount (filled by MarkSynced for each
 // memory written to the folder), is replaced by each [Plan.Next], and is
-// advanced by apply through the Mark methods as actions succeed. It lives
-// for one session: a new session mounts a fresh folder.
+// advanced by apply through the Mark methods as actions succeed. Each
+// store's journal holds it durably (see StateDir), so that it outlives a
+// crash of the worker.
 type State map[string]PathState
 
 // PathState is the memory of one path. The zero value means "nothing known"
@@ -18,28 +19,28 @@ type PathState struct {
 	// Base is the content_sha256 both sides held after the last successful
 	// sync of this path; "" if they never agreed (a new file, a failed
 	// download). Changes are detected against it on each side.
-	Base string
+	Base string `json:"base,omitempty"`
 	// MissingSince is when a sync first saw the file gone from the folder
 	// while its memory was unchanged on the server: the start of the
 	// corroboration window, and how a wiped folder (everything gone at once)
 	// is told apart from files deleted one by one.
-	MissingSince time.Time
+	MissingSince time.Time `json:"missing_since,omitzero"`
 	// Held is the sha of local content that is not to be pushed: the server
 	// refused it (400/413), it cannot be a memory (not UTF-8, too large), or
 	// the store is read-only. It is warned about once and not retried until
 	// the file's content changes.
-	Held string
+	Held string `json:"held,omitempty"`
 	// Sent is the sha of content whose upload was sent but whose response
 	// never arrived: it may have landed. The next listing settles it — a
 	// memory holding exactly this sha is that upload — so a lost response
 	// causes neither a duplicate create nor a false conflict.
-	Sent string
+	Sent string `json:"sent,omitempty"`
 	// DeleteSent records a server delete that was sent but whose response
 	// never arrived. If the next listing no longer has the memory, the
 	// delete landed: the base is dropped, so a file re-created since (even
 	// with the same content) reads as new and is uploaded, not removed as a
 	// leftover of a memory deleted on the server.
-	DeleteSent bool
+	DeleteSent bool `json:"delete_sent,omitempty"`
 }
 
 func (ps PathState) isZero() bool { return ps == PathState{} }

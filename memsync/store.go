@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,18 +46,51 @@ type store struct {
 	cache           *confined.HashCache
 	state           State
 	caseInsensitive bool
-	// created: this Session made the folder, so End may remove it.
+	// created: this Session made the folder (or adopted it), so End may
+	// remove it.
 	created bool
 	notes   noteLog
+
+	sessionID string
+	now       func() time.Time
+	// step names the step running (mount, sync, final, flush) for the
+	// fault points; faultPoint is SessionConfig.FaultPoint.
+	step       string
+	faultPoint func(string)
+	// stateRoot is the state folder beside the store's folder (see
+	// StateDir), and lock its held lock file; both nil until the mount
+	// opens them.
+	stateRoot *confined.Root
+	lock      *os.File
+	// journaled is the state the journal holds, so an unchanged state is
+	// not written again.
+	journaled State
+	// leftover is the journal of a leftover folder that Mount adopts.
+	leftover *journal
+	// adopted: the folder is one an earlier run of this session left.
+	adopted bool
+	// feed is the server's listing kept from the change feed, and seq the
+	// feed sequence it is at (read by the follower, hence atomic).
+	feed remoteCache
+	seq  atomic.Int64
+	// advanced wakes the store's follower after each background sync.
+	advanced chan struct{}
 }
 
 func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &store{
-		mount:     m,
-		id:        m.MemoryStoreID,
-		client:    cfg.Client,
-		deletions: cfg.Deletions,
-		log:       log.With("memory_store_id", m.MemoryStoreID, "folder", m.Dir, "mount_path", m.MountPath),
+		sessionID:  cfg.SessionID,
+		now:        now,
+		faultPoint: cfg.FaultPoint,
+		mount:      m,
+		id:         m.MemoryStoreID,
+		client:     cfg.Client,
+		deletions:  cfg.Deletions,
+		log:        log.With("memory_store_id", m.MemoryStoreID, "folder", m.Dir, "mount_path", m.MountPath),
 		// The cache's racy window compares file timestamps, which the
 		// kernel sets from the real clock, so it must not read an injected
 		// one: a test clock hours ahead would make it trust a hash taken
@@ -94,29 +128,117 @@ func (st *store) mountError(why, fix string) error {
 	return fmt.Errorf("memory store %s cannot be mounted at %s: %s; %s", st.id, where, why, fix)
 }
 
-// checkDir refuses a folder that already exists or whose parent cannot take
-// it, before anything is created: the folder must be the session's own,
-// never a leftover whose files would be uploaded as the agent's.
-func (st *store) checkDir() error {
+// leftoverFix is the advice of every refusal of something found at a
+// store's folder.
+const leftoverFix = "move it away or remove it, after checking it holds nothing you need"
+
+// checkDir refuses a folder whose parent cannot take it, before anything is
+// created, and reports whether something is already there: a leftover,
+// which Mount adopts only if the journal beside it vouches for it (see
+// checkLeftover), since files of unknown origin must never be uploaded as
+// the agent's.
+func (st *store) checkDir() (leftover bool, err error) {
 	dir := st.mount.Dir
 	if _, err := os.Lstat(dir); err == nil {
-		return st.mountError("something already exists there (perhaps a leftover of an earlier session)",
-			"it must not exist when the session starts: move it away or remove it, after checking it holds nothing you need")
+		return true, nil
 	}
 	parent := filepath.Dir(dir)
 	fi, err := os.Stat(parent)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return st.mountError(fmt.Sprintf("its parent folder %s does not exist", parent), fixFor(parent))
+		return false, st.mountError(fmt.Sprintf("its parent folder %s does not exist", parent), fixFor(parent))
 	case err != nil:
-		return st.mountError(fmt.Sprintf("its parent folder %s cannot be looked at (%v)", parent, err), fixFor(parent))
+		return false, st.mountError(fmt.Sprintf("its parent folder %s cannot be looked at (%v)", parent, err), fixFor(parent))
 	case !fi.IsDir():
-		return st.mountError(fmt.Sprintf("its parent %s is not a folder", parent), fixFor(parent))
+		return false, st.mountError(fmt.Sprintf("its parent %s is not a folder", parent), fixFor(parent))
 	}
 	if err := unix.Access(parent, unix.W_OK|unix.X_OK); err != nil {
-		return st.mountError(fmt.Sprintf("the worker cannot create folders in its parent %s (%v)", parent, err), fixFor(parent))
+		return false, st.mountError(fmt.Sprintf("the worker cannot create folders in its parent %s (%v)", parent, err), fixFor(parent))
 	}
+	return false, nil
+}
+
+// checkLeftover decides whether the folder found at the store's folder may
+// be adopted: a live worker does not hold its state folder's lock, the
+// journal beside it is this store's and this folder's, and the folder is a
+// real folder whose marker names the store. Anything else is refused,
+// leaving the folder and its state folder exactly as found. On success the
+// lock is held and st.leftover set.
+func (st *store) checkLeftover() error {
+	dir := st.mount.Dir
+	stateDir := StateDir(dir)
+	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
+		return st.mountError(fmt.Sprintf("something already exists there and no sync journal is beside it (%s), so it is not a folder a crashed worker left", stateDir),
+			"it must not exist when the session starts: "+leftoverFix)
+	}
+	err := st.openState()
+	if errors.Is(err, errLocked) {
+		return st.mountError("another running worker serves that folder (it holds the lock in "+stateDir+")",
+			"give each session its own folder: stop the other worker, or run this one with another --mount-root")
+	}
+	if err != nil {
+		return st.mountError("something already exists there and "+err.Error(), leftoverFix)
+	}
+	refuse := func(why string) error {
+		st.closeState(false)
+		return st.mountError("something already exists there and "+why, leftoverFix+"; its state folder "+stateDir+" goes with it")
+	}
+	j, err := st.readJournal()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return refuse("its state folder holds no sync journal, so it is not a folder a crashed worker left")
+	case err != nil:
+		return refuse(fmt.Sprintf("its sync journal cannot be read (%v)", err))
+	case j.MemoryStoreID != st.id:
+		return refuse(fmt.Sprintf("its sync journal belongs to memory store %s, not this one", j.MemoryStoreID))
+	case j.Folder != dir:
+		return refuse(fmt.Sprintf("its sync journal belongs to the folder %s, not this one", j.Folder))
+	}
+	root, err := confined.Open(dir)
+	if err != nil {
+		return refuse(fmt.Sprintf("it is not a folder the worker can use (%v)", err))
+	}
+	if m := readMarker(root, st.id); m != MarkerTrusted {
+		return refuse(fmt.Sprintf("its marker file %s is %v, so it may not be this store's folder", MarkerName, m))
+	}
+	st.root, st.leftover = root.WithoutSync(), &j
 	return nil
+}
+
+// adopt takes over the leftover folder checkLeftover vouched for. Left by
+// an earlier run of this session, it becomes this run's folder: a sync
+// against the journaled state uploads what the agent wrote before the crash
+// and downloads what changed meanwhile, by the usual rules. Left by another
+// session, which has ended since, its edits are uploaded (flush) and copies
+// kept of what cannot be, then it is removed and the store mounted afresh.
+func (st *store) adopt(ctx context.Context, now time.Time) error {
+	j := st.leftover
+	st.leftover = nil
+	st.state, st.journaled, st.created = j.State, j.State.Clone(), true
+	st.notes.begin()
+	if n := removeTempFiles(st.root); n > 0 {
+		st.log.InfoContext(ctx, "removed the temporary files of writes the crash interrupted (their content never replaced any file)", "removed", n)
+	}
+	var err error
+	if st.caseInsensitive, err = probeCaseInsensitive(st.root); err != nil {
+		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
+	}
+	if j.SessionID == st.sessionID {
+		st.adopted = true
+		st.log.InfoContext(ctx, "adopting the folder an interrupted run of this session left: syncing it against its journal, so the agent's edits are uploaded and nothing is lost")
+		o := st.sync(ctx, now, false)
+		st.log.InfoContext(ctx, "memory store mounted (adopted)", "changes", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
+		return nil
+	}
+	st.log.InfoContext(ctx, "found the folder a crashed worker left for an earlier session: uploading its edits, keeping copies of what cannot be uploaded, then mounting the store afresh",
+		"earlier_session_id", j.SessionID)
+	o := st.flush(ctx, now)
+	st.log.InfoContext(ctx, "the earlier session's folder was flushed", "earlier_session_id", j.SessionID, "uploaded", o.changes, "failed", o.failed)
+	if st.dispose(ctx) != disposeRemoved {
+		return st.mountError("the folder an earlier session left could not be removed after its edits were saved (the lines above say why)", leftoverFix)
+	}
+	st.state = State{}
+	return st.mountStore(ctx, now)
 }
 
 // fixFor is mountFix for a parent other than the default.
@@ -130,6 +252,16 @@ func fixFor(parent string) string {
 
 // mountStore creates the folder and its marker and downloads every memory.
 func (st *store) mountStore(ctx context.Context, now time.Time) error {
+	if st.lock == nil {
+		err := st.openState()
+		if errors.Is(err, errLocked) {
+			return st.mountError("another running worker is mounting a folder there (it holds the lock in "+StateDir(st.mount.Dir)+")",
+				"give each session its own folder: stop the other worker, or run this one with another --mount-root")
+		}
+		if err != nil {
+			return st.mountError(err.Error(), fixFor(filepath.Dir(st.mount.Dir)))
+		}
+	}
 	root, err := confined.Create(st.mount.Dir)
 	switch {
 	case errors.Is(err, fs.ErrExist):
@@ -138,10 +270,11 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return st.mountError(fmt.Sprintf("the folder cannot be created (%v)", err), fixFor(filepath.Dir(st.mount.Dir)))
 	}
-	// The folder is a copy of the server's store, and a crash leaves it for
-	// dead (the next session refuses a leftover folder), so its writes need
-	// to be atomic for the agent but not durable.
+	// The folder's writes are atomic for the agent but not fsynced: what
+	// the worker writes there is a copy of the server's, and the journal
+	// survives a crash of the worker, which leaves the page cache intact.
 	st.root, st.created = root.WithoutSync(), true
+	st.step = "mount"
 	st.notes.begin()
 	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
@@ -152,19 +285,26 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive {
 		st.log.InfoContext(ctx, "this folder's filesystem ignores letter case, so memories whose paths differ only in case are not synced here (each such case is logged)")
 	}
+	// Journaled before the first download: a worker killed mid-download
+	// leaves a folder the next one adopts (what landed reads as equal to
+	// the server, the rest is downloaded), not one it must refuse.
+	st.writeJournal(ctx, State{})
 	o, err := st.download(ctx, now)
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
+	st.writeJournal(ctx, st.state)
 	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil
 }
 
-// download fills the new, empty folder. It reads content with the full
-// listing — 20 memories a request — rather than a basic listing plus one
-// GET per memory: for a store that is downloaded whole it moves the same
-// content in about 20 times fewer requests (see BenchmarkMount). Only one
-// listing page is held in memory at a time.
+// download fills the new, empty folder. From a memstore server it reads
+// one snapshot (one request, content included) and follows the change
+// feed from its sequence afterwards. Otherwise it reads content with the
+// full listing — 20 memories a request — rather than a basic listing plus
+// one GET per memory: for a store that is downloaded whole it moves the
+// same content in about 20 times fewer requests (see BenchmarkMount). Only
+// one page is held in memory at a time.
 //
 // On a case-sensitive filesystem each path's fate depends on that path
 // alone, so each page is planned and written as it arrives. On a
@@ -174,7 +314,7 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 	empty := Local{Marker: MarkerTrusted}
 	opts := st.options(now, false)
 	if st.caseInsensitive {
-		remote, err := st.listBasic(ctx)
+		remote, err := st.listRemote(ctx)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -186,18 +326,28 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		return a.out, err
 	}
 	a := st.newApplier(State{})
-	err := st.eachFullPage(ctx, func(page []api.Memory) {
+	all := Remote{}
+	write := func(page []api.Memory) {
 		remote := Remote{}
 		a.contents = map[string]api.Memory{}
 		for _, m := range page {
 			remote[m.Path] = RemoteMemory{ID: m.ID, SHA256: m.ContentSHA256}
+			all[m.Path] = remote[m.Path]
 			a.contents[m.ID] = m
 		}
 		plan := Reconcile(State{}, empty, remote, opts)
 		st.logNotes(ctx, plan.Notes)
 		maps.Copy(a.next, plan.Next)
 		a.run(ctx, filterKinds(plan.Actions, Download), a.download)
-	})
+	}
+	seq, ok, err := st.eachSnapshotPage(ctx, write)
+	if ok && err == nil {
+		st.feed.reset(all)
+		st.seq.Store(seq)
+	}
+	if !ok {
+		err = st.eachFullPage(ctx, write)
+	}
 	a.contents = nil
 	st.state = a.next
 	return a.out, err
@@ -208,6 +358,10 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 	if st.root == nil {
 		return outcome{}
 	}
+	st.step = "sync"
+	if final {
+		st.step = "final"
+	}
 	st.notes.begin()
 	local, err := Scan(st.root, st.cache, st.id)
 	if err != nil {
@@ -217,7 +371,7 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 	for _, ig := range local.Ignored {
 		st.emit(ctx, Note{Level: slog.LevelInfo, Path: "/" + ig.Path, Msg: "this entry cannot be a memory, so it is not synced", Err: ig.Err, Persistent: true})
 	}
-	remote, err := st.listBasic(ctx)
+	remote, err := st.listRemote(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{incomplete: true}
@@ -239,15 +393,51 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 			st.warn(ctx, "", "cannot download the memories to rebuild the folder; the next sync retries", err)
 		}
 		st.state = a.next
+		st.writeJournal(ctx, st.state)
 		return a.out
 	}
+	st.journalSends(ctx, plan)
+	st.fault("planned")
 	a.apply(ctx, plan.Actions)
 	st.state = a.next
+	st.writeJournal(ctx, st.state)
 	o := a.out
 	if o.changes > 0 || o.failed > 0 {
 		st.log.InfoContext(ctx, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
 	}
 	return o
+}
+
+// fault calls the fault point of what the current step just did.
+func (st *store) fault(what string) {
+	if st.faultPoint != nil {
+		st.faultPoint(st.step + "." + what)
+	}
+}
+
+// journalSends journals, before a plan's requests go out, that each of its
+// uploads and server deletes may land: if the worker dies before their
+// answers are journaled, the next worker's first listing recognises them
+// (see State.MarkSent), so an upload that landed reads as synced, not as a
+// conflict with the agent's next edit.
+func (st *store) journalSends(ctx context.Context, plan Plan) {
+	var pre State
+	for _, act := range plan.Actions {
+		if act.Kind != Create && act.Kind != Update && act.Kind != DeleteRemote {
+			continue
+		}
+		if pre == nil {
+			pre = plan.Next.Clone()
+		}
+		if act.Kind == DeleteRemote {
+			pre.MarkDeleteSent(act.Path)
+		} else {
+			pre.MarkSent(act.Path, act.Local.SHA256)
+		}
+	}
+	if pre != nil {
+		st.writeJournal(ctx, pre)
+	}
 }
 
 // prepareRebuild makes sure the folder exists and holds this store's
@@ -272,6 +462,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	if st.root == nil || st.mount.ReadOnly {
 		return outcome{}
 	}
+	st.step = "flush"
 	st.notes.begin()
 	local, err := Scan(st.root, st.cache, st.id)
 	if err != nil {
@@ -293,7 +484,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	if len(dirty) == 0 {
 		return outcome{}
 	}
-	remote, err := st.listBasic(ctx)
+	remote, err := st.listRemote(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{incomplete: true, cutOff: len(dirty), cutPaths: dirty}
@@ -313,17 +504,21 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 			uploads = append(uploads, act)
 		case Download:
 			if slices.Contains(dirty, act.Path) {
-				st.log.WarnContext(ctx, "this file's local edit is not uploaded at the end of the session: the memory changed on the server too, and the server version wins",
-					"path", act.Path)
+				st.log.WarnContext(ctx, "this file's local edit is not uploaded at the end of the session: the memory changed on the server too, and the server version wins; "+
+					"a copy of the edit is kept when the folder is removed", "path", act.Path)
 			}
 		}
 	}
 	a := st.newApplier(plan.Next)
+	st.journalSends(ctx, Plan{Actions: uploads, Next: plan.Next})
+	st.fault("planned")
 	a.apply(ctx, uploads)
 	st.state = a.next
+	st.writeJournal(ctx, st.state)
 	// An upload that did not land — it failed, or the server refused it or
-	// changed first, or the file changed while it was sent — is lost with
-	// the folder. The time limit's cut-offs are End's to report.
+	// changed first, or the file changed while it was sent — is not on the
+	// server; dispose keeps a copy. The time limit's cut-offs are End's to
+	// report.
 	var lost []string
 	for _, act := range uploads {
 		if st.state[act.Path].Base != act.Local.SHA256 && !slices.Contains(a.out.cutPaths, act.Path) {
@@ -332,7 +527,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	}
 	if len(lost) > 0 {
 		// Said every time: there is no later sync to retry these.
-		st.log.WarnContext(ctx, "local edits could not be uploaded at the end of the session and are lost when the folder is removed "+
+		st.log.WarnContext(ctx, "local edits could not be uploaded at the end of the session; a copy of each is kept when the folder is removed "+
 			"(the messages above say why for each: a failed request, a refusal, or a server change that won)",
 			"paths", lost)
 	}
@@ -378,26 +573,68 @@ func (st *store) dispose(ctx context.Context) disposal {
 			return disposeKept
 		}
 	}
+	if !st.keepUnsaved(ctx) {
+		st.closeState(false)
+		return disposeKept
+	}
 	if err := os.RemoveAll(st.mount.Dir); err != nil {
 		st.log.WarnContext(ctx, "the folder could not be removed; remove it by hand before this store is mounted here again", "error", err)
+		st.closeState(false)
 		return disposeKept
 	}
 	st.created = false
+	st.closeState(true)
 	return disposeRemoved
 }
 
-// discard removes a folder Mount created before the mount failed: it holds
-// nothing but what Mount downloaded.
+// keepUnsaved keeps a copy, under the state folder, of every file whose
+// content the server does not hold as far as the last sync knows — an
+// upload that failed or lost, content the server refused or that cannot
+// be a memory, a change in a read-only store — so that removing the folder
+// destroys nothing the agent wrote. It reports whether every such file was
+// kept; the folder must stay otherwise.
+func (st *store) keepUnsaved(ctx context.Context) bool {
+	local, err := Scan(st.root, st.cache, st.id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		st.log.ErrorContext(ctx, "the folder was kept: it cannot be scanned, so its unsynced edits cannot be saved before it is removed; copy what you need from it, then remove it", "error", err)
+		return false
+	}
+	ok := true
+	for _, p := range slices.Sorted(maps.Keys(local.Files)) {
+		if local.Files[p].SHA256 == st.state[p].Base {
+			continue
+		}
+		where, err := st.keepCopy(p, "")
+		if err != nil {
+			st.log.ErrorContext(ctx, "the folder was kept: this file's edit is not on the server and no copy of it could be kept; copy it somewhere safe, then remove the folder",
+				"path", p, "error", err)
+			ok = false
+			continue
+		}
+		st.log.WarnContext(ctx, "this file's content is not on the server, so a copy is kept before the folder is removed; restore it from kept_copy if it matters",
+			"path", p, "kept_copy", where)
+	}
+	return ok
+}
+
+// discard undoes a mount that failed. A folder Mount created holds nothing
+// but what it downloaded, and is removed with its state folder; an adopted
+// one is left as found, with its journal, for the next claim to adopt.
 func (st *store) discard(ctx context.Context) {
-	if !st.created {
+	if st.created && !st.adopted {
+		if err := os.RemoveAll(st.mount.Dir); err != nil {
+			st.log.WarnContext(ctx, "the folder of a failed mount could not be removed; remove it by hand before this store is mounted here again", "error", err)
+			st.closeState(false)
+			return
+		}
+		st.created, st.root = false, nil
+		st.closeState(true)
 		return
 	}
-	if err := os.RemoveAll(st.mount.Dir); err != nil {
-		st.log.WarnContext(ctx, "the folder of a failed mount could not be removed; remove it by hand before this store is mounted here again", "error", err)
-		return
-	}
-	st.created = false
-	st.root = nil
+	st.closeState(false)
 }
 
 // listBasic reads the whole store's listing without content: what every

@@ -163,7 +163,15 @@ func (t *Toolset) shell() (*shell, error) {
 	// one names the worker's own directory.
 	dir := t.areas[0].prefixes[0]
 	env = append(slices.Clip(env), "PWD="+dir)
-	sh, err := startShell(dir, env, t.cfg.MaxOutputBytes)
+	bashPath, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, fmt.Errorf("cannot start the shell: %w", err)
+	}
+	argv := []string{bashPath, "--noprofile", "--norc"}
+	if t.cfg.WrapShell != nil {
+		argv = t.cfg.WrapShell(argv)
+	}
+	sh, err := startShell(argv, dir, env, t.cfg.MaxOutputBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start the shell: %w", err)
 	}
@@ -230,11 +238,8 @@ type shell struct {
 	notify chan struct{} // a wake-up after each delivery (capacity 1)
 }
 
-func startShell(dir string, env []string, limit int) (*shell, error) {
-	bashPath, err := exec.LookPath("bash")
-	if err != nil {
-		return nil, err
-	}
+// startShell starts argv (bash, perhaps wrapped in a sandbox) in dir.
+func startShell(argv []string, dir string, env []string, limit int) (*shell, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -245,7 +250,7 @@ func startShell(dir string, env []string, limit int) (*shell, error) {
 		inW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(bashPath, "--noprofile", "--norc")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW

@@ -18,12 +18,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/confined"
+
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // markerName is the file that binds a memory folder to its store (SPEC §5).
 // write and edit refuse it: an agent that rewrote it would silently stop the
 // folder from syncing.
-const markerName = ".anthropic-memory-store"
+const markerName = validate.MarkerName
 
 type readInput struct {
 	FilePath  string  `json:"file_path"`
@@ -166,6 +168,15 @@ func (o *opened) openRegular(name string) (*os.File, int64, error) {
 	if !o.info.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s is not a regular file", name)
 	}
+	if cr, err := o.confined(); err != nil {
+		return nil, 0, err
+	} else if cr != nil {
+		f, st, err := cr.Open(o.rel)
+		if err != nil {
+			return nil, 0, confinedErr(name, err)
+		}
+		return f, st.Size, nil
+	}
 	f, err := o.root.OpenFile(o.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %s", name, fsErr(err))
@@ -290,6 +301,17 @@ func (t *Toolset) openWritable(p string) (*opened, error) {
 func (o *opened) replace(name string, data []byte) error {
 	if o.rel == "." {
 		return fmt.Errorf("%s is a directory", name)
+	}
+	if cr, err := o.confined(); err != nil {
+		return err
+	} else if cr != nil {
+		// A memory file: confined creates the folders and writes (0600)
+		// without following a link anywhere, and is the one writer the
+		// memory sync trusts.
+		if err := cr.WriteFile(o.rel, data, confined.Precondition{}); err != nil {
+			return confinedErr(name, err)
+		}
+		return nil
 	}
 	dir := path.Dir(o.rel)
 	if err := o.root.MkdirAll(dir, 0o700); err != nil {

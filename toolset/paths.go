@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/memstore/memstore/confined"
 )
 
 // area is one root the file tools may reach: the working directory or a
@@ -232,6 +234,32 @@ func (o *opened) inspect(rel string) (fs.FileInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// confined returns, for a target inside a memory store's folder, that
+// folder as a confined root: the file tools' reads and writes there go
+// through package confined, the I/O the memory sync trusts (no symlink
+// followed anywhere on the path, no file with several hard links read).
+// Nil in the working directory.
+func (o *opened) confined() (*confined.Root, error) {
+	if o.area.mount == nil {
+		return nil, nil
+	}
+	r, err := confined.Open(o.area.real)
+	if err != nil {
+		return nil, fmt.Errorf("%s changed while it was being opened; try again", o.area.label())
+	}
+	return r, nil
+}
+
+// confinedErr words an error of package confined for the agent: the path
+// it asked for, and what is wrong, without the host's paths.
+func confinedErr(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && (errors.Is(err, confined.ErrNotRegular) || errors.Is(err, confined.ErrSymlink) || errors.Is(err, confined.ErrNotDirectory)) {
+		return fmt.Errorf("%s: %v; the file tools do not follow links", name, pe.Err)
+	}
+	return fmt.Errorf("%s: %s", name, fsErr(err))
 }
 
 // fsErr turns a filesystem error into a short, stable phrase without the

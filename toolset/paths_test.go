@@ -224,3 +224,25 @@ func TestWorkdirConfiguredThroughALink(t *testing.T) {
 		t.Fatalf("bash pwd = %q, want the configured %s", got, link)
 	}
 }
+
+// A hard link in a store's folder to a file outside it is not read,
+// edited or searched (its content is the outside file's); a write replaces
+// the folder's name for it and leaves the outside file alone.
+func TestHardLinkInAStoreIsNotAMemoryFile(t *testing.T) {
+	f := newFixture(t)
+	if err := os.Link(f.secret, filepath.Join(f.notes, "linked.md")); err != nil {
+		t.Fatal(err)
+	}
+	link := notesPath + "/linked.md"
+	before := snapshot(t, f.outside)
+	wantErr(t, f.run(t, "read", in("file_path", link)), link, "hard links")
+	wantErr(t, f.run(t, "edit", in("file_path", link, "old_string", "top", "new_string", "pwned")), link, "hard links")
+	if res := f.run(t, "grep", in("pattern", "secret", "path", notesPath)); res.IsError || strings.Contains(res.Content, "top secret") {
+		t.Fatalf("grep over the store = %+v, want no match through the hard link", res)
+	}
+	wantOK(t, f.run(t, "write", in("file_path", link, "content", "mine")))
+	sameSnapshot(t, before, snapshot(t, f.outside))
+	if got := readString(t, filepath.Join(f.notes, "linked.md")); got != "mine" {
+		t.Fatalf("the written file holds %q", got)
+	}
+}

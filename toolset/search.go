@@ -214,8 +214,18 @@ func (t *Toolset) grep(input json.RawMessage) Result {
 	var out strings.Builder
 	budget := t.cfg.MaxOutputBytes
 	cut := 0
+	cr, err := o.confined()
+	if err != nil {
+		return failf("grep: %v", err)
+	}
+	read := o.root.ReadFile
+	if cr != nil {
+		// In a memory store's folder, through confined: a file with
+		// several hard links may be another one's content, and is skipped.
+		read = func(rel string) ([]byte, error) { return cr.ReadFile(rel, grepMaxFileBytes) }
+	}
 	search := func(rel string) {
-		data, err := o.root.ReadFile(rel)
+		data, err := read(rel)
 		if err != nil || len(data) > grepMaxFileBytes || bytes.IndexByte(data[:min(len(data), 512)], 0) >= 0 {
 			return
 		}

@@ -55,16 +55,20 @@
 // links. The memory stores require it (a link would let two memories share a
 // file, or a write land somewhere the sync never looks), and refusing them
 // everywhere keeps one rule an agent can learn from a single error message.
-// Each operation runs through an [os.Root] for its allowed root, so even a
-// link swapped in by a racing process cannot lead it out of that root.
+// Each path is checked through an [os.Root] for its allowed root, so even a
+// link swapped in by a racing process cannot lead it out of that root; the
+// reads and writes inside a memory store's folder then go through package
+// confined, the I/O the memory sync uses, which walks every component
+// without following links and refuses files with several hard links (a
+// hard link to a file outside the folder would leak or publish it).
 //
 // write and edit refuse every path inside a read-only store with an error
 // that names the store's mount path: it is the only memory error an agent
 // ever sees, and it is better to see it at write time than to find the change
 // silently never synced. They also refuse the store's marker file. Files and
 // folders the tools create are owner-only (0600 and 0700, as the memory
-// folders require and as the SDK does everywhere); an existing file keeps its
-// mode. Writes are atomic (a temporary file beside the target, then a
+// folders require and as the SDK does everywhere); an existing file in the
+// working directory keeps its mode. Writes are atomic (a temporary file beside the target, then a
 // rename), so the sync never uploads half a file.
 //
 // # bash
@@ -72,9 +76,10 @@
 // bash is one persistent shell per Toolset, started on first use in the
 // working directory: cwd, variables and functions carry over between calls.
 // It runs without a terminal, reads commands from a pipe, and gives each
-// command /dev/null as stdin. It is not confined, and it does not get the
-// worker's ANTHROPIC_* or MEMSTORE_* variables (credentials). Run the worker
-// in a sandbox.
+// command /dev/null as stdin. It does not get the worker's ANTHROPIC_* or
+// MEMSTORE_* variables (credentials). It is confined only by
+// Config.WrapShell: the worker runs it in a bubblewrap sandbox that shows the
+// same working directory and stores as the file tools, and nothing else.
 //
 // POSIX only.
 package toolset
@@ -145,6 +150,13 @@ type Config struct {
 	// hold the environment key, the work secret and the admin key and have
 	// no business in a shell the model drives.
 	BashEnv []string
+	// WrapShell, when set, turns the shell's command line (bash and its
+	// arguments) into the one started instead: the same shell inside a
+	// sandbox (package sandbox). The wrapped command must stay in the
+	// process group the toolset makes it lead, pass stdin and output
+	// through, and exit with the shell's status, so that timeouts, the
+	// output cap and the kill of everything a command started keep working.
+	WrapShell func(argv []string) []string
 
 	// Logger receives the toolset's own events (shell started, killed).
 	// Default: slog.Default(). The worker passes one already carrying
@@ -178,14 +190,21 @@ type Toolset struct {
 	closed  bool
 }
 
-// names lists the tools of agent_toolset_20260401.
-var names = map[string]bool{"read": true, "write": true, "edit": true, "bash": true, "glob": true, "grep": true}
-
 // IsTool reports whether name is one of the tools a Toolset runs. The
 // official SDK's tool runner leaves a tool call it does not own unanswered
 // (another client may own it) instead of posting an error, and a worker that
 // wants the same split uses this to tell the two apart.
-func IsTool(name string) bool { return names[name] }
+func IsTool(name string) bool { return toolNames[name] }
+
+// toolNames is the set of Definitions' names, built once: IsTool is called
+// for every call of every script the scripted runtime reads.
+var toolNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range Definitions() {
+		m[d.Name] = true
+	}
+	return m
+}()
 
 // New checks cfg and returns a Toolset. It starts nothing: the shell starts
 // on the first bash call.

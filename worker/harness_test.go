@@ -49,12 +49,15 @@ type testServer struct {
 // mountPrefix ("" for /mnt/memory, the default). Its streams send no
 // keepalives, so that a test's log holds only what the worker did.
 func startServer(t *testing.T, mountPrefix string) *testServer {
+	return startServerWith(t, testserver.Options{MountPrefix: mountPrefix})
+}
+
+// startServerWith starts a server with o, on a clock a test can push.
+func startServerWith(t *testing.T, o testserver.Options) *testServer {
 	t.Helper()
 	clock := &serverClock{}
-	return &testServer{
-		Server: testserver.Start(t, testserver.Options{Now: clock.now, MountPrefix: mountPrefix, StreamKeepalive: time.Hour}),
-		clock:  clock,
-	}
+	o.Now, o.StreamKeepalive = clock.now, time.Hour
+	return &testServer{Server: testserver.Start(t, o), clock: clock}
 }
 
 // testClient is a client of ts whose retries do not sleep.
@@ -74,9 +77,13 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, mountPrefix string) *fixture {
+	return newFixtureWith(t, startServer(t, mountPrefix), api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+}
+
+// newFixtureWith is a fixture on srv whose agent is created by agentReq.
+func newFixtureWith(t *testing.T, srv *testServer, agentReq api.CreateAgentRequest) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	srv := startServer(t, mountPrefix)
 	admin := srv.Admin(t)
 	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
 	if err != nil {
@@ -86,7 +93,7 @@ func newFixture(t *testing.T, mountPrefix string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	agent, err := admin.CreateAgent(ctx, agentReq)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -94,6 +95,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	// and flush, and ends only right before the force-stop.
 	hbCtx, stopBeating := context.WithCancel(context.WithoutCancel(ctx))
 	ls := newLease(c, work, lastHeartbeat, w.cfg.HeartbeatInterval, w.cfg.clock, log)
+	ls.desiredTTL = int64(w.cfg.LeaseTTL / time.Second)
 	var end leaseEnd
 	beating := make(chan struct{})
 	go func() {
@@ -124,8 +126,12 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		return fmt.Errorf("fetch session %s: %w", work.Data.ID, err)
 	}
 	if sess.Status == api.SessionTerminated {
+		w.finishLeftovers(runCtx, c, sess, token, log)
 		log.Info("the session is already terminated; nothing to run")
 		return nil
+	}
+	if w.cfg.FaultPoint != nil {
+		w.cfg.FaultPoint("item.fetched")
 	}
 
 	mem, mounts, err := w.openMemory(c, sess, token, log)
@@ -162,7 +168,7 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 		}
 	}
 
-	ts, err := toolset.New(toolset.Config{Workdir: w.cfg.Workdir, Mounts: mounts, Logger: log})
+	ts, err := toolset.New(w.toolsetConfig(mounts, log))
 	if err != nil {
 		log.Error("work item failed: the tools could not be set up", "err", err)
 		return err
@@ -173,11 +179,15 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	defer ts.Close()
 	w.setTools(active, ts)
 
-	afterCall := func(context.Context) {}
+	afterCall := func(context.Context, string, json.RawMessage, bool) {}
 	if mem != nil {
-		afterCall = mem.SyncIfDue
+		afterCall = mem.afterCall
+		if !w.cfg.MemorySyncInline {
+			mem.StartLive(runCtx)
+		}
 	}
 	r := newRunner(c, sess.ID, ts, afterCall, ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
+	r.faultPoint = w.cfg.FaultPoint
 	clean, err = r.run(runCtx)
 	if err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)

@@ -60,8 +60,10 @@ type lease struct {
 	work     string
 	expected string        // expected_last_heartbeat of the next beat
 	every    time.Duration // Config.HeartbeatInterval; 0 derives it from the TTL
-	clock    clock
-	log      *slog.Logger
+	// desiredTTL is Config.LeaseTTL in whole seconds; 0 asks for none.
+	desiredTTL int64
+	clock      clock
+	log        *slog.Logger
 
 	// ttl is the last TTL the server granted, in nanoseconds; the runner
 	// reads it as the window in which a tool result is worth retrying.
@@ -91,7 +93,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 	stopping := false
 	for {
 		beatCtx, cancel := context.WithTimeout(ctx, max(interval, minHeartbeatInterval))
-		hb, err := l.c.HeartbeatWork(beatCtx, l.env, l.work, api.WorkHeartbeatParams{ExpectedLastHeartbeat: l.expected})
+		hb, err := l.c.HeartbeatWork(beatCtx, l.env, l.work, api.WorkHeartbeatParams{ExpectedLastHeartbeat: l.expected, DesiredTTLSeconds: l.desiredTTL})
 		cancel()
 		if ctx.Err() != nil {
 			return leaseHeld

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,7 +47,7 @@ func remapped(root string) bool {
 // and what to do about it; nil when it can. It never creates root: a
 // mistyped path must not become a folder tree.
 func checkMountRoot(root string) error {
-	fix := fmt.Sprintf(`create it and give the worker's user write access (sudo mkdir -p %q && sudo chown "$USER" %q), or pass another folder with --mount-root`, root, root)
+	fix := fixFor(root)
 	fi, err := os.Stat(root)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -67,6 +68,10 @@ func checkMountRoot(root string) error {
 type memory struct {
 	*memsync.Session
 	log *slog.Logger
+	// sessionRoot is the session's own mount root under the worker's,
+	// removed at End once memsync has removed the stores' folders; empty
+	// when the stores live in the worker's mount root itself.
+	sessionRoot string
 }
 
 // openMemory prepares the memory of a session: nil when it has no stores
@@ -101,9 +106,14 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 			"fix", "serve the item with the secret the poll returned (ANTHROPIC_WORK_SECRET or --work-secret-file), or set --memory-sync-interval=-1 to run it without memory")
 		return nil, nil, fmt.Errorf("session %s: %w", sess.ID, ErrNoSessionsToken)
 	}
+	root, sessionRoot, err := w.mountRootFor(sess.ID)
+	if err != nil {
+		log.Error("work item failed: the session's own mount root cannot be made", "err", err)
+		return nil, nil, err
+	}
 	mounts := make([]toolset.Mount, len(stores))
 	for i := range stores {
-		dir, err := mountDir(stores[i].MountPath, w.cfg.MountRoot)
+		dir, err := mountDir(stores[i].MountPath, root)
 		if err != nil {
 			log.Error("work item failed: a memory store's mount path cannot be used", "memory_store_id", stores[i].MemoryStoreID, "mount_path", stores[i].MountPath, "err", err)
 			return nil, nil, fmt.Errorf("memory store %s: %w", stores[i].MemoryStoreID, err)
@@ -112,14 +122,92 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 		mounts[i] = toolset.Mount{Path: stores[i].MountPath, Dir: dir, ReadOnly: stores[i].ReadOnly}
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
-		Client: c, Stores: stores, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log,
+		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint,
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)
 		return nil, nil, err
 	}
-	return &memory{s, log}, mounts, nil
+	return &memory{s, log, sessionRoot}, mounts, nil
+}
+
+// mountRootFor is the mount root of one session's stores: the worker's own
+// without a sandbox; with one, a folder named after the session inside it
+// (made here, mode 0700), so that two sessions of one store get two
+// folders, each shown to its own agent at the store's mount path. A
+// session id cannot be a store's slug (slugs have no "_"). An existing
+// folder is a leftover of the same session served before: memsync still
+// refuses any store folder left in it.
+func (w *Worker) mountRootFor(sessionID string) (root, sessionRoot string, err error) {
+	if w.sandbox == nil {
+		return w.cfg.MountRoot, "", nil
+	}
+	base := w.cfg.MountRoot
+	if !remapped(base) {
+		base = api.DefaultMountPrefix
+	}
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || strings.HasPrefix(sessionID, ".") {
+		return "", "", fmt.Errorf("session id %q cannot name a folder", sessionID)
+	}
+	dir := filepath.Join(base, sessionID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", "", fmt.Errorf("create %s, where this session's stores are mounted (%v); %s", dir, err, fixFor(base))
+	}
+	return dir, dir, nil
+}
+
+// fixFor says how to make root a folder the worker can create folders in.
+func fixFor(root string) string {
+	return fmt.Sprintf(`create it and give the worker's user write access (sudo mkdir -p %q && sudo chown "$USER" %q), or pass another folder with --mount-root`, root, root)
+}
+
+// finishLeftovers finishes the memory of a session that terminated while
+// its worker was gone (killed during the final sync, say): the folders it
+// left are adopted, synced a last time, flushed and removed, so that what
+// the agent wrote reaches the server even though no tool runs any more.
+// Stores without a leftover folder are not mounted at all.
+func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *api.Session, token string, log *slog.Logger) {
+	left := *sess
+	left.Resources = nil
+	for _, r := range sess.Resources {
+		if r.Type != api.ResourceMemoryStore {
+			continue
+		}
+		if dir, err := mountDir(r.MountPath, w.cfg.MountRoot); err == nil {
+			if _, err := os.Lstat(dir); err == nil {
+				left.Resources = append(left.Resources, r)
+			}
+		}
+	}
+	if len(left.Resources) == 0 {
+		return
+	}
+	mem, _, err := w.openMemory(c, &left, token, log)
+	if err != nil || mem == nil {
+		return
+	}
+	if err := mem.Mount(ctx); err == nil {
+		log.Info("the session ended while its memory folders were left behind; finishing them: a last sync, a flush, then removal")
+	}
+	mem.End(context.WithoutCancel(ctx), true)
+}
+
+// afterCall is the memory's part of the end of a tool call. In live mode
+// (memsync.Session.StartLive) it only queues work: the upload of the file a
+// successful write or edit wrote, and the periodic sync if it is due, which
+// then run beside the agent's next call. In inline mode Nudge is the sync
+// that is due, run before the next call, as the official worker does.
+func (m *memory) afterCall(ctx context.Context, name string, input json.RawMessage, isError bool) {
+	if !isError && (name == "write" || name == "edit") {
+		var in struct {
+			FilePath string `json:"file_path"`
+		}
+		if json.Unmarshal(input, &in) == nil && filepath.IsAbs(in.FilePath) {
+			m.Wrote(in.FilePath)
+		}
+	}
+	m.Nudge(ctx)
 }
 
 // End ends the session's memory (memsync bounds it) and logs the outcome:
@@ -136,6 +224,12 @@ func (m *memory) End(ctx context.Context, clean bool) {
 		"final_sync_changes", rep.FinalSync.Changes, "flush_changes", rep.Flush.Changes,
 		"failed", rep.FinalSync.Failed+rep.Flush.Failed, "cut_off", rep.FinalSync.CutOff+rep.Flush.CutOff,
 		"folders_removed", len(rep.Removed), "folders_kept", rep.Kept)
+	if m.sessionRoot != "" && len(rep.Kept) == 0 {
+		if err := os.Remove(m.sessionRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("the session's own mount root could not be removed", "folder", m.sessionRoot, "err", err,
+				"fix", "look at what is left in it, then remove it")
+		}
+	}
 }
 
 // mountDir is where a store advertised at mountPath lives on this host:

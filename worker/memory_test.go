@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -194,6 +195,9 @@ func TestTwoSessionsOnTwoMountRootsShareOneStore(t *testing.T) {
 		s := &side{clock: newFakeClock(), done: make(chan error, 1)}
 		s.cfg = f.memoryConfig(&logBuffer{})
 		s.cfg.Now, s.cfg.MaxIdle = s.clock.Now, -1
+		// The interval's protocol, as the official worker runs it; live
+		// sync is TestLiveSyncCarriesAWriteToTheOtherSession's.
+		s.cfg.MemorySyncInline = true
 		s.sess = f.session(script(api.ScriptEndIdle,
 			toolCall("write", map[string]any{"file_path": "/mnt/memory/shared/" + own + ".md", "content": "from " + own + "\n"})),
 			attach(shared, api.AccessReadWrite))
@@ -408,6 +412,7 @@ func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 	logs := &logBuffer{}
 	cfg := f.memoryConfig(logs)
 	cfg.Now = newFakeClock().Now // no sync comes due
+	cfg.MemorySyncInline = true  // and no write is uploaded at once
 	st := f.memStore("Notes", nil)
 	sess := f.session(script(api.ScriptEndIdle,
 		toolCall("write", map[string]any{"file_path": "/mnt/memory/notes/draft.md", "content": "half-way there\n"}),
@@ -477,7 +482,7 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	}
 	line := logs.line("quitting before the work item was let go")
 	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID,
-		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "remove"} {
+		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "adopts them"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("abandon line %q lacks %q", line, part)
 		}
@@ -490,5 +495,83 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	w.Abandon()
 	if after := strings.Count(logs.String(), "quitting before"); after != before {
 		t.Errorf("Abandon after the item was let go logged %d more lines:\n%s", after-before, logs)
+	}
+}
+
+// Live sync (the default): what one session writes is uploaded at once and
+// reaches the other session's folder through the change feed, with no
+// clock moving: no periodic sync is involved.
+func TestLiveSyncCarriesAWriteToTheOtherSession(t *testing.T) {
+	f := newFixture(t, "")
+	shared := f.memStore("Shared", nil)
+	type side struct {
+		sess *api.Session
+		cfg  Config
+		done chan error
+	}
+	var sides [2]*side
+	for i := range sides {
+		s := &side{done: make(chan error, 1)}
+		s.cfg = f.memoryConfig(&logBuffer{})
+		s.cfg.Now, s.cfg.MaxIdle = newFakeClock().Now, -1
+		s.sess = f.session(script(api.ScriptEndIdle, toolCall("bash", map[string]any{"command": "true"})), attach(shared, api.AccessReadWrite))
+		w := f.worker(s.cfg)
+		item := f.claim()
+		go func() { s.done <- w.RunItem(context.Background(), Item{Work: item}) }()
+		sides[i] = s
+	}
+	for _, s := range sides {
+		waitFor(t, "the first turn", func() bool { return countTurns(f.events(s.sess.ID)) == 1 })
+	}
+	f.sendScript(sides[0].sess.ID, `{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/shared/live.md","content":"written live\n"}}]}`)
+	waitFor(t, "the write in the other session's folder", func() bool {
+		b, err := os.ReadFile(filepath.Join(sides[1].cfg.MountRoot, "shared", "live.md"))
+		return err == nil && string(b) == "written live\n"
+	})
+	f.sendScript(sides[1].sess.ID, `{"tool_calls":[{"name":"read","input":{"file_path":"/mnt/memory/shared/live.md"}}]}`)
+	waitFor(t, "the read", func() bool { return countTurns(f.events(sides[1].sess.ID)) == 2 })
+	if res := toolResults(f.events(sides[1].sess.ID)); res[len(res)-1].isError || !strings.Contains(res[len(res)-1].text, "written live") {
+		t.Fatalf("the other session read %+v", res[len(res)-1])
+	}
+	if n := len(f.versions(shared.ID)); n != 1 {
+		t.Fatalf("%d versions, want the one write uploaded once", n)
+	}
+	for _, s := range sides {
+		f.sendScript(s.sess.ID, `{"tool_calls":[],"end":"terminate"}`)
+	}
+	for i, s := range sides {
+		if err := <-s.done; err != nil {
+			t.Fatalf("side %d: %v", i+1, err)
+		}
+	}
+}
+
+// Live sync against a server without memstore's extensions (the hosted
+// API's shape): nothing is uploaded at the write (write-through needs the
+// change feed's view of the server), and the periodic sync, queued after a
+// call once the interval has passed, uploads it from the background.
+func TestLiveSyncFallsBackWithoutTheExtensions(t *testing.T) {
+	f := newFixture(t, "")
+	f.srv.Wrap(testserver.WithoutExtensions)
+	st := f.memStore("Notes", nil)
+	cfg := f.memoryConfig(&logBuffer{})
+	clock := newFakeClock()
+	cfg.Now, cfg.MaxIdle = clock.Now, -1
+	sess := f.session(script(api.ScriptEndIdle,
+		toolCall("write", map[string]any{"file_path": "/mnt/memory/notes/draft.md", "content": "draft\n"})),
+		attach(st, api.AccessReadWrite))
+	w := f.worker(cfg)
+	done := make(chan error, 1)
+	go func() { done <- w.RunItem(context.Background(), Item{Work: f.claim()}) }()
+	waitFor(t, "the first turn", func() bool { return countTurns(f.events(sess.ID)) == 1 })
+	if m := f.memories(st.ID); len(m) != 0 {
+		t.Fatalf("uploaded without the change feed before any sync: %q", m)
+	}
+	clock.Advance(memsync.MinInterval)
+	f.sendScript(sess.ID, `{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)
+	waitFor(t, "the periodic sync's upload", func() bool { return f.memories(st.ID)["/draft.md"] == "draft\n" })
+	f.sendScript(sess.ID, `{"tool_calls":[],"end":"terminate"}`)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

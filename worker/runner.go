@@ -76,14 +76,17 @@ type runner struct {
 	c         *client.Client
 	sessionID string
 	tools     tools
-	// afterCall runs after each call's result is posted: the memory sync
-	// that is due, while no tool is touching the files.
-	afterCall func(ctx context.Context)
+	// afterCall runs after each call's result is posted, with the call and
+	// whether it failed: it queues the memory work the call calls for (or,
+	// in inline mode, runs the sync that is due while no tool is touching
+	// the files).
+	afterCall func(ctx context.Context, name string, input json.RawMessage, isError bool)
 	// sendWindow is how long a result post is retried: the lease TTL.
 	sendWindow func() time.Duration
 	maxIdle    time.Duration // <= 0: never end on idle
 	clock      clock
 	log        *slog.Logger
+	faultPoint func(string) // Config.FaultPoint, or nil
 
 	mu        sync.Mutex
 	seen      map[string]bool  // event ids handled
@@ -98,7 +101,7 @@ type runner struct {
 	wake      chan struct{}
 }
 
-func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
+func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context, string, json.RawMessage, bool), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
 	return &runner{
 		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, clock: clk, log: log,
 		seen: map[string]bool{}, byID: map[string]*call{},
@@ -248,9 +251,9 @@ func (r *runner) handle(e api.Event) bool {
 			// unanswered, as the official worker does.
 			r.log.Info("tool call is not one of this worker's tools; leaving it to another client", "tool", e.Name, "tool_use_id", e.ID)
 			c.dropped = true
-		case e.EvaluatedPermission == "deny":
+		case e.EvaluatedPermission == api.PermissionDeny:
 			c.dropped = true
-		case e.EvaluatedPermission != "" && e.EvaluatedPermission != "allow":
+		case e.EvaluatedPermission != "" && e.EvaluatedPermission != api.PermissionAllow:
 			c.held = true
 		}
 		r.calls = append(r.calls, c)
@@ -261,16 +264,10 @@ func (r *runner) handle(e api.Event) bool {
 		if c := r.byID[e.ToolUseID]; c != nil {
 			c.answered = true
 		}
-	case eventToolConfirmation:
-		var confirm struct {
-			ToolUseID string `json:"tool_use_id"`
-			Result    string `json:"result"`
-		}
-		if raw, err := json.Marshal(e); err == nil && json.Unmarshal(raw, &confirm) == nil {
-			if c := r.byID[confirm.ToolUseID]; c != nil && c.held {
-				c.held = false
-				c.dropped = confirm.Result != "allow"
-			}
+	case api.EventUserToolConfirmation:
+		if c := r.byID[e.ToolUseID]; c != nil && c.held {
+			c.held = false
+			c.dropped = e.Result != api.PermissionAllow
 		}
 	case api.EventUserInterrupt:
 		if thread, ok := e.Extra["session_thread_id"]; ok && string(thread) != "null" {
@@ -302,10 +299,6 @@ func (r *runner) handle(e api.Event) bool {
 	r.signal()
 	return false
 }
-
-// eventToolConfirmation answers an agent.tool_use whose permission is "ask"
-// (Anthropic's API; memstore's runtimes always allow).
-const eventToolConfirmation = "user.tool_confirmation"
 
 func (r *runner) signal() {
 	select {
@@ -427,6 +420,7 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 
 	log := r.log.With("tool", c.name, "tool_use_id", c.id)
 	log.Info("tool call done", "is_error", res.IsError, "duration", r.clock.Now().Sub(start).Round(time.Millisecond), "summary", summarize(res.Content))
+	r.fault("tool.ran")
 	switch {
 	case answered:
 		return
@@ -440,8 +434,15 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 		return
 	}
 	r.post(ctx, c, res, log)
+	r.fault("tool.posted")
 	if ctx.Err() == nil {
-		r.afterCall(ctx)
+		r.afterCall(ctx, c.name, c.input, res.IsError)
+	}
+}
+
+func (r *runner) fault(point string) {
+	if r.faultPoint != nil {
+		r.faultPoint(point)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/sandbox"
 )
 
 // Defaults of Config's zero values.
@@ -69,6 +70,13 @@ type Config struct {
 	// server (memsync.DeletionMode; the zero value deletes; New refuses a
 	// value that is none of the modes).
 	MemorySyncDeletions memsync.DeletionMode
+	// MemorySyncInline runs each due sync after a tool call and before the
+	// next, as the official worker does, instead of beside the agent; it
+	// also turns off the upload at each write and edit and the following
+	// of the change feed (live sync, SPEC §8). Live sync needs nothing of
+	// the server: against one without the change feed it still moves the
+	// syncs off the agent's path.
+	MemorySyncInline bool
 	// MaxIdle is how long an item stays attached to a session that went
 	// idle after its turn before it is released: 0 is DefaultMaxIdle, a
 	// negative value never releases it. The next user.message queues a new
@@ -83,12 +91,30 @@ type Config struct {
 	// hands it to a script. An error force-stops the item; a nil return
 	// leaves it to whoever OnWork gave it to.
 	OnWork func(ctx context.Context, work api.Work) error
+	// Sandbox says how each session's bash runs: in a bubblewrap sandbox
+	// that shows the session's workdir and stores and nothing else, or
+	// unconfined (the zero value). With a sandbox, each session's stores
+	// live under a folder of its own in the mount root (<root>/<session
+	// id>/<slug>) and are shown at their mount paths, so sessions sharing a
+	// store can run side by side on one host. New checks that it works.
+	Sandbox sandbox.Config
 	// Logger receives the worker's logs, with work_id, session_id,
 	// environment_id and memory_store_id attached. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the memory sync's interval and deletion window;
 	// nil is the worker's own clock (time.Now). Tests drive syncs with it.
 	Now func() time.Time
+	// LeaseTTL is the lease each heartbeat asks for (desired_ttl_seconds,
+	// whole seconds; the server bounds it); 0 leaves it to the server. A
+	// short lease hands a crashed worker's items to another one sooner, at
+	// the price of more heartbeats.
+	LeaseTTL time.Duration
+	// FaultPoint, when set, is called at the moments a fault-injection test
+	// stops or kills the worker: "item.fetched" before the memory is
+	// mounted, "tool.ran" after a tool call ran but before its result is
+	// posted, "tool.posted" after, and memsync's points (see
+	// memsync.SessionConfig). Nil outside such tests.
+	FaultPoint func(point string)
 
 	// clock paces the worker's own waits (see clock); nil is the real one.
 	// Only this package's tests set it.
@@ -100,6 +126,8 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *slog.Logger
+	// sandbox starts each session's shell; nil runs it unconfined.
+	sandbox *sandbox.Launcher
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
@@ -143,8 +171,8 @@ func (w *Worker) setTools(a *activeItem, tools io.Closer) {
 // that may take a minute) and calls it right before it exits. For each item
 // still served it logs what quitting loses — the item is not stopped, so
 // the server offers it again once its lease lapses; the memory edits not
-// yet uploaded stay in the store folders, which the next session of those
-// stores refuses to mount over until someone removes them — and it kills
+// yet uploaded stay in the store folders, with their journals, for the next
+// worker to adopt and upload — and it kills
 // the item's shell, which would otherwise outlive the worker, still
 // running the agent's command. The worker must not be used afterwards.
 func (w *Worker) Abandon() {
@@ -154,9 +182,9 @@ func (w *Worker) Abandon() {
 		if len(a.folders) == 0 {
 			a.log.Error("quitting before the work item was let go: it is not stopped, so the server offers it again once its lease lapses")
 		} else {
-			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded are lost to the server, and the item is not stopped (the server offers it again once its lease lapses)",
+			a.log.Error("quitting before the work item was let go: memory edits not yet uploaded stay in these folders, and the item is not stopped (the server offers it again once its lease lapses)",
 				"folders", a.folders,
-				"fix", "copy any edit worth keeping out of these folders, then remove them: the next session of these stores refuses to mount over them")
+				"fix", "leave the folders in place: the worker that claims the session next, or mounts these stores there, adopts them and uploads the edits")
 		}
 		if a.tools != nil {
 			tools = append(tools, a.tools)
@@ -211,7 +239,14 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.clock.Now
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}, nil
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}
+	if cfg.OnWork == nil {
+		// OnWork hands items to something else, which brings its own.
+		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+	}
+	return w, nil
 }
 
 func defaultWorkerID() string {
@@ -246,7 +281,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && permanent(err):
-			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment; 404: no such environment)", w.cfg.EnvironmentID, err)
+			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment, or the environment is archived; 404: no such environment)", w.cfg.EnvironmentID, err)
 		case err != nil:
 			pollFailures++
 			d := backoff(pollFailures, pollRetryBase, pollRetryMax)

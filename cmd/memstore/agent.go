@@ -23,7 +23,7 @@ func init() {
 
 func agentCreate(ctx context.Context, cli *cliContext, args []string) error {
 	fs := cli.flags()
-	model := fs.String("model", api.ScriptedModel, "model id; memstore runs \"scripted\", whose messages are JSON scripts of tool calls")
+	model := fs.String("model", api.ScriptedModel, "model id: \"scripted\" (each message is a JSON script of tool calls), or a Claude model such as claude-sonnet-4-5, which the server calls with its model API key")
 	system := fs.String("system", "", "system prompt")
 	desc := fs.String("description", "", "description")
 	tools := fs.String("tools", `[{"type":"agent_toolset_20260401"}]`, "tools as a JSON array")

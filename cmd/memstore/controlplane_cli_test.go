@@ -59,6 +59,21 @@ func TestCLIEnvironmentsAgentsAndSessions(t *testing.T) {
 	if !strings.HasPrefix(key.Key, "sk-memstore-env-") || key.EnvironmentID != env.ID {
 		t.Fatalf("env key create printed %+v", key)
 	}
+	var keys []api.EnvironmentKey
+	listed := memstoreCLI(t, 0, append([]string{"env", "key", "list", env.ID}, conn...)...)
+	decodeOut(t, listed, &keys)
+	if len(keys) != 1 || keys[0].ID != key.ID || keys[0].Name != "ci" || strings.Contains(listed, key.Key) {
+		t.Fatalf("env key list printed %s", listed)
+	}
+	var revoked api.Deleted
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"env", "key", "revoke", env.ID, key.ID}, conn...)...), &revoked)
+	if revoked.ID != key.ID || revoked.Type != api.EnvironmentKeyDeletedType {
+		t.Fatalf("env key revoke printed %+v", revoked)
+	}
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"env", "key", "list", env.ID}, conn...)...), &keys)
+	if len(keys) != 0 {
+		t.Fatalf("env key list after the revoke: %+v", keys)
+	}
 	// Without --api-key, the admin.key of the data folder is used.
 	var envs []api.Environment
 	decodeOut(t, memstoreCLI(t, 0, "env", "list", "--base-url", rs.baseURL, "--data", data), &envs)

@@ -18,6 +18,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/worker"
 )
 
@@ -54,6 +55,10 @@ type demoCall struct {
 	// tick: after this call the demo moves the sync clock past the sync
 	// interval, so that a periodic sync runs then, not 5 s later.
 	tick bool
+	// sandboxed: the call works only in the sandbox, which shows the
+	// stores at their mount paths; without one, bash sees the host's
+	// /mnt/memory, and the call must fail.
+	sandboxed bool
 }
 
 const demoDecision = "The worker runs in the same process as the server in `memstore up`.\n"
@@ -63,6 +68,7 @@ var demoCalls = []demoCall{
 	{what: "read the team's style guide (read-only store)", name: "read", input: map[string]any{"file_path": "/mnt/memory/team-handbook/style.md"}},
 	{what: "write a new memory", name: "write", input: map[string]any{"file_path": "/mnt/memory/project-notes/decisions/2026-05-up.md", "content": demoDecision}, tick: true},
 	{what: "run a shell command", name: "bash", input: map[string]any{"command": `echo "the shell runs in $(basename "$PWD")"`}},
+	{what: "read the style guide with bash, at its mount path", name: "bash", input: map[string]any{"command": "cat /mnt/memory/team-handbook/style.md"}, sandboxed: true},
 	{what: "tick a to-do item", name: "edit", input: map[string]any{"file_path": "/mnt/memory/project-notes/todo.md", "old_string": "- [ ] write the demo", "new_string": "- [x] write the demo"}},
 	{what: "try to change the read-only style guide", name: "write", input: map[string]any{"file_path": "/mnt/memory/team-handbook/style.md", "content": "Anything goes.\n"}, refused: true},
 	{what: "list the project notes", name: "glob", input: map[string]any{"pattern": "**/*.md", "path": "/mnt/memory/project-notes"}},
@@ -115,9 +121,11 @@ type demo struct {
 
 	mu    sync.Mutex // guards out while the worker logs
 	calls int
-	skew  atomic.Int64  // how far the sync clock is ahead of the wall clock
-	done  chan struct{} // closed when the worker let go of the item
-	once  sync.Once
+	// sandbox is the mode the session's bash ran in, from its log line.
+	sandbox string
+	skew    atomic.Int64  // how far the sync clock is ahead of the wall clock
+	done    chan struct{} // closed when the worker let go of the item
+	once    sync.Once
 }
 
 func (d *demo) printf(format string, a ...any) {
@@ -171,8 +179,12 @@ func (d *demo) play(ctx context.Context, rs *runningServer, raw *slog.Logger) er
 	w, err := worker.New(worker.Config{
 		Client: c, EnvironmentID: d.env.ID, EnvironmentKey: key.Key, WorkerID: "demo-worker",
 		Workdir: workdir, MountRoot: mountRoot, MemorySyncInterval: memsync.MinInterval,
-		Now:    func() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) },
-		Logger: slog.New(&demoHandler{d: d, raw: raw.Handler()}),
+		Sandbox: sandbox.Config{Mode: sandbox.Auto},
+		// The demo narrates the interval's sync after a call, step by
+		// step, which needs the syncs in line with the calls.
+		MemorySyncInline: true,
+		Now:              func() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) },
+		Logger:           slog.New(&demoHandler{d: d, raw: raw.Handler()}),
 	})
 	if err != nil {
 		return err
@@ -311,7 +323,17 @@ func (h *demoHandler) Handle(ctx context.Context, r slog.Record) error {
 		if summary == "" {
 			summary = "(no output)"
 		}
-		d.printf("call %d   %-5s %-45s %s %s\n", n, a["tool"], what, outcome, summary)
+		d.printf("call %d   %-5s %-50s %s %s\n", n, a["tool"], what, outcome, summary)
+	case r.Message == "session sandbox":
+		d.mu.Lock()
+		d.sandbox = a["sandbox"]
+		d.mu.Unlock()
+		if a["sandbox"] == string(sandbox.None) {
+			d.printf("sandbox  none: bash runs unconfined and sees the host's files, not the stores at /mnt/memory (install bubblewrap to confine it)\n")
+		} else {
+			d.printf("sandbox  bwrap: bash sees its workdir, %s read-write and %s read-only, and nothing else of this machine; network %s\n",
+				strings.Trim(a["stores"], "[]"), strings.Trim(a["read_only_stores"], "[]"), a["network"])
+		}
 	case r.Message == "session served":
 		d.printf("ended    %s; a final memory sync follows\n", a["ended"])
 	case r.Message == "uploaded" || r.Message == "downloaded":
@@ -330,7 +352,7 @@ func (h *demoHandler) Handle(ctx context.Context, r slog.Record) error {
 		d.printf("stopped  %s: the worker let go of it\n", a["work_id"])
 		d.once.Do(func() { close(d.done) })
 	case r.Level >= slog.LevelWarn:
-		d.printf("%-8s %s %s\n", r.Level, r.Message, a["err"])
+		d.printf("%-8s %s %s\n", r.Level, r.Message, a["err"]+a["reason"])
 	}
 	return nil
 }
@@ -382,9 +404,12 @@ func (d *demo) check(ctx context.Context) (failed int) {
 			break
 		}
 		isErr := r.IsError != nil && *r.IsError
-		if demoCalls[i].refused {
+		switch {
+		case demoCalls[i].refused:
 			ok(isErr && strings.Contains(r.Text(), "read-only"), "call %d was refused: %s", i+1, firstLine(r.Text()))
-		} else if isErr {
+		case demoCalls[i].sandboxed && d.sandbox == string(sandbox.None):
+			ok(isErr, "call %d failed, as it must without a sandbox: %s", i+1, firstLine(r.Text()))
+		case isErr:
 			ok(false, "call %d failed: %s", i+1, firstLine(r.Text()))
 		}
 	}

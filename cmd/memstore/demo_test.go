@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,6 +43,16 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
 	}
+	// Where bubblewrap works the agent's bash reads a memory at its mount
+	// path; elsewhere the demo says it ran without a sandbox.
+	switch {
+	case strings.Contains(text, "sandbox  bwrap: "):
+		if !strings.Contains(text, "read the style guide with bash, at its mount path  ok      Write short sentences.") {
+			t.Errorf("the sandboxed bash did not read the memory at its mount path:\n%s", text)
+		}
+	case !strings.Contains(text, "sandbox  none: "):
+		t.Errorf("the demo does not say how bash was confined:\n%s", text)
+	}
 	if strings.Contains(text, "✗") {
 		t.Errorf("a check failed:\n%s", text)
 	}
@@ -57,7 +68,7 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 // `memstore up` is a server and a worker: a session created against it is
 // served with its memory, and a restart serves the same environment.
 func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
-	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "ANTHROPIC_WORKDIR", "ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_MAX_IDLE", "ANTHROPIC_MEMORY_SYNC_INTERVAL"} {
+	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "ANTHROPIC_WORKDIR", "ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_MAX_IDLE", "ANTHROPIC_MEMORY_SYNC_INTERVAL", "ANTHROPIC_SANDBOX"} {
 		t.Setenv(v, "")
 	}
 	// A relative --data, as in the README: the hint must still work
@@ -105,10 +116,15 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyPath, err := filepath.Abs(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{
 		Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: envID,
-		Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID}},
-		InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/notes/up.md","content":"served by up\n"}}],"end":"terminate"}`)},
+		Resources: []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID}},
+		InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/notes/up.md","content":"served by up\n"}},` +
+			`{"name":"bash","input":{"command":"cat ` + keyPath + `"}}],"end":"terminate"}`)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +149,25 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 		}
 		return true
 	})
+	// What up says about the sandbox holds: with bubblewrap the agent's
+	// bash cannot read admin.key; without it, it can, as the line warns.
+	var catKey *api.Event
+	for e, err := range admin.ListAllEvents(ctx, sess.ID, api.EventListParams{Types: []string{api.EventUserToolResult}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		catKey = &e
+	}
+	switch mode := field(out.String(), "sandbox"); {
+	case catKey == nil:
+		t.Fatal("the bash call got no result")
+	case mode == "bwrap:" && (catKey.IsError == nil || !*catKey.IsError || !strings.Contains(catKey.Text(), "No such file or directory")):
+		t.Errorf("sandboxed bash read admin.key: %q", catKey.Text())
+	case mode == "none:" && catKey.Text() != string(key):
+		t.Errorf("up warns that bash can read admin.key without a sandbox, but it read %q", catKey.Text())
+	case mode != "bwrap:" && mode != "none:":
+		t.Errorf("up's sandbox line says %q:\n%s", mode, out)
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("up exit %d:\n%s", code, out)
 	}
@@ -152,6 +187,13 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	// Keys are shown once, when they are made; a restart says where they are.
 	if envKey := field(out.String(), "environment key"); !strings.HasPrefix(envKey, "sk-memstore-env-") || strings.Contains(again.String(), envKey) {
 		t.Errorf("environment key %q: want it shown on the first start only:\n%s", envKey, again)
+	}
+	// The first console user is made once, and its password works.
+	pw := regexp.MustCompile(`web console +(\S+): sign in as admin with password (\S+) `).FindStringSubmatch(out.String())
+	if pw == nil || pw[1] != baseURL+"/console/" || strings.Contains(again.String(), pw[2]) {
+		t.Errorf("up should print the console and the first user's password on the first start only:\n%s\n%s", out, again)
+	} else if got := consoleSignIn(t, field(again.String(), "API"), "admin", pw[2]); got != http.StatusSeeOther {
+		t.Errorf("signing in as admin with the printed password: status %d, want 303", got)
 	}
 	if abs, _ := filepath.Abs(data); !strings.Contains(again.String(), "MEMSTORE_DATA="+abs+"\n") {
 		t.Errorf("the hint does not give the data folder as an absolute path:\n%s", again)

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	commands["env"] = command{summary: "manage environments and their keys (create, list, get, archive, delete, key create)", run: noun("env", map[string]verb{
+	commands["env"] = command{summary: "manage environments and their keys (create, list, get, archive, delete, key create|list|revoke)", run: noun("env", map[string]verb{
 		"create": describedCreate("create a self-hosted environment", "description",
 			func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (*api.Environment, error) {
 				return c.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: name, Description: desc, Metadata: md,
@@ -20,10 +20,12 @@ func init() {
 			return c.ListAllEnvironments(ctx, api.EnvironmentListParams{IncludeArchived: archived, Limit: api.MaxListLimit})
 		}),
 		"get":     idVerb("show an environment", "environment-id", (*client.Client).GetEnvironment),
-		"archive": idVerb("archive an environment (no new sessions)", "environment-id", (*client.Client).ArchiveEnvironment),
+		"archive": idVerb("archive an environment (no new sessions; its keys may no longer poll)", "environment-id", (*client.Client).ArchiveEnvironment),
 		"delete":  idVerb("delete an environment without sessions", "environment-id", (*client.Client).DeleteEnvironment),
-		"key": {summary: "environment keys: key create (-q prints the key alone)", sub: map[string]verb{
+		"key": {summary: "environment keys: key create (-q prints the key alone), key list, key revoke", sub: map[string]verb{
 			"create": {summary: "mint an environment key for the workers (shown once)", run: envKeyCreate},
+			"list":   {summary: "list an environment's live keys (never their secrets)", run: envKeyList},
+			"revoke": {summary: "revoke an environment key at once, everywhere", run: envKeyRevoke},
 		}},
 	})}
 }
@@ -46,4 +48,24 @@ func envKeyCreate(ctx context.Context, cli *cliContext, args []string) error {
 		return err
 	}
 	return cli.print(k)
+}
+
+func envKeyList(ctx context.Context, cli *cliContext, args []string) error {
+	pos, c, err := cli.connect(cli.flags(), args, "[flags] <environment-id>", 1, 1)
+	if err != nil {
+		return err
+	}
+	return printAll(cli, c.ListAllEnvironmentKeys(ctx, pos[0], api.EnvironmentKeyListParams{Limit: api.MaxListLimit}))
+}
+
+func envKeyRevoke(ctx context.Context, cli *cliContext, args []string) error {
+	pos, c, err := cli.connect(cli.flags(), args, "[flags] <environment-id> <key-id>", 2, 2)
+	if err != nil {
+		return err
+	}
+	gone, err := c.RevokeEnvironmentKey(ctx, pos[0], pos[1])
+	if err != nil {
+		return err
+	}
+	return cli.print(gone)
 }

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,84 +21,241 @@ import (
 	"github.com/memstore/memstore/api"
 )
 
-// readmeCLIBlock returns the first sh block of the README's section on the
-// operator CLI.
-func readmeCLIBlock(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## Environments, agents and sessions from the CLI\n")
-	if !ok {
-		t.Fatal("the README has no section \"Environments, agents and sessions from the CLI\"")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	block, _, closed := strings.Cut(block, "```")
-	if !ok || !closed {
-		t.Fatal("that README section has no sh block")
-	}
-	return block
+// The README's shell blocks are run by TestReadmeShellBlocksRun. Every
+// ```sh block runs, in a fresh folder with a fresh HOME, unless the line
+// just before its fence says otherwise:
+//
+//	<!-- readme-test: skip: <why> -->   not run; the reason is required
+//	<!-- readme-test: next to a server --> run with `memstore serve` already
+//	                                       running for that folder, as a
+//	                                       block that says "next to a local
+//	                                       memstore serve" expects
+//
+// A block fenced as bash, shell, console or zsh fails the test: fence it as
+// sh so that it runs, or mark it skipped.
+const readmeMarker = "<!-- readme-test: "
+
+// readmeBlock is one fenced block of the README.
+type readmeBlock struct {
+	line    int    // of its opening fence, 1-based
+	lang    string // the fence's info string
+	marker  string // what its readme-test comment says, "" without one
+	section string // the heading it is under
+	body    string
 }
 
-// The README shows how to create an environment, a key, an agent, a store
-// and a session from the CLI, and how to serve the session. This runs that
-// block as written, with bash, in a fresh folder next to a running server
-// (so the CLI finds memstore-data/admin.key by itself, as the README
-// says), changing only the build line and the mount root. If the README's
-// commands drift from the CLI, this fails.
-func TestReadmeCLIWalkThroughRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds memstore and runs a worker")
-	}
-	block := readmeCLIBlock(t)
-	const build, mountRoot = "go build -o memstore ./cmd/memstore", "/tmp/mnt/memory"
-	if strings.Count(block, build) != 1 || strings.Count(block, mountRoot) < 2 {
-		t.Fatalf("the README block no longer builds with %q or mounts under %s; update this test:\n%s", build, mountRoot, block)
-	}
-	bin := memstoreBinary(t)
-	dir := t.TempDir()
-	mnt := filepath.Join(t.TempDir(), "mnt", "memory")
-	block = strings.ReplaceAll(block, build, `cp "$MEMSTORE_TEST_BIN" memstore`)
-	block = strings.ReplaceAll(block, mountRoot, `"$MEMSTORE_TEST_MNT"`)
-	script := "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n" + block + "\necho \"README-IDS $STORE $SESSION\"\n"
+func (b readmeBlock) String() string { return fmt.Sprintf("README.md:%d (%s)", b.line, b.section) }
 
-	for _, v := range []string{"MEMSTORE_ADMIN_KEY", "MEMSTORE_API_KEY"} {
-		t.Setenv(v, "")
-	}
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: filepath.Join(dir, "memstore-data")}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+func readmeBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	f, err := os.Open("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rs.shutdown() })
+	defer f.Close()
+	var blocks []readmeBlock
+	var cur *readmeBlock
+	var section, prev string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur != nil && strings.HasPrefix(line, "```"):
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.body += line + "\n"
+		case strings.HasPrefix(line, "```"):
+			cur = &readmeBlock{line: n, lang: strings.TrimPrefix(line, "```"), section: section}
+			if m, ok := strings.CutPrefix(prev, readmeMarker); ok {
+				cur.marker = strings.TrimSpace(strings.TrimSuffix(m, "-->"))
+			}
+		case strings.HasPrefix(line, "#"):
+			section = strings.TrimSpace(strings.TrimLeft(line, "#"))
+		}
+		if strings.TrimSpace(line) != "" {
+			prev = line
+		}
+	}
+	if err := sc.Err(); err != nil || cur != nil {
+		t.Fatalf("reading the README: %v (a block left open: %v)", err, cur != nil)
+	}
+	return blocks
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+// readmeChecks are what a block must have done beyond exiting 0, keyed by a
+// text only that block contains.
+func readmeChecks() map[string]func(t *testing.T, r readmeRun) {
+	return map[string]func(t *testing.T, r readmeRun){
+		"memstore demo": func(t *testing.T, r readmeRun) {
+			if !strings.Contains(r.stdout, "demo OK") {
+				t.Errorf("the demo did not say it was OK:\n%s", r.stdout)
+			}
+		},
+		"go run ./cmd/memstore serve &": func(t *testing.T, r readmeRun) {
+			for _, want := range []string{`"path":"/hello.md"`, `"content":"Hello, memory!"`, "memory_path_conflict_error"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("the curl walk-through's output lacks %s:\n%s", want, r.stdout)
+				}
+			}
+		},
+		"memstore session create": checkCLIWalkThrough,
+	}
+}
+
+// readmeRun is what running one block left behind.
+type readmeRun struct {
+	stdout string
+	vars   map[string]string // the block's upper-case shell variables at its end
+	server *runningServer    // the server next to it, if it asked for one
+	mnt    string            // the folder standing in for /tmp/mnt/memory
+}
+
+// Each shell block of the README runs as printed, with bash, in a fresh
+// folder and HOME, with nothing installed but memstore's own build:
+//   - `go build -o X ./cmd/memstore`, `go install ./cmd/memstore` and
+//     `go run ./cmd/memstore …` are answered by a stand-in go that uses the
+//     memstore this test binary is (memstoreBinary), so no block compiles;
+//     any other go command fails and names the markers above;
+//   - the server's port 8080 becomes a free one (localhost:8080 in the
+//     text, MEMSTORE_ADDR and the base URLs in the environment), and the
+//     mount root /tmp/mnt/memory a temporary folder, so that runs on one
+//     machine do not collide.
+//
+// If the README's commands drift from the CLI, or a block stops working on
+// a fresh clone, this fails.
+func TestReadmeShellBlocksRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memstore processes")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the README's blocks call curl: install it (apt-get install curl)")
+	}
+	bin := memstoreBinary(t)
+	checks, ran := readmeChecks(), map[string]bool{}
+	for _, b := range readmeBlocks(t) {
+		switch b.lang {
+		case "bash", "shell", "console", "zsh":
+			t.Errorf("%s is fenced as %s: fence it as sh so that this test runs it, or mark it %sskip: <why> -->", b, b.lang, readmeMarker)
+			continue
+		case "sh":
+		default:
+			continue
+		}
+		withServer := false
+		switch {
+		case strings.HasPrefix(b.marker, "skip:"):
+			if strings.TrimSpace(strings.TrimPrefix(b.marker, "skip:")) == "" {
+				t.Errorf("%s is skipped without a reason", b)
+			}
+			continue
+		case b.marker == "next to a server":
+			withServer = true
+		case b.marker != "":
+			t.Errorf("%s: unknown marker %q (see readme_test.go)", b, b.marker)
+			continue
+		}
+		t.Run(fmt.Sprintf("line %d", b.line), func(t *testing.T) {
+			r := runReadmeBlock(t, bin, b, withServer)
+			for key, check := range checks {
+				if strings.Contains(b.body, key) {
+					ran[key] = true
+					check(t, r)
+				}
+			}
+		})
+	}
+	for key := range checks {
+		if !ran[key] {
+			t.Errorf("no README block that runs contains %q any more; update readmeChecks", key)
+		}
+	}
+}
+
+func runReadmeBlock(t *testing.T, bin string, b readmeBlock, withServer bool) readmeRun {
+	dir, home, tools := t.TempDir(), t.TempDir(), t.TempDir()
+	r := readmeRun{mnt: filepath.Join(t.TempDir(), "mnt", "memory")}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	addr := "127.0.0.1:" + port
+	if withServer {
+		r.server, err = startServer(context.Background(), serveOptions{addr: addr, dataDir: filepath.Join(dir, "memstore-data")}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.server.shutdown() })
+	}
+	goStandIn := `#!/bin/sh
+# The README test's go: it answers the README's go commands with the memstore
+# the test built (see readme_test.go); anything else fails.
+case "$1 $2 $4" in
+"build -o ./cmd/memstore") [ $# -eq 4 ] && exec cp "$MEMSTORE_TEST_BIN" "$3" ;;
+esac
+case "$*" in
+"install ./cmd/memstore") mkdir -p "$HOME/go/bin" && exec cp "$MEMSTORE_TEST_BIN" "$HOME/go/bin/memstore" ;;
+"run ./cmd/memstore "*) shift 2; exec "$MEMSTORE_TEST_BIN" "$@" ;;
+esac
+echo "go $*: the README test runs only go build -o FILE ./cmd/memstore, go install ./cmd/memstore and go run ./cmd/memstore; mark this block <!-- readme-test: skip: <why> --> or teach cmd/memstore/readme_test.go" >&2
+exit 1
+`
+	if err := os.WriteFile(filepath.Join(tools, "go"), []byte(goStandIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	body := strings.ReplaceAll(b.body, "localhost:8080", "localhost:"+port)
+	body = strings.ReplaceAll(body, "/tmp/mnt/memory", r.mnt)
+	var vars []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(body, -1) {
+		vars = append(vars, m[1])
+	}
+	script := "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\n" + body +
+		"\nfor v in " + strings.Join(vars, " ") + "; do printf 'README-VAR %s=%s\\n' \"$v\" \"${!v-}\"; done\n"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MEMSTORE_") && !strings.HasPrefix(kv, "ANTHROPIC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
+	cmd.Env = []string{
+		"HOME=" + home,
+		"PATH=" + tools + ":" + filepath.Join(home, "go", "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8",
+		"TMPDIR=" + os.TempDir(),
+		"MEMSTORE_TEST_BIN=" + bin,
+		"MEMSTORE_ADDR=" + addr,
+		"MEMSTORE_BASE_URL=http://" + addr,
+		"ANTHROPIC_BASE_URL=http://" + addr,
 	}
-	cmd.Env = append(cmd.Env, "MEMSTORE_TEST_BIN="+bin, "MEMSTORE_TEST_MNT="+mnt,
-		"MEMSTORE_BASE_URL="+rs.baseURL, "ANTHROPIC_BASE_URL="+rs.baseURL)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("the README's CLI block failed: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+		t.Fatalf("%s failed: %v\nthe block as run:\n%s\nstdout:\n%s\nstderr:\n%s", b, err, body, out, stderr.String())
 	}
-	m := regexp.MustCompile(`README-IDS (memstore_\S+) (sesn_\S+)`).FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("the block did not make a store and a session:\n%s", out)
+	r.stdout, r.vars = string(out), map[string]string{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if kv, ok := strings.CutPrefix(line, "README-VAR "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			r.vars[k] = v
+		}
 	}
-	store, session := m[1], m[2]
+	return r
+}
 
+// The CLI walk-through makes a session whose worker writes /done.md into
+// the store, ends it, and leaves the mount root empty.
+func checkCLIWalkThrough(t *testing.T, r readmeRun) {
+	store, session := r.vars["STORE"], r.vars["SESSION"]
+	if r.server == nil || !strings.HasPrefix(store, "memstore_") || !strings.HasPrefix(session, "sesn_") {
+		t.Fatalf("the block did not make a store and a session next to a server: %v", r.vars)
+	}
 	get := func(path string, v any) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", rs.baseURL+path, nil)
-		req.Header.Set("x-api-key", rs.adminKey)
+		req, _ := http.NewRequest("GET", r.server.baseURL+path, nil)
+		req.Header.Set("x-api-key", r.server.adminKey)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -119,12 +280,15 @@ func TestReadmeCLIWalkThroughRuns(t *testing.T) {
 		}
 	}
 	if !done {
-		t.Fatalf("no /done.md created by the session; versions: %+v\nstdout:\n%s", versions.Data, out)
+		t.Fatalf("no /done.md created by the session; versions: %+v\nstdout:\n%s", versions.Data, r.stdout)
 	}
-	if !strings.Contains(string(out), "agent.tool_use") || !strings.Contains(string(out), "/done.md") {
-		t.Errorf("the block's output lacks the session's events or the versions:\n%s", out)
+	if !strings.Contains(r.stdout, "agent.tool_use") {
+		t.Errorf("the block's output lacks the session's events:\n%s", r.stdout)
 	}
-	if entries, _ := os.ReadDir(mnt); len(entries) != 0 {
+	if !regexp.MustCompile(`"path":\s*"/done.md"`).MatchString(r.stdout) {
+		t.Errorf("the block's listing of versions lacks /done.md:\n%s", r.stdout)
+	}
+	if entries, _ := os.ReadDir(r.mnt); len(entries) != 0 {
 		t.Errorf("the worker left %d folders in the mount root", len(entries))
 	}
 }

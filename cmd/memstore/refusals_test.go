@@ -20,7 +20,8 @@ import (
 func TestWorkerRefusesBadSettingsBeforeClaimingAnything(t *testing.T) {
 	for _, v := range []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_ENVIRONMENT_ID", "ANTHROPIC_ENVIRONMENT_KEY", "ANTHROPIC_WORKDIR",
 		"ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_MEMORY_SYNC_INTERVAL", "ANTHROPIC_MEMORY_SYNC_DELETIONS", "ANTHROPIC_MAX_IDLE",
-		"ANTHROPIC_LOG_FORMAT", "ANTHROPIC_WORK_ID", "ANTHROPIC_SESSION_ID", "ANTHROPIC_WORK_SECRET", "ANTHROPIC_WORK_LAST_HEARTBEAT"} {
+		"ANTHROPIC_LOG_FORMAT", "ANTHROPIC_WORK_ID", "ANTHROPIC_SESSION_ID", "ANTHROPIC_WORK_SECRET", "ANTHROPIC_WORK_LAST_HEARTBEAT",
+		"ANTHROPIC_SANDBOX", "ANTHROPIC_SANDBOX_NETWORK"} {
 		t.Setenv(v, "")
 	}
 	s := newWorkerSetup(t)
@@ -49,9 +50,15 @@ func TestWorkerRefusesBadSettingsBeforeClaimingAnything(t *testing.T) {
 		{"interval below the minimum", append(poll, "--memory-sync-interval", "1s"), []string{"memory_sync_interval", "minimum is 5s"}},
 		{"unknown deletion mode", append(poll, "--memory-sync-deletions", "sometimes"), []string{"--memory-sync-deletions", "log_only"}},
 		{"negative max idle", append(poll, "--max-idle", "-1s"), []string{"--max-idle", "0 to keep"}},
+		{"lease ttl not a duration", append(poll, "--lease-ttl", "soon"), []string{"--lease-ttl", "0 to leave it to the server"}},
+		{"negative lease ttl", append(poll, "--lease-ttl", "-5s"), []string{"--lease-ttl", "a duration such as 10s"}},
 		{"unknown log format", append(poll, "--log-format", "xml"), []string{"--log-format", "text or json"}},
 		{"missing mount root", append(poll, "--mount-root", missing), []string{missing, "does not exist", "--mount-root"}},
 		{"missing workdir", append(poll, "--workdir", missing), []string{missing, "--workdir"}},
+		{"unknown sandbox mode", append(poll, "--sandbox", "docker"), []string{"--sandbox", "auto", "bwrap", "none"}},
+		{"unknown sandbox network", append(poll, "--sandbox-network", "maybe"), []string{"--sandbox-network", "on or off"}},
+		{"sandbox bind without a destination", append(poll, "--sandbox-bind", "/usr"), []string{"-sandbox-bind", "SRC:DST"}},
+		{"sandbox bind of a missing folder", append(poll, "--sandbox-bind", missing+":/opt/x"), []string{"sandbox bind", missing}},
 		{"stray argument", append(poll, "now"), []string{`unexpected argument "now"`}},
 		{"poll without a key", []string{"worker", "poll", "--base-url", s.rs.baseURL, "--environment-id", s.env.ID, "--workdir", dir}, []string{"--environment-key", "ANTHROPIC_ENVIRONMENT_KEY"}},
 		{"run without a work id", []string{"worker", "run", "--environment-id", s.env.ID, "--session-id", sess.ID}, []string{"--work-id is required", "ANTHROPIC_WORK_ID"}},
@@ -223,7 +230,7 @@ func TestMemorySyncIntervalOfMinusOneDisablesMemory(t *testing.T) {
 		{"15", false, true},
 		{"-x", false, true},
 	} {
-		f := workerFlags{baseURL: "http://127.0.0.1:1", syncInterval: tc.value, syncDeletions: "enabled", maxIdle: "60s"}
+		f := workerFlags{baseURL: "http://127.0.0.1:1", syncInterval: tc.value, syncDeletions: "enabled", maxIdle: "60s", sandbox: "none", sandboxNetwork: "on"}
 		cfg, err := f.config(slog.New(slog.DiscardHandler))
 		switch {
 		case tc.refused && (err == nil || !strings.Contains(err.Error(), "--memory-sync-interval")):

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
@@ -35,6 +38,39 @@ type serveOptions struct {
 	publicURL string
 	// mountPrefix replaces /mnt/memory in the mount_path sessions advertise.
 	mountPrefix string
+	// modelBaseURL is the Messages API that model-backed agents call; ""
+	// is Anthropic's.
+	modelBaseURL string
+	// bodyReadTimeout, maxPerAddress and maxPerKey are the server's doors:
+	// see server.Config (zero takes its defaults).
+	bodyReadTimeout          time.Duration
+	maxPerAddress, maxPerKey int
+}
+
+// modelFlag registers --model-base-url on fs.
+func modelFlag(fs *flag.FlagSet, o *serveOptions) {
+	fs.StringVar(&o.modelBaseURL, "model-base-url", envOr("ANTHROPIC_BASE_URL", ""), "Messages API that agents with a real model call: Anthropic's, or any compatible proxy or gateway (env ANTHROPIC_BASE_URL; the key comes from "+agent.ModelKeyVar+", then "+agent.FallbackModelKeyVar+")")
+}
+
+// modelConfig is the model runtime's upstream: o's URL and the key from the
+// environment (never a flag, so it stays out of process listings). The log
+// line says which variable the key came from, or that only scripted agents
+// can run.
+func modelConfig(o serveOptions, logger *slog.Logger) agent.ClaudeConfig {
+	cfg := agent.ClaudeConfig{BaseURL: o.modelBaseURL}
+	upstream := o.modelBaseURL
+	if upstream == "" {
+		upstream = "https://api.anthropic.com"
+	}
+	for _, name := range []string{agent.ModelKeyVar, agent.FallbackModelKeyVar} {
+		if v := os.Getenv(name); v != "" {
+			cfg.APIKey = v
+			logger.Info("agents with a real model call the Messages API", "model_base_url", upstream, "key_from", name)
+			return cfg
+		}
+	}
+	logger.Info("no model API key: only scripted agents can run; set "+agent.ModelKeyVar+" (or "+agent.FallbackModelKeyVar+") to run agents with a real model", "model_base_url", upstream)
+	return cfg
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,6 +83,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
+	modelFlag(fs, &o)
+	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
+	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
+	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -79,6 +119,8 @@ type runningServer struct {
 	addr     string // host:port actually bound
 	baseURL  string
 	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
+	// store is the server's database (up makes the first console user in it).
+	store    storage.Store
 	shutdown func() error
 }
 
@@ -103,10 +145,13 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
-	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix})
+	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
+		Model:           modelConfig(o, logger),
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
+		srv.Close()
 		db.Close()
 		return nil, fmt.Errorf("resume sessions: %w", err)
 	}
@@ -132,22 +177,32 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if err := srv.ListenForWakes(listenCtx); err != nil {
 		stopListening()
 		ln.Close()
+		srv.Close()
 		db.Close()
 		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
 	}
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	con, err := console.New(console.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, API: srv})
+	if err != nil {
+		stopListening()
+		ln.Close()
+		srv.Close()
+		db.Close()
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv.HandlerWithConsole(con.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// Shutdown waits for every handler to return; event streams only
 	// return when told to.
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
-	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbName)
+	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbName, "console", baseURL+console.Prefix)
 
 	return &runningServer{
 		addr:     ln.Addr().String(),
 		baseURL:  baseURL,
 		adminKey: key,
+		store:    db,
 		shutdown: func() error {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -156,6 +211,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 				err = serr
 			}
 			stopListening()
+			srv.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}

@@ -16,27 +16,6 @@ import (
 	"github.com/memstore/memstore/api"
 )
 
-// serveArgsVar carries the arguments of `memstore serve` into a child
-// process that TestServeHelperProcess turns into the real binary.
-const serveArgsVar = "MEMSTORE_TEST_SERVE_ARGS"
-
-// TestServeHelperProcess is not a test of its own: serveProcess runs the
-// test binary again with serveArgsVar set, and this function then becomes
-// `memstore <args>` through main, signal handling included, so that the
-// parent can send it real signals and read its exit status.
-func TestServeHelperProcess(t *testing.T) {
-	raw := os.Getenv(serveArgsVar)
-	if raw == "" {
-		return
-	}
-	var args []string
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
-		panic(err)
-	}
-	os.Args = append([]string{"memstore"}, args...)
-	main()
-}
-
 // serveProc is `memstore serve` running in a child process.
 type serveProc struct {
 	cmd            *exec.Cmd
@@ -50,14 +29,13 @@ type serveProc struct {
 // and returns once the server says it is ready.
 func serveProcess(t *testing.T, data, adminKey string) *serveProc {
 	t.Helper()
-	args, _ := json.Marshal([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json"})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestServeHelperProcess$")
+	cmd := exec.Command(memstoreBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MEMSTORE_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, serveArgsVar+"="+string(args), "MEMSTORE_ADMIN_KEY="+adminKey)
+	cmd.Env = append(cmd.Env, "MEMSTORE_ADMIN_KEY="+adminKey)
 	p := &serveProc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {

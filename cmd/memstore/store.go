@@ -11,7 +11,9 @@ import (
 )
 
 func init() {
-	commands["store"] = command{summary: "manage memory stores (create, list, get, archive, delete)", run: noun("store", map[string]verb{
+	commands["store"] = command{summary: "manage memory stores (create, list, get, archive, delete, export, import)", run: noun("store", map[string]verb{
+		"export": {summary: "write a store's memories into a .tar.gz or .zip", run: storeExport},
+		"import": {summary: "create or update memories from archives or files (--dry-run shows the plan)", run: storeImport},
 		"create": describedCreate("create a memory store", "description (shown to agents)",
 			func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (*api.MemoryStore, error) {
 				return c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: name, Description: desc, Metadata: md})

@@ -13,6 +13,8 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/worker"
 )
 
@@ -35,6 +37,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f workerFlags
 	f.registerLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
+	modelFlag(fs, &o)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,6 +100,14 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fresh {
 		envNote, envKey = "created; saved in "+statePath, st.EnvironmentKey+" (saved in "+statePath+")"
 	}
+	sandboxNote := "bwrap: each session's bash sees its workdir and its stores at /mnt/memory/…, not this data folder"
+	if !w.Sandboxed() {
+		sandboxNote = "none: agents' bash runs as this user and can read this data folder, admin.key included (see the README)"
+	}
+	consoleUser, err := upConsoleUser(ctx, rs.store)
+	if err != nil {
+		return err
+	}
 	// The hint is pasted in another terminal, maybe in another folder.
 	dataDir, err := filepath.Abs(o.dataDir)
 	if err != nil {
@@ -105,18 +116,41 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, `memstore is up: one server and one worker in this process.
   API              %s
   admin API key    %s
+  web console      %s%s: %s
   environment      %s (%s)
   environment key  %s
   worker           works in %s; mounts /mnt/memory/… under %s
+  sandbox          %s
 
 Next, in another terminal (the CLI finds this server and its admin key through these):
   export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
   memstore agent create notes-bot
   memstore store create notes
   memstore session create --env %s --agent <agent id> --store <store id> --message '<script>'
+To talk to Claude instead (start up with MEMSTORE_MODEL_API_KEY set):
+  memstore agent create claude-notes --model claude-sonnet-4-5
+  memstore chat --env %s --agent <agent id> --store <store id>
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, rs.baseURL, dataDir, st.EnvironmentID)
+`, rs.baseURL, keyWhere, rs.baseURL, console.Prefix, consoleUser, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
 	return w.Run(ctx)
+}
+
+// upConsoleUser makes the first console user, "admin" with a generated
+// password, when there is none, and says how to sign in. The password is
+// printed only then; `memstore user passwd admin` sets a new one.
+func upConsoleUser(ctx context.Context, store storage.Users) (string, error) {
+	users, err := store.ListUsers(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(users) > 0 {
+		return "sign in as a console user (memstore user list; memstore user passwd NAME sets a password)", nil
+	}
+	password := console.GeneratePassword()
+	if _, err := console.CreateUser(ctx, store, "admin", password); err != nil {
+		return "", fmt.Errorf("create the first console user: %w", err)
+	}
+	return "sign in as admin with password " + password + " (shown once; memstore user passwd admin changes it)", nil
 }
 
 // minLevel drops records below a level.

@@ -21,6 +21,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
+	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/worker"
 )
 
@@ -46,8 +47,13 @@ type workerFlags struct {
 	mountRoot      string
 	syncInterval   string
 	syncDeletions  string
+	syncLive       string
 	maxIdle        string
+	leaseTTL       string
 	logFormat      string
+	sandbox        string
+	sandboxNetwork string
+	sandboxBinds   []string
 }
 
 // register adds every worker flag.
@@ -66,8 +72,16 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", mountRootDefault), "folder that replaces /mnt/memory in every store's mount path; it must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
 	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
 	fs.StringVar(&f.syncDeletions, "memory-sync-deletions", envOr("ANTHROPIC_MEMORY_SYNC_DELETIONS", "enabled"), "what a file deleted in a mount does on the server: enabled, log_only or disabled (env ANTHROPIC_MEMORY_SYNC_DELETIONS)")
+	fs.StringVar(&f.syncLive, "memory-sync-live", envOr("ANTHROPIC_MEMORY_SYNC_LIVE", "true"), "sync beside the agent: upload each write and edit at once and follow the server's change feed; false runs each due sync before the next tool call (env ANTHROPIC_MEMORY_SYNC_LIVE)")
 	fs.StringVar(&f.maxIdle, "max-idle", envOr("ANTHROPIC_MAX_IDLE", "60s"), "release a session that stays idle this long after its turn; 0 never releases it (env ANTHROPIC_MAX_IDLE)")
+	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
+	fs.StringVar(&f.sandbox, "sandbox", envOr("ANTHROPIC_SANDBOX", string(sandbox.Auto)), "run each session's bash in a bubblewrap sandbox that shows only its workdir and stores: auto (when bubblewrap works here, else none with a warning), bwrap (required) or none (env ANTHROPIC_SANDBOX)")
+	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on or off (env ANTHROPIC_SANDBOX_NETWORK)")
+	fs.Func("sandbox-bind", "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more", func(s string) error {
+		f.sandboxBinds = append(f.sandboxBinds, s)
+		return nil
+	})
 }
 
 // envKey is --environment-key, else ANTHROPIC_ENVIRONMENT_KEY.
@@ -92,12 +106,38 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--memory-sync-deletions: %w", err)
 	}
+	live := true
+	if f.syncLive != "" {
+		if live, err = strconv.ParseBool(f.syncLive); err != nil {
+			return cfg, fmt.Errorf("--memory-sync-live %q: true or false", f.syncLive)
+		}
+	}
 	maxIdle, err := time.ParseDuration(f.maxIdle)
 	if err != nil || maxIdle < 0 {
 		return cfg, fmt.Errorf("--max-idle %q: a duration such as 60s, or 0 to keep idle sessions", f.maxIdle)
 	}
 	if maxIdle == 0 {
 		maxIdle = -1 // the package's "never"
+	}
+	leaseTTL, err := time.ParseDuration(f.leaseTTL)
+	if f.leaseTTL == "" || f.leaseTTL == "0" {
+		leaseTTL, err = 0, nil
+	}
+	if err != nil || leaseTTL < 0 {
+		return cfg, fmt.Errorf("--lease-ttl %q: a duration such as 10s, or 0 to leave it to the server", f.leaseTTL)
+	}
+	mode, err := sandbox.ParseMode(f.sandbox)
+	if err != nil {
+		return cfg, fmt.Errorf("--sandbox: %w", err)
+	}
+	if f.sandboxNetwork != "on" && f.sandboxNetwork != "off" {
+		return cfg, fmt.Errorf("--sandbox-network %q: on or off", f.sandboxNetwork)
+	}
+	binds := make([]sandbox.Bind, len(f.sandboxBinds))
+	for i, s := range f.sandboxBinds {
+		if binds[i], err = sandbox.ParseBind(s); err != nil {
+			return cfg, fmt.Errorf("--sandbox-bind: %w", err)
+		}
 	}
 	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"))
 	if err != nil {
@@ -111,7 +151,11 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MountRoot:           f.mountRoot,
 		MemorySyncInterval:  interval,
 		MemorySyncDeletions: deletions,
+		MemorySyncInline:    !live,
 		MaxIdle:             maxIdle,
+		LeaseTTL:            leaseTTL,
+		FaultPoint:          faultPoint(logger),
+		Sandbox:             sandbox.Config{Mode: mode, NoNetwork: f.sandboxNetwork == "off", Binds: binds},
 		Logger:              logger,
 	}, nil
 }

@@ -103,18 +103,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// memstoreBinary builds the memstore command into the test's temporary
-// folder, for the tests that need a real process (signals, on-work
-// scripts). The build cache makes every build after the first quick.
-func memstoreBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "memstore")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building memstore: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // syncBuffer is an io.Writer safe for a process's output and a test's
 // reads at once.
 type syncBuffer struct {
@@ -170,7 +158,9 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
 	var out syncBuffer
-	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot)
+	// Inline sync, so the draft is still local when the signal comes and
+	// the flush is what saves it (live sync would have uploaded it at once).
+	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
 	cmd.Env = s.workerEnv(workdir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -1,39 +1,84 @@
-// Package agent holds the server-side agent runtimes: what turns a session's
-// events into agent.tool_use calls and consumes the worker's results.
+// Package agent holds the server-side agent runtimes — what turns a
+// session's events into agent.tool_use calls and consumes the worker's
+// results — and the Runner that drives them.
 //
 // A runtime is a pure function of the session's event log (plus whether a
-// live work item serves the session): storage calls it inside the
-// transaction that appends events, until it has nothing more to say. So a
-// reaction is never lost or doubled, two appends to one session never
-// interleave, and after a restart the runtime picks up exactly where the
-// log says it was — there is no other state to recover.
+// live work item serves the session): Next says what to do next, and the
+// Runner does it outside any storage transaction, since a model call takes
+// seconds. After a restart the Runner asks Next again and picks up exactly
+// where the log says the session was; there is no other state to recover.
 package agent
 
 import (
+	"context"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
-// Runtime is the storage.SessionRuntime the server uses for every session.
-// It dispatches on the agent's model: "scripted" runs the deterministic
-// script runtime; any other model is answered with a session.error, since
-// memstore has no model access of its own.
-type Runtime struct{}
+// Runtime decides a session's next step from its log. Next must be pure
+// and quick: the Runner calls it before every step and again inside the
+// transaction of every append, to check that the log still calls for it.
+type Runtime interface {
+	Next(v storage.SessionView) Step
+}
 
-var _ storage.SessionRuntime = Runtime{}
+// Step is a runtime's next move. The zero Step means the session waits (for
+// a message, a tool result, a worker).
+type Step struct {
+	// Emit are events to append now; the Runner appends them only if the
+	// log has not moved since Next saw it, and asks again if it has.
+	Emit []api.Event
+	// Work is slow work (a model call) to run outside any transaction, with
+	// a context cancelled when the log stops calling for it. Its events go
+	// through emit, which appends them only while Next still returns a step
+	// with the same Key, and otherwise returns ErrStale: that is what keeps
+	// a restart, a second replica or an interrupt from emitting a reaction
+	// twice or too late.
+	Work func(ctx context.Context, emit Emitter) error
+	// Key names the step Work performs; two views that call for the same
+	// work give the same Key.
+	Key string
+}
 
-// Check refuses client events that the session cannot take now. Every
-// refusal is an invalid_request_error (400), never a 409: the official
-// worker retries 409s for a whole lease TTL, and none of these refusals
-// goes away by retrying.
-func (Runtime) Check(v storage.SessionView, events []api.Event) error {
+// Emitter appends a step's events to its session (see Step.Work).
+type Emitter func(events ...api.Event) error
+
+// ByModel is the Runtime the server uses for every session: it dispatches on
+// the agent's model, "scripted" to Scripted and any other model to Model.
+type ByModel struct {
+	Scripted Runtime
+	Model    Runtime
+}
+
+// Next implements Runtime.
+func (r ByModel) Next(v storage.SessionView) Step {
+	if v.Session.Agent.Model.ID == api.ScriptedModel {
+		return r.Scripted.Next(v)
+	}
+	return r.Model.Next(v)
+}
+
+// Check refuses client events that the session cannot take now; the server
+// runs it inside the append's transaction (as a storage.AppendGuard), so a
+// refusal and the log it was checked against agree. Every refusal is an
+// invalid_request_error (400), never a 409: the official worker retries
+// 409s for a whole lease TTL, and none of these refusals goes away by
+// retrying.
+func Check(v storage.SessionView, events []api.Event) error {
 	if v.Session.Status == api.SessionTerminated || v.Session.ArchivedAt != nil {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
-	toolUses := map[string]bool{}
+	toolUses := map[string]api.Event{}
+	answered := map[string]string{} // tool_use_id → the type of the event that answered it
 	for _, e := range v.Log {
-		if e.Type == api.EventAgentToolUse {
-			toolUses[e.ID] = true
+		switch e.Type {
+		case api.EventAgentToolUse:
+			toolUses[e.ID] = e
+		case api.EventUserToolResult, api.EventUserToolConfirmation:
+			if answered[e.ToolUseID] == "" {
+				answered[e.ToolUseID] = e.Type
+			}
 		}
 	}
 	for i, e := range events {
@@ -47,20 +92,35 @@ func (Runtime) Check(v storage.SessionView, events []api.Event) error {
 			if e.ToolUseID == "" {
 				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_result needs tool_use_id, the id of the agent.tool_use it answers", i)
 			}
-			if !toolUses[e.ToolUseID] {
+			if _, ok := toolUses[e.ToolUseID]; !ok {
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; list the session's events to find the call to answer", i, e.ToolUseID, v.Session.ID)
 			}
+			if answered[e.ToolUseID] == api.EventUserToolResult {
+				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q is already answered in session %s; a tool call takes one user.tool_result, so send nothing more for it (list the session's events of type user.tool_result to see the answer stored)", i, e.ToolUseID, v.Session.ID)
+			}
+			answered[e.ToolUseID] = e.Type
+		case api.EventUserToolConfirmation:
+			use, ok := toolUses[e.ToolUseID]
+			switch {
+			case e.ToolUseID == "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_confirmation needs tool_use_id, the id of the agent.tool_use it allows or denies", i)
+			case !ok:
+				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; the ids awaiting confirmation are in the last session.status_idle's stop_reason.event_ids", i, e.ToolUseID, v.Session.ID)
+			case use.EvaluatedPermission != api.PermissionAsk:
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s does not await confirmation (its evaluated_permission is %q)", i, e.ToolUseID, use.EvaluatedPermission)
+			case answered[e.ToolUseID] != "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s was already confirmed or answered", i, e.ToolUseID)
+			case e.Result != api.PermissionAllow && e.Result != api.PermissionDeny:
+				return api.Errorf(api.InvalidRequest, "events[%d]: result must be %q or %q, got %q", i, api.PermissionAllow, api.PermissionDeny, e.Result)
+			case e.DenyMessage != nil && e.Result != api.PermissionDeny:
+				return api.Errorf(api.InvalidRequest, "events[%d]: deny_message goes only with result %q", i, api.PermissionDeny)
+			}
+			answered[e.ToolUseID] = e.Type
 		case "":
-			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt or user.tool_result)", i)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt, user.tool_result or user.tool_confirmation)", i)
 		default:
-			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt or user.tool_result", i, e.Type)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt, user.tool_result or user.tool_confirmation", i, e.Type)
 		}
 	}
 	return nil
-}
-
-// React returns the agent's next events given the log so far.
-func (Runtime) React(v storage.SessionView) ([]api.Event, error) {
-	st := scan(v.Log, v.Session.Agent.Model.ID)
-	return st.next(v.WorkLive), nil
 }

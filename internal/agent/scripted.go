@@ -7,12 +7,19 @@ import (
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/toolset"
 )
 
-// Tools a script may call: the worker's toolset (SPEC §5). A call to any
-// other name would never be answered by the official worker, which leaves
-// unknown tools to "another client", and the session would wait forever.
-var scriptTools = map[string]bool{"bash": true, "read": true, "write": true, "edit": true, "glob": true, "grep": true}
+// Scripted is the deterministic runtime of model "scripted" (SPEC §4): the
+// text of each user.message is a script of tool calls, made one at a time.
+type Scripted struct{}
+
+// Next implements Runtime. Every step of a script is decided from the log
+// alone, so it never needs Work.
+func (Scripted) Next(v storage.SessionView) Step {
+	return Step{Emit: scan(v.Log).next(v.WorkLive)}
+}
 
 // MaxScriptToolCalls bounds one script.
 const MaxScriptToolCalls = 1000
@@ -44,7 +51,6 @@ type state struct {
 	pending    []api.Event // user.messages waiting for their turn, oldest first
 	cur        *turn
 	names      map[string]string // agent.tool_use id → tool name
-	model      string
 }
 
 // scan folds the log into a state. It is the only place that interprets
@@ -56,8 +62,8 @@ type state struct {
 //   - session.status_idle ends the turn, except with requires_action,
 //     which suspends it until its call is answered;
 //   - session.status_terminated ends everything.
-func scan(log []api.Event, model string) *state {
-	st := &state{names: map[string]string{}, model: model}
+func scan(log []api.Event) *state {
+	st := &state{names: map[string]string{}}
 	for _, e := range log {
 		switch e.Type {
 		case api.EventUserMessage:
@@ -108,10 +114,6 @@ func scan(log []api.Event, model string) *state {
 // start opens the turn of one user.message, parsing its script.
 func (st *state) start(msg api.Event) *turn {
 	t := &turn{}
-	if st.model != api.ScriptedModel {
-		t.invalid = fmt.Sprintf("model %q is not available on this server: memstore runs only the deterministic %q model, so create the agent with model %q (or point this agent at a service that hosts %q)", st.model, api.ScriptedModel, api.ScriptedModel, st.model)
-		return t
-	}
 	script, err := ParseScript(msg.Text())
 	if err != nil {
 		t.invalid = err.Error()
@@ -138,7 +140,10 @@ func ParseScript(text string) (api.ScriptedScript, error) {
 		return s, fmt.Errorf("the script has %d tool calls; the limit is %d, so split it over several messages", len(s.ToolCalls), MaxScriptToolCalls)
 	}
 	for i, c := range s.ToolCalls {
-		if !scriptTools[c.Name] {
+		// A call to a name outside the worker's toolset would never be
+		// answered by the official worker, which leaves unknown tools to
+		// "another client", and the session would wait forever.
+		if !toolset.IsTool(c.Name) {
 			return s, fmt.Errorf("tool_calls[%d]: name %q is not a tool of the worker's toolset; use bash, read, write, edit, glob or grep", i, c.Name)
 		}
 		in := bytes.TrimSpace(c.Input)

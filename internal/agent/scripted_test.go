@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,48 +18,99 @@ import (
 )
 
 // harness runs the runtime against a real SQLite store, the way the server
-// does: every append goes through storage.AppendEvents with the runtime.
+// does: client events are appended with Check as their guard, then a Runner
+// settles the session.
 type harness struct {
-	t     *testing.T
-	ctx   context.Context
-	path  string
-	db    *sqlite.DB
-	env   api.Environment
-	sess  api.Session
-	work  string
-	clock time.Time
+	t      testing.TB
+	ctx    context.Context
+	path   string
+	db     *sqlite.DB
+	runner *Runner
+	env    api.Environment
+	sess   api.Session
+	work   string
+	claude ClaudeConfig
+	// appended receives the session id after each append the runner makes.
+	appended chan string
+
+	clockMu sync.Mutex
+	clock   time.Time
 }
 
-func newHarness(t *testing.T, model string) *harness {
-	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+func newHarness(t testing.TB, model string) *harness {
+	return newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}}, nil, ClaudeConfig{})
+}
+
+// newHarnessWith starts a session of agent with resources on a runner
+// whose Claude runtime has cfg.
+func newHarnessWith(t testing.TB, agent api.SessionAgent, resources []api.SessionResource, cfg ClaudeConfig) *harness {
+	h := &harness{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "m.db"), clock: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
+		claude: cfg, appended: make(chan string, 1000)}
 	h.open()
-	now := h.clock
+	now := h.now()
 	h.env = api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
 	if err := h.db.CreateEnvironment(h.ctx, h.env); err != nil {
 		t.Fatal(err)
 	}
+	for i := range resources {
+		st, err := h.db.CreateMemoryStore(h.ctx, storage.NewMemoryStore{Name: resources[i].Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources[i].MemoryStoreID, resources[i].ID = st.ID, ids.New(ids.Resource)
+	}
+	agent.ID = ids.New(ids.Agent)
 	h.sess = api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: h.env.ID, Status: api.SessionIdle,
-		Agent: api.SessionAgent{ID: ids.New(ids.Agent), Model: api.ModelConfig{ID: model}}, CreatedAt: now, UpdatedAt: now}
+		Agent: agent, Resources: resources, CreatedAt: now, UpdatedAt: now}
 	h.work = ids.New(ids.Work)
-	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil, Runtime{}); err != nil {
+	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
 func (h *harness) open() {
-	db, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: func() time.Time { return h.clock }})
+	db, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: h.now})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.db = db
-	h.t.Cleanup(func() { db.Close() })
+	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(h.claude)}, slog.New(slog.DiscardHandler), func(id string) {
+		select {
+		case h.appended <- id:
+		default:
+		}
+	})
+	runner := h.runner
+	h.t.Cleanup(func() {
+		runner.Close()
+		db.Close()
+	})
+}
+
+// restart is a server restart: a new Runner on a new handle of the file.
+func (h *harness) restart() {
+	h.runner.Close()
+	h.db.Close()
+	h.open()
+}
+
+func (h *harness) now() time.Time {
+	h.clockMu.Lock()
+	defer h.clockMu.Unlock()
+	return h.clock
 }
 
 func (h *harness) send(events ...api.Event) error {
+	h.clockMu.Lock()
 	h.clock = h.clock.Add(time.Second)
-	_, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, Runtime{})
-	return err
+	h.clockMu.Unlock()
+	if len(events) > 0 {
+		if _, err := h.db.AppendEvents(h.ctx, h.sess.ID, events, func(v storage.SessionView) error { return Check(v, events) }); err != nil {
+			return err
+		}
+	}
+	return h.runner.Settle(h.ctx, h.sess.ID)
 }
 
 func (h *harness) mustSend(events ...api.Event) {
@@ -214,12 +267,20 @@ func TestBadScriptIsASessionErrorNotACrash(t *testing.T) {
 	}
 }
 
-func TestOtherModelsAreRefusedWithASessionError(t *testing.T) {
+// Without an upstream key a model-backed turn ends with a session.error
+// naming the variables to set, and the session stays usable.
+func TestAModelWithoutAKeyIsASessionErrorNamingTheVariable(t *testing.T) {
 	h := newHarness(t, "claude-opus-4-1")
 	h.mustSend(api.UserMessage("hello"))
-	log := h.log()
-	if len(log) != 4 || log[2].Type != api.EventSessionError || !strings.Contains(log[2].Error.Message, `"scripted"`) {
-		t.Fatalf("log = %s", h.types(0))
+	if got := h.types(0); got != "user.message session.status_running session.error session.status_idle(end_turn)" {
+		t.Fatalf("log: %s", got)
+	}
+	e := h.log()[2].Error
+	if !strings.Contains(e.Message, ModelKeyVar) || !strings.Contains(e.Message, FallbackModelKeyVar) || e.RetryStatus.Type != api.RetryExhausted {
+		t.Fatalf("session.error = %+v", e)
+	}
+	if h.status() != api.SessionIdle {
+		t.Fatalf("status = %s", h.status())
 	}
 }
 
@@ -326,8 +387,7 @@ func TestRuntimeResumesFromTheLogAfterARestart(t *testing.T) {
 	h := newHarness(t, api.ScriptedModel)
 	h.mustSend(api.UserMessage(twoCalls))
 	call := h.lastToolUse()
-	h.db.Close()
-	h.open()
+	h.restart()
 	h.mustSend(api.UserToolResult(call.ID, "ok", false))
 	if got := h.types(3); got != "user.tool_result agent.tool_use(read)" {
 		t.Fatalf("after the restart: %s", got)
@@ -345,5 +405,37 @@ func TestParseScriptNormalizesInput(t *testing.T) {
 	b, _ := json.Marshal(s)
 	if !strings.Contains(string(b), `"end":"idle"`) {
 		t.Fatalf("marshalled: %s", b)
+	}
+}
+
+// Two runners on one database (two server processes) woken for the same
+// session at once: the log gets each reaction once, because an append only
+// lands if the log has not moved since its step was decided.
+func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	other, err := sqlite.Open(h.ctx, h.path, sqlite.Options{Now: h.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, slog.New(slog.DiscardHandler), func(string) {})
+	t.Cleanup(func() {
+		second.Close()
+		other.Close()
+	})
+	msg := []api.Event{api.UserMessage(twoCalls)}
+	if _, err := h.db.AppendEvents(h.ctx, h.sess.ID, msg, func(v storage.SessionView) error { return Check(v, msg) }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	for _, r := range []*Runner{h.runner, second} {
+		go func() { done <- r.Settle(h.ctx, h.sess.ID) }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.types(0); got != "user.message session.status_running agent.tool_use(write)" {
+		t.Fatalf("log: %s", got)
 	}
 }

@@ -25,6 +25,8 @@ const (
 	Resource       = "sesrsc_"
 	APIKey         = "apikey_"
 	SessionsToken  = "sesstok_"
+	User           = "user_"
+	ConsoleSession = "csess_"
 )
 
 // Crockford's base32: sortable as ASCII, no ambiguous letters.

@@ -1,16 +1,22 @@
 package server_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testenv"
 )
 
 // Benchmarks of the memory API end to end: HTTP through the real handler
@@ -106,4 +112,105 @@ func BenchmarkListFullStore(b *testing.B) {
 	}
 	b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
 	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/op")
+}
+
+// BenchmarkWriteThroughput measures, in one run, what 8 concurrent clients
+// get from the memory API (creates/s, guarded updates/s, over HTTP) and what
+// raw SQLite gives 8 concurrent writers doing one insert of the same
+// content per transaction on the same settings — the floor the server is
+// compared with. One op is the whole measurement; run it with
+//
+//	go test -run '^$' -bench WriteThroughput -benchtime 1x ./internal/server/
+func BenchmarkWriteThroughput(b *testing.B) {
+	const clients = 8
+	writes := testenv.Scale(800, 4000)
+	body := strings.Repeat("a line of memory text\n", 50) // ~1 KB
+	var raw, creates, updates float64
+	for b.Loop() {
+		raw = rawSQLiteInserts(b, clients, writes, body)
+
+		e := benchEnv(b)
+		// One kept-alive connection per client, as 8 workers would have.
+		e.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+		var st api.MemoryStore
+		e.ok("POST", "/v1/memory_stores", map[string]any{"name": "bench"}, &st)
+		mems := make([]api.Memory, clients)
+		creates = concurrently(clients, writes, func(c, i int) error {
+			res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/c%d/m%d.md", c, i), Content: body})
+			if res.status != http.StatusOK {
+				return fmt.Errorf("create: %d: %s", res.status, res.body)
+			}
+			if i == 0 {
+				return json.Unmarshal(res.body, &mems[c])
+			}
+			return nil
+		})
+		updates = concurrently(clients, writes, func(c, i int) error {
+			res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories/"+mems[c].ID, map[string]any{
+				"content":      fmt.Sprintf("version %d\n%s", i, body),
+				"precondition": map[string]string{"type": "content_sha256", "content_sha256": mems[c].ContentSHA256},
+			})
+			if res.status != http.StatusOK {
+				return fmt.Errorf("update: %d: %s", res.status, res.body)
+			}
+			return json.Unmarshal(res.body, &mems[c])
+		})
+	}
+	b.ReportMetric(raw, "raw_sqlite_inserts/s")
+	b.ReportMetric(creates, "creates/s")
+	b.ReportMetric(updates, "guarded_updates/s")
+	b.ReportMetric(creates/raw, "creates/raw")
+	b.ReportMetric(updates/raw, "updates/raw")
+}
+
+// concurrently runs n calls of op spread over clients goroutines and returns
+// the calls per second.
+func concurrently(clients, n int, op func(client, i int) error) float64 {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n / clients {
+				if err := op(c, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		panic(err)
+	}
+	return float64(n/clients*clients) / elapsed.Seconds()
+}
+
+// rawSQLiteInserts is the floor: clients goroutines inserting n rows of body
+// into a plain table, one transaction per insert, through the same driver
+// and settings as memstore's database.
+func rawSQLiteInserts(b *testing.B, clients, n int, body string) float64 {
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(b.TempDir(), "raw.db")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (id TEXT PRIMARY KEY, body BLOB NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	return concurrently(clients, n, func(c, i int) error {
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO t (id, body) VALUES (?, ?)`, fmt.Sprintf("%d-%d", c, i), []byte(body)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
 }

@@ -20,7 +20,8 @@ import (
 // sessions endpoints: the wake-ups of long polls and event streams, and who
 // has been polling. Everything durable is in storage.
 type controlPlane struct {
-	runtime agent.Runtime
+	// runner drives the sessions' agent runtimes.
+	runner *agent.Runner
 	// sessions wakes event streams when a session's log changes; queues
 	// wakes long polls when an environment's queue gains an item.
 	sessions notifier
@@ -150,16 +151,15 @@ func (s *Server) workersPolling(ctx context.Context, env string) (int64, error) 
 	return s.cp.pollers.count(env, s.now()), nil
 }
 
-// settle lets the runtime react to a session's log without new events:
-// after a work item stopped (its call may now need a worker) or anything
-// else that changes what the agent should do. It wakes the session's
-// streams if the log changed.
+// settle lets the runtime react to a session's log and waits for its
+// reaction: after the session's events or its work changed (a work item
+// stopped: its call may now need a worker, and its token's streams must
+// end). A model call goes on after it returns.
 func (s *Server) settle(ctx context.Context, sessionID string) {
-	if _, err := s.store.AppendEvents(ctx, sessionID, nil, s.cp.runtime); err != nil && !errors.Is(err, storage.ErrNotFound) {
-		s.log.ErrorContext(ctx, "the session could not react to its work item stopping; it will when the server next starts, or on the session's next event",
-			"request_id", requestID(ctx), "session_id", sessionID, "err", err)
-	}
 	s.cp.sessions.notify(sessionID)
+	if err := s.cp.runner.Settle(ctx, sessionID); err != nil && ctx.Err() == nil {
+		s.log.ErrorContext(ctx, "the session's agent did not settle", "request_id", requestID(ctx), "session_id", sessionID, "err", err)
+	}
 }
 
 // ---- credentials and scopes (SPEC §6) ----
@@ -380,11 +380,9 @@ func patchMetadata(field string, stored map[string]string, patch map[string]*str
 	return out, nil
 }
 
-// Resume lets the runtime react once to every session that is not
-// terminated, at startup. Appends and reactions share one transaction, so
-// nothing is ever half-done; what a restart can leave behind is a work
-// item stopped just before the crash, whose session has not yet been told
-// that its call needs a worker.
+// Resume lets the runtime react to every session that is not terminated,
+// at startup: a turn cut short by a restart (a model call in flight, a work
+// item stopped just before the crash) goes on from the session's log.
 func (s *Server) Resume(ctx context.Context) error {
 	q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRescheduling, api.SessionRunning, api.SessionIdle}}
 	for {
@@ -393,7 +391,7 @@ func (s *Server) Resume(ctx context.Context) error {
 			return err
 		}
 		for _, sess := range list {
-			if _, err := s.store.AppendEvents(ctx, sess.ID, nil, s.cp.runtime); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			if err := s.cp.runner.Settle(ctx, sess.ID); err != nil {
 				return fmt.Errorf("session %s: %w", sess.ID, err)
 			}
 		}

@@ -40,7 +40,7 @@ func (c *cpClock) advance(d time.Duration) {
 // cpEnv is a real server on httptest over a real SQLite file, with an
 // admin API key and an injected clock.
 type cpEnv struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	db     *sqlite.DB
 	hs     *httptest.Server
@@ -49,7 +49,7 @@ type cpEnv struct {
 	dbPath string // the SQLite file (with its -wal and -shm beside it)
 }
 
-func newCPEnv(t *testing.T, opts ...func(*Config)) *cpEnv {
+func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	t.Helper()
 	clock := &cpClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	dbPath := filepath.Join(t.TempDir(), "memstore.db")
@@ -86,7 +86,7 @@ type cpResp struct {
 	body   []byte
 }
 
-func (r cpResp) decode(t *testing.T, v any) {
+func (r cpResp) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)

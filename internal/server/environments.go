@@ -23,6 +23,8 @@ func (s *Server) environmentRoutes() {
 	s.mux.HandleFunc("DELETE /v1/environments/{env}", s.authed(s.deleteEnvironment))
 	s.mux.HandleFunc("POST /v1/environments/{env}/archive", s.authed(s.archiveEnvironment))
 	s.mux.HandleFunc("POST /v1/environments/{env}/keys", s.authed(s.createEnvironmentKey))
+	s.mux.HandleFunc("GET /v1/environments/{env}/keys", s.authed(s.listEnvironmentKeys))
+	s.mux.HandleFunc("DELETE /v1/environments/{env}/keys/{key}", s.authed(s.revokeEnvironmentKey))
 }
 
 // environmentID validates the {env} path segment.
@@ -260,13 +262,81 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
-	now := s.now()
-	key := NewSecret(EnvironmentKeyPrefix)
-	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: req.Name, EnvironmentID: e.ID, CreatedAt: now}
-	if err := s.store.CreateCredential(r.Context(), c, HashSecret(key)); err != nil {
+	k, err := s.MintEnvironmentKey(r.Context(), e.ID, req.Name)
+	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", c.ID)
-	writeJSON(w, http.StatusOK, api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: e.ID, Name: c.Name, Key: key, CreatedAt: now})
+	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", k.ID)
+	writeJSON(w, http.StatusOK, k)
 	return nil
+}
+
+// wireEnvironmentKey is a stored key without its secret, which only the
+// response that minted it carried.
+func wireEnvironmentKey(c storage.Credential) api.EnvironmentKey {
+	return api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: c.EnvironmentID, Name: c.Name, CreatedAt: c.CreatedAt}
+}
+
+// listEnvironmentKeys lists an environment's live keys, newest first, so an
+// operator can find the one to revoke. Secrets are never shown again.
+func (s *Server) listEnvironmentKeys(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	l, err := listParams(r.URL.Query(), "environment_keys:"+id, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	if _, err := s.environment(r.Context(), id); err != nil {
+		return err
+	}
+	keys, err := s.store.ListEnvironmentKeys(r.Context(), id, l.query(false))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cutPage(l, keys, func(c storage.Credential) string { return c.ID }, wireEnvironmentKey))
+	return nil
+}
+
+// revokeEnvironmentKey revokes one key at once: from the next request on,
+// it is refused everywhere (401), like a key that never existed. Items its
+// workers already claimed run on with their own sessions tokens.
+func (s *Server) revokeEnvironmentKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	env, err := environmentID(r)
+	if err != nil {
+		return err
+	}
+	key := r.PathValue("key")
+	if err := checkID(ids.EnvironmentKey, "environment key", key); err != nil {
+		return err
+	}
+	if _, err := s.environment(r.Context(), env); err != nil {
+		return err
+	}
+	if err := s.store.RevokeEnvironmentKey(r.Context(), env, key); err != nil {
+		return orMissing(err, "environment key", key, "GET /v1/environments/"+env+"/keys")
+	}
+	s.log.InfoContext(r.Context(), "environment key revoked", "request_id", requestID(r.Context()), "environment_id", env, "key_id", key)
+	writeJSON(w, http.StatusOK, api.Deleted{ID: key, Type: api.EnvironmentKeyDeletedType})
+	return nil
+}
+
+// MintEnvironmentKey makes a key for an existing environment, stored
+// hashed; the returned object is the only place its secret ever appears.
+// The API and the console both mint through it.
+func (s *Server) MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error) {
+	now := s.now()
+	key := NewSecret(EnvironmentKeyPrefix)
+	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: name, EnvironmentID: environmentID, CreatedAt: now}
+	if err := s.store.CreateCredential(ctx, c, HashSecret(key)); err != nil {
+		return api.EnvironmentKey{}, err
+	}
+	return api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: environmentID, Name: name, Key: key, CreatedAt: now}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
@@ -70,9 +71,10 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	return nil
 }
 
-// sendEvents appends the client's events; the agent reacts in the same
-// transaction. A message or an interrupt for a session that no worker
-// serves queues a work item, so the session is picked up again.
+// sendEvents appends the client's events (refused atomically with the log
+// they were checked against), then lets the agent react. A message or an
+// interrupt for a session that no worker serves queues a work item, so the
+// session is picked up again.
 func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -96,7 +98,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 	}
 	ctx := r.Context()
-	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, s.cp.runtime)
+	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, func(v storage.SessionView) error { return agent.Check(v, req.Events) })
 	if err != nil {
 		return orMissing(err, "session", sess.ID, listSessions)
 	}
@@ -112,6 +114,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 			s.cp.queues.notify(work.EnvironmentID)
 		}
 	}
+	s.settle(ctx, sess.ID)
 	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
 	return nil
 }
@@ -122,8 +125,9 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 // Last-Event-ID resumes right after that event, so a reconnecting client
 // loses nothing. An idle stream sends a comment every StreamKeepalive. It
 // ends when the client goes, when the session is deleted (after a
-// session.deleted frame), when a sessions token stops working, or when the
-// server shuts down (CloseStreams).
+// session.deleted frame), when a sessions token stops working or an
+// environment key is revoked (seen at the next event or keepalive), or when
+// the server shuts down (CloseStreams).
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -196,6 +200,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 		}
 		if p.Kind == storage.SessionsToken {
 			if _, err := s.tokenWork(ctx, p); err != nil {
+				return nil
+			}
+		}
+		if p.Kind == storage.EnvironmentKey {
+			// A revoked key is refused everywhere, its open streams included.
+			if _, err := s.authenticate(r); err != nil {
 				return nil
 			}
 		}

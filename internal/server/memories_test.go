@@ -11,6 +11,8 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // snapshot is everything the memory API stores, read back through the
@@ -168,6 +170,12 @@ func TestValidationAndLimits(t *testing.T) {
 		{"path U+2028", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/a\u2028b", Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", "line separator"}},
 		{"path U+2029", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/a\u2029b", Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", "paragraph separator"}},
 		{"path wrong type", "POST", s + "/memories", `{"path":["/a"],"content":"x"}`, nil, 400, api.InvalidRequest, []string{"path", "string"}},
+		// Paths no worker can put on disk.
+		{"path segment 256 bytes", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/a/" + strings.Repeat("s", 256), Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", "256 bytes", "255"}},
+		{"path the marker's name", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/" + validate.MarkerName, Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", validate.MarkerName, "marker file"}},
+		{"path a temporary file's name", "POST", s + "/memories", api.CreateMemoryRequest{Path: "/notes/" + validate.TempPrefix + "1", Content: "x"}, nil, 400, api.InvalidRequest, []string{"path", validate.TempPrefix, "temporary files"}},
+		{"rename to a segment of 256 bytes", "POST", mem, map[string]any{"path": "/" + strings.Repeat("s", 256)}, nil, 400, api.InvalidRequest, []string{"path", "256 bytes"}},
+		{"rename to the marker's name", "POST", mem, map[string]any{"path": "/d/" + validate.MarkerName + "/x"}, nil, 400, api.InvalidRequest, []string{"path", "marker file"}},
 
 		// A rename is held to the same path rules as a create.
 		{"rename path 1025 bytes", "POST", mem, map[string]any{"path": path1025}, nil, 400, api.InvalidRequest, []string{"path", "1025", "1024"}},
@@ -281,8 +289,8 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 		t.Fatalf("store at the limits = %d pairs, name of %d characters", len(st.Metadata), len([]rune(st.Name)))
 	}
 	var m api.Memory
-	big := strings.Repeat("🧠", api.MaxContentBytes/4) // 102,400 bytes
-	path := "/" + strings.Repeat("p", api.MaxPathBytes-1)
+	big := strings.Repeat("🧠", api.MaxContentBytes/4)                            // 102,400 bytes
+	path := strings.Repeat("/"+strings.Repeat("p", validate.MaxSegmentBytes), 4) // 1,024 bytes
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories?view=full", api.CreateMemoryRequest{Path: path, Content: big}, &m)
 	if m.ContentSizeBytes != api.MaxContentBytes || m.Content == nil || *m.Content != big || m.Path != path {
 		t.Fatalf("memory at the limits: size %d, path of %d bytes", m.ContentSizeBytes, len(m.Path))
@@ -290,7 +298,7 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 	// An update and a rename to the limits are accepted too.
 	var small, grown api.Memory
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: "/small", Content: "x"}, &small)
-	other := "/" + strings.Repeat("q", api.MaxPathBytes-1)
+	other := strings.Repeat("/"+strings.Repeat("q", validate.MaxSegmentBytes), 4)
 	e.ok("POST", "/v1/memory_stores/"+st.ID+"/memories/"+small.ID+"?view=full", map[string]any{"path": other, "content": big}, &grown)
 	if grown.ID != small.ID || grown.Path != other || grown.ContentSizeBytes != api.MaxContentBytes || *grown.Content != big {
 		t.Fatalf("update to the limits: path of %d bytes, size %d", len(grown.Path), grown.ContentSizeBytes)
@@ -309,13 +317,13 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 }
 
 // The per-store limit is 10,000 memories unless configured (the fixture's
-// limit of 3 shows that it is): the 10,000th create is accepted, the
-// 10,001st is refused naming the field and changing nothing, and updates
-// still work.
+// limit of 3 shows that it is, and the refusals at that limit run in every
+// test run): the 10,000th create is accepted, the 10,001st is refused naming
+// the field and changing nothing, and updates still work. A long test:
+// seeding 10,000 memories, each its own transaction as in production, takes
+// about a minute under -race.
 func TestDefaultStoreLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seeds 10,000 memories")
-	}
+	testenv.Long(t)
 	e := newEnv(t, server.Config{})
 	var st api.MemoryStore
 	e.ok("POST", "/v1/memory_stores", map[string]any{"name": "big"}, &st)

@@ -39,6 +39,8 @@ func TestMemoryEndpointsWithASessionsToken(t *testing.T) {
 	e.must(200, "GET", "/v1/memory_stores/"+rw.ID+"/memories", tok, nil, &page)
 	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/memories/"+roDoc.ID, tok, nil, nil)
 	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/memory_versions", tok, nil, nil)
+	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/changes", tok, nil, nil)
+	e.must(200, "GET", "/v1/memory_stores/"+ro.ID+"/snapshot", tok, nil, nil)
 	var made api.Memory
 	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories", tok, api.CreateMemoryRequest{Path: "/by-agent.md", Content: "hello"}, &made)
 	e.must(200, "POST", "/v1/memory_stores/"+rw.ID+"/memories/"+rwDoc.ID, tok, map[string]any{"content": "rw, edited"}, nil)
@@ -63,6 +65,8 @@ func TestMemoryEndpointsWithASessionsToken(t *testing.T) {
 		{"delete in read_only store", "DELETE", "/v1/memory_stores/" + ro.ID + "/memories/" + roDoc.ID, nil},
 		{"read an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories/" + otherDoc.ID, nil},
 		{"list an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/memories", nil},
+		{"follow an unattached store's changes", "GET", "/v1/memory_stores/" + other.ID + "/changes", nil},
+		{"snapshot an unattached store", "GET", "/v1/memory_stores/" + other.ID + "/snapshot", nil},
 		{"write an unattached store", "POST", "/v1/memory_stores/" + other.ID + "/memories", api.CreateMemoryRequest{Path: "/x", Content: "x"}},
 		{"list stores", "GET", "/v1/memory_stores", nil},
 		{"create a store", "POST", "/v1/memory_stores", map[string]any{"name": "mine"}},

@@ -13,9 +13,9 @@ import (
 
 // memoryRoutes registers the memory-stores API (SPEC §2). Store management
 // (create, list, update, archive, delete) and redaction need an API key;
-// reading a store and everything about its memories and versions go
-// through memoryStoreAccess, which also admits a sessions token for the
-// stores attached to its session.
+// reading a store and everything about its memories, versions and changes
+// (the feed and snapshot of SPEC §8) go through memoryStoreAccess, which
+// also admits a sessions token for the stores attached to its session.
 func (s *Server) memoryRoutes() {
 	s.mux.HandleFunc("POST /v1/memory_stores", s.authed(s.createMemoryStore))
 	s.mux.HandleFunc("GET /v1/memory_stores", s.authed(s.listMemoryStores))
@@ -29,6 +29,9 @@ func (s *Server) memoryRoutes() {
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.getMemory))
 	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.updateMemory))
 	s.mux.HandleFunc("DELETE /v1/memory_stores/{store_id}/memories/{memory_id}", s.authed(s.deleteMemory))
+
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/changes", s.authed(s.listChanges))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/snapshot", s.authed(s.snapshot))
 
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions", s.authed(s.listMemoryVersions))
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions/{version_id}", s.authed(s.getMemoryVersion))
@@ -197,6 +200,7 @@ func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Prin
 	if err != nil {
 		return storeError(err, "")
 	}
+	advertise(w)
 	writeJSON(w, http.StatusOK, toPage(page))
 	return nil
 }
@@ -224,6 +228,7 @@ func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return storeError(err, req.storeID)
 	}
+	advertise(w)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }

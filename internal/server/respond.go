@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/memstore/memstore/api"
@@ -39,6 +40,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, errBodyTimeout):
+		// The rest of the body may still come: this connection is done.
+		w.Header().Set("Connection", "close")
+		ae = s.bodyTimeout()
 	case errors.As(err, &ae):
 	case errors.Is(err, storage.ErrNotFound):
 		ae = apiErrorf(notFound, "not found: %s", r.URL.Path)
@@ -118,6 +123,8 @@ func bodyError(err error) error {
 		typ      *json.UnmarshalTypeError
 	)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errBodyTimeout
 	case errors.As(err, &tooLarge):
 		return apiErrorf(api.RequestTooLarge, "request body exceeds %d bytes; send a smaller body (memory content is limited to %d bytes)", tooLarge.Limit, api.MaxContentBytes)
 	case errors.Is(err, io.EOF):

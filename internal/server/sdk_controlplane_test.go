@@ -53,6 +53,7 @@ func newSDKServer(t *testing.T, opts ...func(*server.Config)) *sdkServer {
 	hs.Start()
 	t.Cleanup(func() {
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	key, _, err := srv.BootstrapAdminKey(ctx, "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -33,9 +34,21 @@ type Config struct {
 	// (mount_path = MountPrefix/<slug>); default api.DefaultMountPrefix.
 	// Tests point it at a temporary folder.
 	MountPrefix string
+	// BodyReadTimeout bounds the reading of a request body (default
+	// DefaultBodyReadTimeout); a body not in by then is answered 408.
+	BodyReadTimeout time.Duration
+	// MaxRequestsPerAddress and MaxRequestsPerKey cap the requests in flight
+	// from one client address and with one credential (defaults
+	// DefaultMaxRequestsPerAddress, DefaultMaxRequestsPerKey; negative: no
+	// limit); a request over either is answered 429 with retry-after.
+	MaxRequestsPerAddress int
+	MaxRequestsPerKey     int
 	// StreamKeepalive is how often an idle event stream sends a comment
 	// (default 15 s), so proxies do not cut it.
 	StreamKeepalive time.Duration
+	// Model configures the runtime of agents whose model is not "scripted"
+	// (the upstream Messages API and its key).
+	Model agent.ClaudeConfig
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -46,6 +59,11 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// limits counts the requests in flight per address and per credential.
+	limits *limiter
+	// storeChanges wakes the change feed's long polls when a store's
+	// memories change.
+	storeChanges notifier
 	// closing is closed by CloseStreams, which ends the event streams.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -69,6 +87,15 @@ func New(cfg Config) *Server {
 	if cfg.MountPrefix == "" {
 		cfg.MountPrefix = api.DefaultMountPrefix
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MaxRequestsPerAddress == 0 {
+		cfg.MaxRequestsPerAddress = DefaultMaxRequestsPerAddress
+	}
+	if cfg.MaxRequestsPerKey == 0 {
+		cfg.MaxRequestsPerKey = DefaultMaxRequestsPerKey
+	}
 	if cfg.StreamKeepalive <= 0 {
 		cfg.StreamKeepalive = 15 * time.Second
 	}
@@ -80,8 +107,12 @@ func New(cfg Config) *Server {
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
 
+		limits:       newLimiter(cfg.MaxRequestsPerAddress, cfg.MaxRequestsPerKey),
+		storeChanges: notifier{chans: map[string]chan struct{}{}},
+
 		closing: make(chan struct{}),
 	}
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, s.cp.sessions.notify)
 	s.routes()
 	return s
 }
@@ -98,10 +129,49 @@ func (s *Server) ListenForWakes(ctx context.Context) error {
 	return w.Listen(ctx, s.cp.wake)
 }
 
+// Close stops the agent runtimes, abandoning model calls in flight (a
+// session resumes its turn from its log at the next start). Call it after
+// the HTTP server has shut down, before closing the store.
+func (s *Server) Close() {
+	s.cp.runner.Close()
+}
+
 // Handler returns the API with its middleware: request ids, access logs,
-// panic recovery and the body cap.
+// panic recovery, the in-flight limits, canonical paths, and the body's
+// deadline and cap.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withBodyCap(s.mux))))
+	return s.HandlerWithConsole(nil)
+}
+
+// HandlerWithConsole is Handler with the web console served at /console/
+// (when console is not nil). The console shares request ids, access logs
+// and panic recovery, but not the API's credentials or its body cap: it
+// signs people in with its own cookie and caps its own forms.
+func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
+	var h http.Handler = s.withBodyDeadline(s.withBodyCap(s.mux))
+	if console != nil {
+		top := http.NewServeMux()
+		top.Handle("/console/", console)
+		top.Handle("/", h)
+		h = top
+	}
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
+}
+
+// WaitSession returns a channel closed at the next change of a session's
+// event log, for a view that follows it (the console's live session page).
+func (s *Server) WaitSession(sessionID string) <-chan struct{} {
+	return s.cp.sessions.wait(sessionID)
+}
+
+// Closing is closed by CloseStreams: a stream the console serves ends
+// then too, so a shutdown does not wait for its browser.
+func (s *Server) Closing() <-chan struct{} { return s.closing }
+
+// WorkersPolling counts the distinct workers that polled an environment in
+// the last 30 s, as the work queue stats report them.
+func (s *Server) WorkersPolling(environmentID string) int64 {
+	return s.cp.pollers.count(environmentID, s.now())
 }
 
 // CloseStreams ends every open event stream, and any opened later after

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
@@ -199,8 +200,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 		sess.Resources[i].CreatedAt, sess.Resources[i].UpdatedAt = now, now
 		sess.Resources[i].ID = ids.NewAt(ids.Resource, now)
 	}
+	if err := agent.Check(storage.SessionView{Session: sess, WorkLive: true}, req.InitialEvents); err != nil {
+		return err
+	}
 	work := storage.Work{Work: api.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}}
-	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents, s.cp.runtime)
+	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents)
 	switch {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrStoreArchived):
 		// Checked above; only a delete or archive racing this request gets here.
@@ -210,6 +214,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	s.cp.queues.notify(env.ID)
 	s.cp.sessions.notify(sess.ID)
+	if len(req.InitialEvents) > 0 {
+		s.settle(ctx, sess.ID)
+		if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
+			return orMissing(err, "session", sess.ID, listSessions)
+		}
+	}
 	s.log.InfoContext(ctx, "session created", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", env.ID,
 		"work_id", work.ID, "agent_id", ag.ID, "memory_stores", len(res))
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
@@ -398,6 +408,7 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 		return err
 	}
 	s.cp.sessions.notify(id)
+	s.cp.runner.Wake(id) // a model call in flight is abandoned
 	s.log.InfoContext(ctx, "session archived", "request_id", requestID(ctx), "session_id", id)
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
@@ -417,6 +428,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 		return orMissing(err, "session", id, listSessions)
 	}
 	s.cp.sessions.notify(id)
+	s.cp.runner.Wake(id) // a model call in flight is abandoned
 	s.log.InfoContext(r.Context(), "session deleted", "request_id", requestID(r.Context()), "session_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
 	return nil

@@ -106,8 +106,11 @@ func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err 
 // one. The wait is woken by the environment's queue notifier, not by
 // re-reading the database on a timer.
 func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) error {
-	env, err := s.queueScope(r, p)
+	env, err := environmentID(r)
 	if err != nil {
+		return err
+	}
+	if err := requireEnvironmentScope(p, env); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -135,6 +138,10 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	deadline := time.Now().Add(block)
 	for {
 		wake := s.cp.queues.wait(env)
+		// Read on every round, so that an archive stops a waiting poll too.
+		if err := s.requireOpenQueue(ctx, env); err != nil {
+			return err
+		}
 		if err := s.expire(ctx, env); err != nil {
 			return err
 		}
@@ -173,6 +180,20 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 			return nil
 		}
 	}
+}
+
+// requireOpenQueue refuses to hand out work from an archived environment:
+// archiving retires its queue, so no credential may claim from it any more.
+// Items claimed before go on with their own sessions tokens until they end.
+func (s *Server) requireOpenQueue(ctx context.Context, env string) error {
+	e, err := s.environment(ctx, env)
+	if err != nil {
+		return err
+	}
+	if e.ArchivedAt != nil {
+		return apiErrorf(permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
+	}
+	return nil
 }
 
 func (s *Server) ackWork(w http.ResponseWriter, r *http.Request, p Principal) error {

@@ -48,12 +48,11 @@ type Agents interface {
 // Sessions persists sessions with their resources.
 type Sessions interface {
 	// CreateSession stores a session, its resources and its first work item,
-	// appends initial (with rt reacting to them, see AppendEvents), all in
-	// one transaction. Every attached memory store must still exist
+	// and appends initial, all in one transaction. Every attached memory store must still exist
 	// (ErrNotFound) and not be archived (ErrStoreArchived) when it commits,
 	// so a store deleted meanwhile is never left attached to a live
 	// session.
-	CreateSession(ctx context.Context, s api.Session, work Work, initial []api.Event, rt SessionRuntime) (api.Session, error)
+	CreateSession(ctx context.Context, s api.Session, work Work, initial []api.Event) (api.Session, error)
 	GetSession(ctx context.Context, id string) (api.Session, error)
 	// ListSessions returns sessions newest first (oldest first with Asc).
 	ListSessions(ctx context.Context, q SessionQuery) ([]api.Session, error)
@@ -65,16 +64,19 @@ type Sessions interface {
 
 // Events persists each session's event log.
 type Events interface {
-	// AppendEvents appends events to a session's log in one transaction:
-	// rt.Check may refuse them (nothing is stored then), and rt.React is
-	// called with the log until it has nothing more to add, its events
-	// appended after. Each event gets an id, a processed_at from the store's
-	// clock (nudged a microsecond past the previous event's when the clock
-	// has not moved, so that it strictly increases along the log) and the
-	// next sequence number; a status event also sets the
-	// session's status. It returns the stored copies of events. A nil rt
-	// appends events as they are.
-	AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt SessionRuntime) ([]api.Event, error)
+	// AppendEvents appends events to a session's log in one transaction.
+	// guard, when not nil, sees the session as that transaction does and
+	// may refuse the append: its error is returned as is and nothing is
+	// stored. Each event gets an id, a processed_at from the store's clock
+	// (nudged a microsecond past the previous event's when the clock has not
+	// moved, so that it strictly increases along the log) and the next
+	// sequence number; a status event also sets the session's status, and a
+	// span.model_request_end adds its model_usage to the session's usage. It
+	// returns the stored copies of events.
+	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard AppendGuard) ([]api.Event, error)
+	// ViewSession returns a session with its whole log, as an agent runtime
+	// reads it.
+	ViewSession(ctx context.Context, sessionID string) (SessionView, error)
 	// ListEvents lists a session's events in sequence order.
 	ListEvents(ctx context.Context, sessionID string, q EventQuery) ([]StoredEvent, error)
 	// EventSeq returns the sequence number of one event of a session
@@ -206,24 +208,21 @@ func HeartbeatToken(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }
 
-// SessionView is what a SessionRuntime sees of a session: the session, its
-// whole event log (oldest first) and whether a live work item serves it.
+// SessionView is what an agent runtime sees of a session: the session, its
+// whole event log (oldest first), the sequence number of the log's last
+// event (0 for an empty log) and whether a live work item serves it.
 type SessionView struct {
 	Session  api.Session
 	Log      []api.Event
+	Seq      int64
 	WorkLive bool
 }
 
-// SessionRuntime is the agent side of AppendEvents, run inside its
-// transaction so that a reaction is never lost or doubled.
-type SessionRuntime interface {
-	// Check refuses events that cannot be appended to the session now; its
-	// error is returned by AppendEvents as is.
-	Check(v SessionView, events []api.Event) error
-	// React returns the events the agent emits given the log so far, or
-	// none when it is waiting.
-	React(v SessionView) ([]api.Event, error)
-}
+// AppendGuard decides, inside an append's transaction, whether the append
+// may go ahead given the session as it is then. It is how a client event is
+// refused atomically with the log it was checked against, and how an agent
+// runtime appends a reaction only if the log still calls for it.
+type AppendGuard func(v SessionView) error
 
 // Control-plane errors, translated by the HTTP layer.
 var (

@@ -44,4 +44,11 @@ type Credentials interface {
 	// CountCredentials counts live credentials of a kind (the server asks
 	// whether an admin key exists yet).
 	CountCredentials(ctx context.Context, kind CredentialKind) (int, error)
+	// ListEnvironmentKeys returns the live environment keys of an
+	// environment, newest first.
+	ListEnvironmentKeys(ctx context.Context, environmentID string, q ListQuery) ([]Credential, error)
+	// RevokeEnvironmentKey revokes a live key of an environment, so that
+	// CredentialByHash no longer finds it. ErrNotFound when the environment
+	// has no live key with that id.
+	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
 }

@@ -78,6 +78,10 @@ type Memories interface {
 	ListMemories(ctx context.Context, q MemoryQuery) (Page[api.MemoryListItem], error)
 	// CountMemories counts a store's live memories.
 	CountMemories(ctx context.Context, storeID string) (int, error)
+	// MemoryStoreUsage sums up the live memories under prefix (ending in
+	// "/"; "/" is the whole store) for a person looking at a store or a
+	// folder: how many, their bytes, and the newest updated_at among them.
+	MemoryStoreUsage(ctx context.Context, storeID, prefix string) (StoreUsage, error)
 }
 
 // MemoryVersions reads and redacts the immutable history of memories.
@@ -93,6 +97,40 @@ type MemoryVersions interface {
 	// would leave the memory without content. Redacting a redacted version
 	// returns it unchanged. Allowed on archived stores.
 	RedactMemoryVersion(ctx context.Context, storeID, versionID string, by api.Actor) (api.MemoryVersion, error)
+
+	// ListChanges is the change feed (SPEC §8): the store's versions with
+	// a sequence above after, oldest first, at most limit, and the store's
+	// latest sequence. Every version gets the store's next sequence in
+	// the transaction that writes it, so sequences are strictly increasing
+	// and gap-free per store and survive restarts. A cursor above the
+	// latest sequence was not issued by this store
+	// (*SequenceAheadError).
+	ListChanges(ctx context.Context, storeID string, after int64, limit int) (ChangePage, error)
+	// Snapshot reads the store's memories under prefix ("/" for all), with
+	// their content, in path order, from one consistent view: it calls at
+	// once with the sequence that view is at, then each for every memory.
+	// An error from a callback ends the read and is returned.
+	Snapshot(ctx context.Context, storeID, prefix string, at func(sequence int64) error, each func(api.Memory) error) error
+}
+
+// ChangePage is one batch of the change feed.
+type ChangePage struct {
+	Changes []api.MemoryChange
+	// Latest is the store's latest sequence when the batch was read.
+	Latest int64
+	// More reports changes after the last one returned.
+	More bool
+}
+
+// SequenceAheadError refuses a change-feed cursor above the store's latest
+// sequence: one from another store, or from a store that was deleted and
+// recreated.
+type SequenceAheadError struct {
+	After, Latest int64
+}
+
+func (e *SequenceAheadError) Error() string {
+	return fmt.Sprintf("storage: sequence %d is ahead of the store's latest sequence %d", e.After, e.Latest)
 }
 
 // NewMemoryStore is the input of CreateMemoryStore.
@@ -117,6 +155,14 @@ type MemoryStoreQuery struct {
 	IncludeArchived bool
 	CreatedGTE      *time.Time
 	CreatedLTE      *time.Time
+}
+
+// StoreUsage is what MemoryStoreUsage reports. LastChange is nil when no
+// memory lives under the prefix.
+type StoreUsage struct {
+	Memories   int
+	Bytes      int64
+	LastChange *time.Time
 }
 
 // NewMemory is the input of CreateMemory.

@@ -19,6 +19,7 @@ type Store interface {
 	Credentials
 	MemoryStores
 	ControlPlane
+	Users
 	// Close releases the backend's connections.
 	Close() error
 }

@@ -12,12 +12,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
@@ -36,6 +41,11 @@ type Options struct {
 	StreamKeepalive time.Duration
 	// AdminKey is the admin API key; "" is DefaultAdminKey.
 	AdminKey string
+	// Model is the upstream of agents with a real model (internal/modeltest
+	// serves one); the zero value has no key.
+	Model agent.ClaudeConfig
+	// Console serves the web console at /console/, as serve and up do.
+	Console bool
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -43,7 +53,10 @@ type Server struct {
 	// URL is the base URL, also the api_base_url of its work secrets.
 	URL      string
 	AdminKey string
-	wrap     atomic.Pointer[func(http.Handler) http.Handler]
+	// Store is the server's database, for tests that set up what has no
+	// API (console users).
+	Store storage.Store
+	wrap  atomic.Pointer[func(http.Handler) http.Handler]
 }
 
 // Start starts a server for t.
@@ -54,7 +67,7 @@ func Start(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{AdminKey: o.AdminKey}
+	s := &Server{AdminKey: o.AdminKey, Store: db}
 	if s.AdminKey == "" {
 		s.AdminKey = DefaultAdminKey
 	}
@@ -69,9 +82,17 @@ func Start(t testing.TB, o Options) *Server {
 	s.URL = "http://" + hs.Listener.Addr().String()
 	srv := server.New(server.Config{
 		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
-		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive,
+		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, Model: o.Model,
 	})
-	h = srv.Handler()
+	var con http.Handler
+	if o.Console {
+		c, err := console.New(console.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		con = c.Handler()
+	}
+	h = srv.HandlerWithConsole(con)
 	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +100,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	return s
@@ -112,4 +134,40 @@ func (s *Server) Client(t testing.TB, opts ...client.Option) *client.Client {
 func (s *Server) Admin(t testing.TB) *client.Client {
 	t.Helper()
 	return s.Client(t, client.WithAPIKey(s.AdminKey))
+}
+
+// WithoutExtensions is middleware (for Wrap) that makes the server look
+// like Anthropic's API: memstore's own memory endpoints (SPEC §8: the
+// change feed and the snapshot) answer 404 as unknown routes do there, and
+// no response advertises them, so a worker must fall back to the hosted
+// API's protocol.
+func WithoutExtensions(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/memory_stores/") && (strings.HasSuffix(r.URL.Path, "/changes") || strings.HasSuffix(r.URL.Path, "/snapshot")) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`))
+			return
+		}
+		h.ServeHTTP(hideExtensions{w}, r)
+	})
+}
+
+// hideExtensions drops the extensions header from a response.
+type hideExtensions struct{ http.ResponseWriter }
+
+func (w hideExtensions) WriteHeader(code int) {
+	w.Header().Del(api.ExtensionsHeader)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w hideExtensions) Write(b []byte) (int, error) {
+	w.Header().Del(api.ExtensionsHeader)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w hideExtensions) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

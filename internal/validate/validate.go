@@ -27,6 +27,20 @@ import (
 // built here can move to the hosted service and back.
 const MaxPathSegments = 20
 
+// MaxSegmentBytes is the longest one path segment may be: NAME_MAX of the
+// filesystems a worker mounts stores on, so that every memory can be a file.
+const MaxSegmentBytes = 255
+
+// MarkerName is the file at the root of every store folder that binds the
+// folder to its store (SPEC §5). The worker never syncs it, so no memory may
+// take its name.
+const MarkerName = ".anthropic-memory-store"
+
+// TempPrefix starts the name of every temporary file an atomic write makes
+// in a store's folder. The worker skips such files (they are leftovers of
+// an interrupted write), so no memory may take a name that starts with it.
+const TempPrefix = ".memstore-tmp-"
+
 func invalid(field, format string, args ...any) error {
 	return api.Errorf(api.InvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))
 }
@@ -51,7 +65,28 @@ func Path(field, p string) error {
 	if strings.HasSuffix(p, "/") {
 		return invalid(field, "%q ends with \"/\", but a memory path names a file; remove the trailing slash", p)
 	}
-	return segments(field, p[1:])
+	if err := segments(field, p[1:]); err != nil {
+		return err
+	}
+	return fileSegments(field, p[1:])
+}
+
+// fileSegments refuses the segments no worker can put on disk as a file or
+// folder of a store: they would be skipped on every sync, forever. Listing
+// prefixes are not checked, so memories stored before these rules can
+// still be listed and renamed away.
+func fileSegments(field, rel string) error {
+	for _, s := range strings.Split(rel, "/") {
+		switch {
+		case len(s) > MaxSegmentBytes:
+			return invalid(field, "has a segment of %d bytes; a worker stores each segment as a file or folder name, which is at most %d bytes, so shorten it", len(s), MaxSegmentBytes)
+		case s == MarkerName:
+			return invalid(field, "uses the name %q, which the worker reserves for the marker file of a store's folder; choose another name", s)
+		case strings.HasPrefix(s, TempPrefix):
+			return invalid(field, "has the segment %q, but names starting with %q are reserved for the worker's temporary files; choose another name", s, TempPrefix)
+		}
+	}
+	return nil
 }
 
 // PathPrefix checks a listing prefix: "/" or a valid path followed by "/",

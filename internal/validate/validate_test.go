@@ -14,7 +14,7 @@ import (
 )
 
 func TestPath(t *testing.T) {
-	long := "/" + strings.Repeat("a", api.MaxPathBytes-1)
+	long := strings.Repeat("/"+strings.Repeat("a", MaxSegmentBytes), 4) // 1,024 bytes
 	deep := strings.Repeat("/d", MaxPathSegments)
 	tests := []struct {
 		name, path string
@@ -26,6 +26,7 @@ func TestPath(t *testing.T) {
 		{"spaces and unicode", "/Notas de reunião/café ☕.md", ""},
 		{"exactly 1024 bytes", long, ""},
 		{"1025 bytes", long + "b", "limit is 1024 bytes"},
+		{"1024 bytes in one segment", "/" + strings.Repeat("a", api.MaxPathBytes-1), "segment of 1023 bytes"},
 		{"20 segments", deep, ""},
 		{"21 segments", deep + "/x", "21 segments"},
 		{"empty", "", "is required"},
@@ -48,6 +49,13 @@ func TestPath(t *testing.T) {
 		{"BOM", "/\ufeffa", "format character"},
 		{"bidi override", "/a\u202eb", "format character"},
 		{"invalid UTF-8", "/a\xffb", "not valid UTF-8"},
+		{"segment of 255 bytes", "/d/" + strings.Repeat("é", 127) + "a", ""},
+		{"segment of 256 bytes", "/d/" + strings.Repeat("é", 128), "segment of 256 bytes"},
+		{"the marker's name", "/" + MarkerName, "marker file"},
+		{"the marker's name deeper", "/a/" + MarkerName + "/b", "marker file"},
+		{"marker name as a prefix of a name", "/" + MarkerName + ".md", ""},
+		{"a temporary file's name", "/a/" + TempPrefix + "x", "temporary files"},
+		{"a temporary folder's name", "/" + TempPrefix + "/b", "temporary files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

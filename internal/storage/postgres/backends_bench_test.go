@@ -129,7 +129,7 @@ func benchClaims(b *testing.B, s storage.Store, workers int) {
 	}
 	for range b.N {
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-		if _, err := s.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+		if _, err := s.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -238,7 +238,7 @@ func saveSession(ctx context.Context, q querier, sess api.Session) error {
 }
 
 // CreateSession implements storage.Sessions.
-func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event, rt storage.SessionRuntime) (api.Session, error) {
+func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event) (api.Session, error) {
 	var out api.Session
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		body := sess
@@ -268,7 +268,7 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 			return err
 		}
 		var err error
-		out, _, err = s.appendInTx(ctx, tx, sess.ID, initial, rt)
+		out, _, err = s.appendInTx(ctx, tx, sess.ID, initial, nil)
 		return err
 	})
 	if err != nil {
@@ -396,32 +396,40 @@ var statusOf = map[string]string{
 	"session.status_rescheduled":     api.SessionRescheduling,
 }
 
-// maxReactions bounds the React loop of one append: a runtime that never
-// settles is a bug, and must not hang the transaction.
-const maxReactions = 1000
+// viewInTx reads a session, its whole log and whether its work is live,
+// all through q (one transaction, so they agree). lock takes the session's
+// row lock first.
+func viewInTx(ctx context.Context, q querier, sessionID string, lock bool) (storage.SessionView, error) {
+	sess, err := getSession(ctx, q, sessionID, lock)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	v := storage.SessionView{Session: sess}
+	rows, err := queryAll(ctx, q, scanStoredEvent, `SELECT seq, body FROM session_events WHERE session_id = $1 ORDER BY seq`, sessionID)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	for _, r := range rows {
+		v.Log = append(v.Log, r.Event)
+		v.Seq = r.Seq
+	}
+	v.WorkLive, err = hasLiveWork(ctx, q, sessionID)
+	return v, err
+}
 
 // appendInTx is AppendEvents inside tx, holding the session's row lock so
 // that appends to one session, from any replica, run one at a time. It
 // returns the session as it is afterwards and the stored copies of events.
-func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime) (api.Session, []api.Event, error) {
-	sess, err := getSession(ctx, tx, sessionID, true)
+func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events []api.Event, guard storage.AppendGuard) (api.Session, []api.Event, error) {
+	view, err := viewInTx(ctx, tx, sessionID, true)
 	if err != nil {
 		return api.Session{}, nil, err
 	}
-	logRows, err := queryAll(ctx, tx, scanJSON[api.Event], `SELECT body FROM session_events WHERE session_id = $1 ORDER BY seq`, sessionID)
-	if err != nil {
-		return api.Session{}, nil, err
-	}
-	view := storage.SessionView{Session: sess, Log: logRows}
-	if view.WorkLive, err = hasLiveWork(ctx, tx, sessionID); err != nil {
-		return api.Session{}, nil, err
-	}
-	if rt != nil && len(events) > 0 {
-		if err := rt.Check(view, events); err != nil {
+	if guard != nil {
+		if err := guard(view); err != nil {
 			return api.Session{}, nil, err
 		}
 	}
-	changed := false
 	// processed_at strictly increases along the log: the official worker
 	// drops every tool call processed at or before the latest interrupt, so
 	// two events sharing a timestamp could hide a call made after it.
@@ -429,55 +437,32 @@ func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events
 	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
 		last = *view.Log[n-1].ProcessedAt
 	}
-	insert := func(batch []api.Event) ([]api.Event, error) {
-		out := make([]api.Event, 0, len(batch))
-		for _, e := range batch {
-			now, err := s.now(ctx, tx)
-			if err != nil {
-				return nil, err
-			}
-			if !now.After(last) {
-				now = last.Add(time.Microsecond)
-			}
-			last = now
-			e.ID = ids.NewAt(ids.Event, now)
-			e.ProcessedAt = &now
-			if _, err := tx.Exec(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4)`,
-				e.ID, sessionID, e.Type, toJSON(e)); err != nil {
-				return nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
-			}
-			if st, ok := statusOf[e.Type]; ok {
-				view.Session.Status = st
-			}
-			view.Session.UpdatedAt = now
-			changed = true
-			view.Log = append(view.Log, e)
-			out = append(out, e)
+	out := make([]api.Event, 0, len(events))
+	for _, e := range events {
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return api.Session{}, nil, err
 		}
-		return out, nil
-	}
-	stored, err := insert(events)
-	if err != nil {
-		return api.Session{}, nil, err
-	}
-	if rt != nil {
-		for i := 0; ; i++ {
-			if i == maxReactions {
-				return api.Session{}, nil, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
-			}
-			more, err := rt.React(view)
-			if err != nil {
-				return api.Session{}, nil, err
-			}
-			if len(more) == 0 {
-				break
-			}
-			if _, err := insert(more); err != nil {
-				return api.Session{}, nil, err
-			}
+		if !now.After(last) {
+			now = last.Add(time.Microsecond)
 		}
+		last = now
+		e.ID = ids.NewAt(ids.Event, now)
+		e.ProcessedAt = &now
+		if _, err := tx.Exec(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4)`,
+			e.ID, sessionID, e.Type, toJSON(e)); err != nil {
+			return api.Session{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+		}
+		if st, ok := statusOf[e.Type]; ok {
+			view.Session.Status = st
+		}
+		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
+			view.Session.Usage.Add(*e.ModelUsage)
+		}
+		view.Session.UpdatedAt = now
+		out = append(out, e)
 	}
-	if changed {
+	if len(events) > 0 {
 		if err := saveSession(ctx, tx, view.Session); err != nil {
 			return api.Session{}, nil, err
 		}
@@ -485,21 +470,33 @@ func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events
 			return api.Session{}, nil, err
 		}
 	}
-	return view.Session, stored, nil
+	return view.Session, out, nil
 }
 
 // AppendEvents implements storage.Events.
-func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt storage.SessionRuntime) ([]api.Event, error) {
+func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error) {
 	var stored []api.Event
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		_, stored, err = s.appendInTx(ctx, tx, sessionID, events, rt)
+		_, stored, err = s.appendInTx(ctx, tx, sessionID, events, guard)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return stored, nil
+}
+
+// ViewSession implements storage.Events. It reads in one REPEATABLE READ
+// transaction, so the log, the session and its work agree.
+func (s *DB) ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error) {
+	var v storage.SessionView
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		v, err = viewInTx(ctx, tx, sessionID, false)
+		return err
+	})
+	return v, err
 }
 
 // ListEvents implements storage.Events.

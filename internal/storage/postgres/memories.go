@@ -273,13 +273,19 @@ type versionRow struct {
 	at                        time.Time
 }
 
+// insertVersion writes a version under its store's next change-feed
+// sequence (see migration 0005).
 func insertVersion(ctx context.Context, tx querier, v versionRow) error {
 	var content []byte
 	if v.content != nil {
 		content = []byte(*v.content)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, v.at, v.by.Type, storage.ActorID(v.by))
+	var seq int64
+	if err := tx.QueryRow(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1 WHERE id = $1 RETURNING last_sequence`, v.storeID).Scan(&seq); err != nil {
+		return fmt.Errorf("take the next change sequence of memory store %s: %w", v.storeID, err)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, v.at, v.by.Type, storage.ActorID(v.by), seq)
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
 	}

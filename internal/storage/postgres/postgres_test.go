@@ -64,7 +64,7 @@ func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.CreateSession(t.Context(), sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+	if _, err := a.CreateSession(t.Context(), sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicQueue, Key: env.ID}) {
@@ -199,7 +199,7 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 	}
 	for range items {
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-		if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil, nil); err != nil {
+		if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/agent"
-	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -95,41 +93,20 @@ func BenchmarkStorageListFullStore(b *testing.B) {
 	}
 }
 
-// BenchmarkStorageScriptedTurn runs one turn of the scripted runtime with
-// 500 tool calls, answering each call as a worker would; one op is the
-// whole turn, and ns/call is what one answer costs on average while the
-// log grows by four events per call.
-func BenchmarkStorageScriptedTurn(b *testing.B) {
-	const calls = 500
-	db, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
+// BenchmarkStorageConcurrentCreates is 8 writers creating memories at once,
+// the load group commit is for; one op is one create.
+func BenchmarkStorageConcurrentCreates(b *testing.B) {
+	db, storeID := benchStore(b)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Name: "bench", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
-	if err := db.CreateEnvironment(ctx, env); err != nil {
-		b.Fatal(err)
-	}
-	script := `{"tool_calls":[` + strings.TrimSuffix(strings.Repeat(`{"name":"bash","input":{"command":"true"}},`, calls), ",") + `]}`
-	rt := agent.Runtime{}
-	for b.Loop() {
-		sess := api.Session{ID: ids.New(ids.Session), EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now,
-			Agent: api.SessionAgent{Model: api.ModelConfig{ID: api.ScriptedModel}}}
-		work := storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}
-		if _, err := db.CreateSession(ctx, sess, work, []api.Event{api.UserMessage(script)}, rt); err != nil {
-			b.Fatal(err)
-		}
-		for range calls {
-			last, err := db.ListEvents(ctx, sess.ID, storage.EventQuery{Desc: true, Limit: 1})
-			if err != nil || last[0].Event.Type != api.EventAgentToolUse {
-				b.Fatalf("last event %+v, %v; want an agent.tool_use", last, err)
-			}
-			if _, err := db.AppendEvents(ctx, sess.ID, []api.Event{api.UserToolResult(last[0].Event.ID, "ok", false)}, rt); err != nil {
+	body := strings.Repeat("a line of memory text\n", 50)
+	var n atomic.Int64
+	b.SetParallelism(4) // 8 writers on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: fmt.Sprintf("/bench/%03d/m%d.md", i%1000, i), Content: body, By: benchActor, MaxMemories: 1 << 30}); err != nil {
 				b.Fatal(err)
 			}
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+	})
 }

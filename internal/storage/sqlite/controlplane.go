@@ -294,7 +294,7 @@ func saveSession(ctx context.Context, q queryer, sess api.Session) error {
 }
 
 // CreateSession implements storage.ControlPlane.
-func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event, rt storage.SessionRuntime) (api.Session, error) {
+func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event) (api.Session, error) {
 	var (
 		out api.Session
 		log eventLog
@@ -325,7 +325,7 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 			return err
 		}
 		var err error
-		out, log, err = s.appendInTx(ctx, tx, sess.ID, initial, rt, nil)
+		out, log, err = s.appendInTx(ctx, tx, sess.ID, initial, nil, nil)
 		return err
 	})
 	if err != nil {
@@ -458,32 +458,35 @@ var statusOf = map[string]string{
 	"session.status_rescheduled":     api.SessionRescheduling,
 }
 
-// maxReactions bounds the React loop of one append: a runtime that never
-// settles is a bug, and must not hang the transaction.
-const maxReactions = 1000
+// viewInTx reads a session with its whole log (see sessionLog) and whether
+// a live work item serves it.
+func (s *DB) viewInTx(ctx context.Context, q queryer, sessionID string) (storage.SessionView, eventLog, error) {
+	sess, err := getSession(ctx, q, sessionID)
+	if err != nil {
+		return storage.SessionView{}, eventLog{}, err
+	}
+	log, err := s.sessionLog(ctx, q, sessionID)
+	if err != nil {
+		return storage.SessionView{}, eventLog{}, err
+	}
+	v := storage.SessionView{Session: sess, Log: log.events, Seq: log.seq}
+	v.WorkLive, err = hasLiveWork(ctx, q, sessionID)
+	return v, log, err
+}
 
 // appendInTx is AppendEvents inside tx; stored receives the stored copies
 // of events when not nil. It returns the session as it is afterwards and
 // its log, for the caller to cache once tx has committed (see keepLog).
-func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, rt storage.SessionRuntime, stored *[]api.Event) (api.Session, eventLog, error) {
-	sess, err := getSession(ctx, tx, sessionID)
+func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, guard storage.AppendGuard, stored *[]api.Event) (api.Session, eventLog, error) {
+	view, log, err := s.viewInTx(ctx, tx, sessionID)
 	if err != nil {
 		return api.Session{}, eventLog{}, err
 	}
-	log, err := s.sessionLog(ctx, tx, sessionID)
-	if err != nil {
-		return api.Session{}, eventLog{}, err
-	}
-	view := storage.SessionView{Session: sess, Log: log.events}
-	if view.WorkLive, err = hasLiveWork(ctx, tx, sessionID); err != nil {
-		return api.Session{}, eventLog{}, err
-	}
-	if rt != nil && len(events) > 0 {
-		if err := rt.Check(view, events); err != nil {
+	if guard != nil {
+		if err := guard(view); err != nil {
 			return api.Session{}, eventLog{}, err
 		}
 	}
-	changed := false
 	// processed_at strictly increases along the log: the official worker
 	// drops every tool call processed at or before the latest interrupt, so
 	// two events sharing a timestamp (a coarse or frozen clock) could hide
@@ -492,59 +495,37 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
 		last = *view.Log[n-1].ProcessedAt
 	}
-	insert := func(batch []api.Event) ([]api.Event, error) {
-		out := make([]api.Event, 0, len(batch))
-		for _, e := range batch {
-			now := s.now()
-			if !now.After(last) {
-				now = last.Add(time.Microsecond)
-			}
-			last = now
-			e.ID = ids.NewAt(ids.Event, now)
-			e.ProcessedAt = &now
-			res, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
-				e.ID, sessionID, e.Type, toJSON(e))
-			if err == nil {
-				log.seq, err = res.LastInsertId() // seq is the rowid
-			}
-			if err != nil {
-				return nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
-			}
-			if st, ok := statusOf[e.Type]; ok {
-				view.Session.Status = st
-			}
-			view.Session.UpdatedAt = now
-			changed = true
-			view.Log = append(view.Log, e)
-			out = append(out, e)
+	out := make([]api.Event, 0, len(events))
+	for _, e := range events {
+		now := s.now()
+		if !now.After(last) {
+			now = last.Add(time.Microsecond)
 		}
-		return out, nil
-	}
-	got, err := insert(events)
-	if err != nil {
-		return api.Session{}, eventLog{}, err
+		last = now
+		e.ID = ids.NewAt(ids.Event, now)
+		e.ProcessedAt = &now
+		res, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
+			e.ID, sessionID, e.Type, toJSON(e))
+		if err == nil {
+			log.seq, err = res.LastInsertId() // seq is the rowid
+		}
+		if err != nil {
+			return api.Session{}, eventLog{}, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+		}
+		if st, ok := statusOf[e.Type]; ok {
+			view.Session.Status = st
+		}
+		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
+			view.Session.Usage.Add(*e.ModelUsage)
+		}
+		view.Session.UpdatedAt = now
+		view.Log = append(view.Log, e)
+		out = append(out, e)
 	}
 	if stored != nil {
-		*stored = got
+		*stored = out
 	}
-	if rt != nil {
-		for i := 0; ; i++ {
-			if i == maxReactions {
-				return api.Session{}, eventLog{}, fmt.Errorf("session %s: the agent runtime did not settle after %d reactions", sessionID, maxReactions)
-			}
-			more, err := rt.React(view)
-			if err != nil {
-				return api.Session{}, eventLog{}, err
-			}
-			if len(more) == 0 {
-				break
-			}
-			if _, err := insert(more); err != nil {
-				return api.Session{}, eventLog{}, err
-			}
-		}
-	}
-	if changed {
+	if len(events) > 0 {
 		if err := saveSession(ctx, tx, view.Session); err != nil {
 			return api.Session{}, eventLog{}, err
 		}
@@ -564,7 +545,7 @@ func (s *DB) keepLog(sess api.Session, log eventLog) {
 }
 
 // AppendEvents implements storage.ControlPlane.
-func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, rt storage.SessionRuntime) ([]api.Event, error) {
+func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error) {
 	var (
 		stored []api.Event
 		sess   api.Session
@@ -572,7 +553,7 @@ func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Ev
 	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		sess, log, err = s.appendInTx(ctx, tx, sessionID, events, rt, &stored)
+		sess, log, err = s.appendInTx(ctx, tx, sessionID, events, guard, &stored)
 		return err
 	})
 	if err != nil {
@@ -580,6 +561,25 @@ func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Ev
 	}
 	s.keepLog(sess, log)
 	return stored, nil
+}
+
+// ViewSession implements storage.ControlPlane. It reads in one
+// transaction, so the log, the session and its work agree.
+func (s *DB) ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error) {
+	var (
+		v   storage.SessionView
+		log eventLog
+	)
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		v, log, err = s.viewInTx(ctx, tx, sessionID)
+		return err
+	})
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	s.keepLog(v.Session, log)
+	return v, nil
 }
 
 // ListEvents implements storage.ControlPlane.

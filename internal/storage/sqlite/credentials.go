@@ -30,25 +30,55 @@ func insertCredential(ctx context.Context, q queryer, c storage.Credential, hash
 
 // CredentialByHash implements storage.Credentials.
 func (s *DB) CredentialByHash(ctx context.Context, hash string) (storage.Credential, error) {
-	var (
-		c               storage.Credential
-		kind, created   string
-		env, sesn, work sql.NullString
-	)
-	err := s.db.QueryRowContext(ctx, `SELECT id, kind, name, environment_id, session_id, work_id, created_at FROM credentials WHERE hash = ? AND revoked_at IS NULL`, hash).
-		Scan(&c.ID, &kind, &c.Name, &env, &sesn, &work, &created)
+	// Every request runs this lookup: a prepared statement spares it a parse.
+	c, err := scanCredential(s.cached(nil).QueryRowContext(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE hash = ? AND revoked_at IS NULL`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Credential{}, storage.ErrNotFound
 	}
 	if err != nil {
 		return storage.Credential{}, fmt.Errorf("look up credential: %w", err)
 	}
-	c.Kind = storage.CredentialKind(kind)
-	c.EnvironmentID, c.SessionID, c.WorkID = env.String, sesn.String, work.String
-	if c.CreatedAt, err = parseTime(created); err != nil {
+	return c, nil
+}
+
+const credentialColumns = `id, kind, name, environment_id, session_id, work_id, created_at`
+
+func scanCredential(r rowScanner) (storage.Credential, error) {
+	var (
+		c               storage.Credential
+		kind, created   string
+		env, sesn, work sql.NullString
+	)
+	if err := r.Scan(&c.ID, &kind, &c.Name, &env, &sesn, &work, &created); err != nil {
 		return storage.Credential{}, err
 	}
-	return c, nil
+	c.Kind = storage.CredentialKind(kind)
+	c.EnvironmentID, c.SessionID, c.WorkID = env.String, sesn.String, work.String
+	var err error
+	c.CreatedAt, err = parseTime(created)
+	return c, err
+}
+
+// ListEnvironmentKeys implements storage.Credentials.
+func (s *DB) ListEnvironmentKeys(ctx context.Context, environmentID string, q storage.ListQuery) ([]storage.Credential, error) {
+	return queryAll(ctx, s.db, scanCredential, `SELECT `+credentialColumns+` FROM credentials
+		WHERE kind = 'environment_key' AND revoked_at IS NULL AND environment_id = ? AND (? = '' OR id < ?) ORDER BY id DESC LIMIT ?`,
+		environmentID, q.After, q.After, limitArg(q.Limit))
+}
+
+// RevokeEnvironmentKey implements storage.Credentials.
+func (s *DB) RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE id = ? AND kind = 'environment_key' AND environment_id = ? AND revoked_at IS NULL`,
+		formatTime(s.now()), keyID, environmentID)
+	if err != nil {
+		return fmt.Errorf("revoke environment key %s: %w", keyID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return storage.ErrNotFound
+	}
+	return nil
 }
 
 // CountCredentials implements storage.Credentials.

@@ -331,13 +331,19 @@ type versionRow struct {
 	at                        time.Time
 }
 
+// insertVersion writes a version under its store's next change-feed
+// sequence (see migration 0007).
 func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 	var content any
 	if v.content != nil {
 		content = []byte(*v.content)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, storage.ActorID(v.by))
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1 WHERE id = ? RETURNING last_sequence`, v.storeID).Scan(&seq); err != nil {
+		return fmt.Errorf("take the next change sequence of memory store %s: %w", v.storeID, err)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, storage.ActorID(v.by), seq)
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
 	}
@@ -354,7 +360,7 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		limit = api.DefaultMaxMemories
 	}
 	var m api.Memory
-	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		count, err := writableStore(ctx, tx, in.StoreID)
 		if err != nil {
@@ -405,7 +411,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
-	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
+	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
 			return err
@@ -464,7 +470,7 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 	if err := storage.CheckActor(by); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(sqlTx *sql.Tx) error {
+	return s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		cur, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), false)
 		if err != nil {
@@ -494,6 +500,27 @@ func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 		return 0, storage.ErrNotFound
 	}
 	return n, err
+}
+
+// MemoryStoreUsage implements storage.MemoryStores. It walks the prefix's
+// key range of the path index: at most the store's limit of rows.
+func (s *DB) MemoryStoreUsage(ctx context.Context, storeID, prefix string) (storage.StoreUsage, error) {
+	var (
+		u    storage.StoreUsage
+		last sql.NullString
+	)
+	upper := prefix[:len(prefix)-1] + "0"
+	err := s.cached(nil).QueryRowContext(ctx, `SELECT count(m.id), coalesce(sum(m.content_size_bytes), 0), max(m.updated_at)
+		FROM memory_stores st LEFT JOIN memories m ON m.store_id = st.id AND m.path >= ? AND m.path < ?
+		WHERE st.id = ? GROUP BY st.id`, prefix, upper, storeID).Scan(&u.Memories, &u.Bytes, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, storage.ErrNotFound
+	}
+	if err != nil {
+		return u, err
+	}
+	u.LastChange, err = nullTime(last)
+	return u, err
 }
 
 // ListMemories implements storage.MemoryStores.

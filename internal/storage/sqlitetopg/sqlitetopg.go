@@ -64,8 +64,10 @@ func cols(spec string) []column {
 // foreign keys are checked row by row).
 var tables = []table{
 	{"credentials", "id", cols("id kind name hash environment_id session_id work_id created_at:t revoked_at:t")},
-	{"memory_stores", "id", cols("id name description metadata memory_count:n created_at:t updated_at:t archived_at:t")},
-	{"memory_versions", "id", cols("id store_id memory_id operation path content:b content_sha256 content_size_bytes:n created_at:t created_by_type created_by_id redacted_at:t redacted_by_type redacted_by_id")},
+	{"users", "id", cols("id name password_hash created_at:t")},
+	{"console_sessions", "id", cols("id user_id hash created_at:t expires_at:t")},
+	{"memory_stores", "id", cols("id name description metadata memory_count:n last_sequence:n created_at:t updated_at:t archived_at:t")},
+	{"memory_versions", "id", cols("id store_id memory_id operation path content:b content_sha256 content_size_bytes:n created_at:t created_by_type created_by_id redacted_at:t redacted_by_type redacted_by_id sequence:n")},
 	{"memories", "id", cols("id store_id path content_sha256 content_size_bytes:n version_id created_at:t updated_at:t")},
 	{"environments", "id", cols("id name description config_type scope metadata created_at:t updated_at:t archived_at:t")},
 	{"agents", "id", cols("id body created_at:t archived_at:t")},

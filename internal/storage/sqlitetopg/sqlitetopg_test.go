@@ -56,7 +56,7 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	must(src.CreateAgent(ctx, agent))
 	res := api.SessionResource{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: st.ID, Access: "read_write", Name: st.Name, MountPath: "/mnt/memory/notes", CreatedAt: now, UpdatedAt: now}
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Agent: agent.SessionAgent, Metadata: map[string]string{}, Resources: []api.SessionResource{res}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	_, err = src.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}, nil, nil)
+	_, err = src.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}, nil)
 	must(err)
 	_, err = src.AppendEvents(ctx, sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}, {Type: api.EventSessionStatusIdle}}, nil)
 	must(err)

@@ -58,7 +58,7 @@ func (f *cpFixture) newSession(env api.Environment, res ...api.SessionResource) 
 		Agent:    api.SessionAgent{ID: f.agent.ID, Type: "agent", Name: f.agent.Name, Model: f.agent.Model, Version: 1},
 		Metadata: map[string]string{}, Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
 	w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}
-	got, err := f.s.CreateSession(f.ctx, sess, w, nil, nil)
+	got, err := f.s.CreateSession(f.ctx, sess, w, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: f.env.ID, Agent: api.SessionAgent{ID: f.agent.ID},
 			Resources: []api.SessionResource{f.resource(c.store, api.AccessReadWrite, "/mnt/memory/x")}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
 		w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}
-		if _, err := s.CreateSession(ctx, sess, w, nil, nil); !errors.Is(err, c.want) {
+		if _, err := s.CreateSession(ctx, sess, w, nil); !errors.Is(err, c.want) {
 			t.Fatalf("attaching %s: %v, want %v", c.store.ID, err, c.want)
 		}
 		if _, err := s.GetSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
@@ -339,69 +339,62 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 	}
 }
 
-// echoRuntime answers every user.message with an agent.message quoting it,
-// refuses events of type "refuse", and records the views it saw.
-type echoRuntime struct {
+// recorder is an AppendGuard that refuses batches holding an event of type
+// "refuse" and records the views it saw.
+type recorder struct {
 	mu    sync.Mutex
+	batch []api.Event
 	views []storage.SessionView
 }
 
-func (r *echoRuntime) Check(v storage.SessionView, events []api.Event) error {
-	for _, e := range events {
-		if e.Type == "refuse" {
-			return errors.New("refused")
+func (r *recorder) guard(events []api.Event) storage.AppendGuard {
+	return func(v storage.SessionView) error {
+		r.mu.Lock()
+		r.views = append(r.views, v)
+		r.mu.Unlock()
+		for _, e := range events {
+			if e.Type == "refuse" {
+				return errors.New("refused")
+			}
 		}
+		return nil
 	}
-	return nil
 }
 
-func (r *echoRuntime) React(v storage.SessionView) ([]api.Event, error) {
+func (r *recorder) last() storage.SessionView {
 	r.mu.Lock()
-	r.views = append(r.views, v)
-	r.mu.Unlock()
-	answered := map[string]bool{}
-	var pending []string
-	for _, e := range v.Log {
-		switch e.Type {
-		case api.EventUserMessage:
-			pending = append(pending, e.ID)
-		case api.EventAgentMessage:
-			answered[string(e.Extra["reply_to"])] = true
-		}
-	}
-	for _, id := range pending {
-		if !answered[fmt.Sprintf("%q", id)] {
-			return []api.Event{
-				{Type: api.EventSessionStatusRunning},
-				{Type: api.EventAgentMessage, Content: api.TextContent("echo"), Extra: api.Extra{"reply_to": json.RawMessage(fmt.Sprintf("%q", id))}},
-				{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: api.StopEndTurn}},
-			}, nil
-		}
-	}
-	return nil, nil
-}
-
-// brokenRuntime accepts every event and fails every reaction.
-type brokenRuntime struct{}
-
-func (brokenRuntime) Check(storage.SessionView, []api.Event) error { return nil }
-
-func (brokenRuntime) React(storage.SessionView) ([]api.Event, error) {
-	return nil, errors.New("the runtime broke")
+	defer r.mu.Unlock()
+	return r.views[len(r.views)-1]
 }
 
 func testEvents(t *testing.T, open Factory) {
 	f := newCPFixture(t, open)
 	ctx, s := f.ctx, f.s
 	sess, _ := f.newSession(f.env)
-	rt := &echoRuntime{}
+	rec := &recorder{}
+	appendEvents := func(events ...api.Event) ([]api.Event, error) {
+		return s.AppendEvents(ctx, sess.ID, events, rec.guard(events))
+	}
 
-	sent, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("one"), api.UserMessage("two")}, rt)
+	sent, err := appendEvents(api.UserMessage("one"), api.UserMessage("two"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sent) != 2 || sent[0].ID == "" || sent[0].ProcessedAt == nil || !sent[0].ProcessedAt.Equal(f.clock.now()) || sent[1].Text() != "two" {
 		t.Fatalf("AppendEvents returned %+v", sent)
+	}
+	if v := rec.last(); !v.WorkLive || len(v.Log) != 0 || v.Seq != 0 || v.Session.ID != sess.ID {
+		t.Fatalf("the guard saw %d events, seq %d, WorkLive %v", len(v.Log), v.Seq, v.WorkLive)
+	}
+	if _, err := appendEvents(
+		api.Event{Type: api.EventSessionStatusRunning},
+		api.Event{Type: api.EventAgentMessage, Content: api.TextContent("echo"), Extra: api.Extra{"reply_to": json.RawMessage(`"one"`)}},
+		api.Event{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: api.StopEndTurn}},
+		api.Event{Type: api.EventSessionStatusRunning},
+		api.Event{Type: api.EventAgentMessage, Content: api.TextContent("echo")},
+		api.Event{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: api.StopEndTurn}},
+	); err != nil {
+		t.Fatal(err)
 	}
 	all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
 	if err != nil {
@@ -418,20 +411,30 @@ func testEvents(t *testing.T, open Factory) {
 	if fmt.Sprint(types) != want {
 		t.Fatalf("log = %v\nwant  %s", types, want)
 	}
-	if !rt.views[0].WorkLive || len(rt.views[0].Log) != 2 {
-		t.Fatalf("first React saw %d events, WorkLive %v", len(rt.views[0].Log), rt.views[0].WorkLive)
+	if v := rec.last(); len(v.Log) != 2 || v.Seq != all[1].Seq {
+		t.Fatalf("the second guard saw %d events at seq %d, want 2 at %d", len(v.Log), v.Seq, all[1].Seq)
 	}
 	got, _ := s.GetSession(ctx, sess.ID)
 	if got.Status != api.SessionIdle {
-		t.Fatalf("status after the reactions = %s, want idle (set by the last status event)", got.Status)
+		t.Fatalf("status after the appends = %s, want idle (set by the last status event)", got.Status)
+	}
+	view, err := s.ViewSession(ctx, sess.ID)
+	if err != nil || len(view.Log) != len(all) || view.Seq != all[len(all)-1].Seq || !view.WorkLive || view.Session.Status != api.SessionIdle {
+		t.Fatalf("ViewSession = %d events at seq %d (WorkLive %v, %s), %v", len(view.Log), view.Seq, view.WorkLive, view.Session.Status, err)
 	}
 
 	// A refused batch stores nothing, not even its acceptable events.
-	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("three"), {Type: "refuse"}}, rt); err == nil {
-		t.Fatal("Check's refusal was ignored")
+	if _, err := appendEvents(api.UserMessage("three"), api.Event{Type: "refuse"}); err == nil || err.Error() != "refused" {
+		t.Fatalf("the guard's refusal was not returned as is: %v", err)
 	}
 	if again, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{}); len(again) != len(all) {
 		t.Fatalf("a refused append stored events: %d → %d", len(all), len(again))
+	}
+	if _, err := appendEvents(api.UserMessage("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if v := rec.last(); len(v.Log) != len(all) || v.Seq != all[len(all)-1].Seq {
+		t.Fatalf("after a refused append the guard saw %d events (want %d)", len(v.Log), len(all))
 	}
 
 	// Paging both ways, type filters, and the sequence of one event.
@@ -444,8 +447,8 @@ func testEvents(t *testing.T, open Factory) {
 		t.Fatalf("descending page = %+v", desc)
 	}
 	msgs, _ := s.ListEvents(ctx, sess.ID, storage.EventQuery{Types: []string{api.EventAgentMessage, api.EventUserMessage}})
-	if len(msgs) != 4 {
-		t.Fatalf("type filter returned %d events, want 4", len(msgs))
+	if len(msgs) != 5 {
+		t.Fatalf("type filter returned %d events, want 5", len(msgs))
 	}
 	if seq, err := s.EventSeq(ctx, sess.ID, all[3].Event.ID); err != nil || seq != all[3].Seq {
 		t.Fatalf("EventSeq = %d, %v; want %d", seq, err, all[3].Seq)
@@ -453,24 +456,15 @@ func testEvents(t *testing.T, open Factory) {
 	if _, err := s.EventSeq(ctx, sess.ID, "sevt_nope"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("EventSeq of an unknown event: %v", err)
 	}
-	if _, err := s.AppendEvents(ctx, "sesn_nope", []api.Event{api.UserMessage("x")}, rt); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := s.AppendEvents(ctx, "sesn_nope", []api.Event{api.UserMessage("x")}, nil); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("append to an unknown session: %v", err)
+	}
+	if _, err := s.ViewSession(ctx, "sesn_nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("view of an unknown session: %v", err)
 	}
 	// Unknown fields survive storage.
 	if all[3].Event.Extra["reply_to"] == nil {
 		t.Fatalf("an extra field was lost in storage: %+v", all[3].Event)
-	}
-	// An append whose reaction fails is rolled back whole, and the runtime
-	// never sees its events afterwards.
-	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("lost")}, brokenRuntime{}); err == nil {
-		t.Fatal("a failing reaction was ignored")
-	}
-	seen := len(rt.views)
-	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("kept")}, rt); err != nil {
-		t.Fatal(err)
-	}
-	if v := rt.views[seen]; len(v.Log) != len(all)+1 || v.Log[len(v.Log)-1].Text() != "kept" {
-		t.Fatalf("after a rolled-back append the runtime saw %d events (want %d), the last %+v", len(v.Log), len(all)+1, v.Log[len(v.Log)-1])
 	}
 }
 

@@ -3,7 +3,10 @@ package storagetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
@@ -45,5 +48,67 @@ func testCredentials(t *testing.T, open Factory) {
 	}
 	if n, _ := s.CountCredentials(ctx, storage.APIKey); n != 1 {
 		t.Fatalf("CountCredentials(api_key) = %d, want 1", n)
+	}
+
+	testEnvironmentKeys(t, s, clock)
+}
+
+// testEnvironmentKeys lists and revokes the keys of one environment, never
+// touching another environment's keys or other kinds of credential.
+func testEnvironmentKeys(t *testing.T, s storage.Store, clock *fixedClock) {
+	ctx := context.Background()
+	var mine []storage.Credential
+	for i, env := range []string{"env_a", "env_b", "env_a", "env_a"} {
+		clock.advance(time.Second)
+		c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, clock.now()), Kind: storage.EnvironmentKey, EnvironmentID: env, Name: fmt.Sprint("k", i)}
+		if err := s.CreateCredential(ctx, c, fmt.Sprint("env-hash-", i)); err != nil {
+			t.Fatal(err)
+		}
+		if env == "env_a" {
+			mine = append(mine, c)
+		}
+	}
+	list := func(q storage.ListQuery) []string {
+		t.Helper()
+		keys, err := s.ListEnvironmentKeys(ctx, "env_a", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range keys {
+			if k.Kind != storage.EnvironmentKey || k.EnvironmentID != "env_a" || k.CreatedAt.IsZero() {
+				t.Fatalf("listed %+v", k)
+			}
+			out = append(out, k.ID)
+		}
+		return out
+	}
+	if got, want := list(storage.ListQuery{}), []string{mine[2].ID, mine[1].ID, mine[0].ID}; !slices.Equal(got, want) {
+		t.Fatalf("keys of env_a = %v, want newest first %v", got, want)
+	}
+	if got := list(storage.ListQuery{After: mine[2].ID, Limit: 1}); !slices.Equal(got, []string{mine[1].ID}) {
+		t.Fatalf("second page of one = %v, want %v", got, mine[1].ID)
+	}
+
+	if err := s.RevokeEnvironmentKey(ctx, "env_b", mine[1].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("revoking env_a's key under env_b: err = %v, want ErrNotFound", err)
+	}
+	if err := s.RevokeEnvironmentKey(ctx, "env_a", mine[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CredentialByHash(ctx, "env-hash-2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a revoked key still authenticates: %v", err)
+	}
+	if err := s.RevokeEnvironmentKey(ctx, "env_a", mine[1].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("revoking twice: err = %v, want ErrNotFound", err)
+	}
+	if got := list(storage.ListQuery{}); !slices.Equal(got, []string{mine[2].ID, mine[0].ID}) {
+		t.Fatalf("keys after the revocation = %v", got)
+	}
+	if _, err := s.CredentialByHash(ctx, "env-hash-1"); err != nil {
+		t.Fatalf("env_b's key was touched: %v", err)
+	}
+	if err := s.RevokeEnvironmentKey(ctx, "env_a", "apikey_x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("revoking an unknown id: err = %v, want ErrNotFound", err)
 	}
 }

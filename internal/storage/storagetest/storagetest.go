@@ -28,6 +28,9 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Memories", func(t *testing.T) { testMemories(t, open) })
 	t.Run("MemoryListing", func(t *testing.T) { testMemoryListing(t, open) })
 	t.Run("MemoryVersions", func(t *testing.T) { testMemoryVersions(t, open) })
+	t.Run("MemoryStoreUsage", func(t *testing.T) { testMemoryStoreUsage(t, open) })
+	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
+	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
 }
 
 // fixedClock is a settable clock for the suite.

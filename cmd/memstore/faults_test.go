@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// The fault-injection suite: a real server process and a real worker
+// process (built with the memstore_faults tag) serve a busy session, and
+// something is killed with SIGKILL at a chosen moment of it — the worker,
+// the server, or both. The worker stops itself (SIGSTOP) at the moment
+// (MEMSTORE_FAULT_AT, see faults_on.go), so the kill lands exactly there,
+// never at a random time. Then whatever died is restarted on the same data
+// folder, mount root and address, and the session must finish on its own
+// with every edit of the agent on the server, one result per tool call, and
+// nothing left in the mount root but what the worker keeps by design.
+
+// faultPoints are the moments of the busy session (see busyScript) the
+// long run kills at: before the first sync (fetch, mount downloads), around
+// tool calls, between scan and apply, during uploads and downloads of the
+// mid-session sync, and during the final sync.
+var faultPoints = []string{
+	"item.fetched#1", "mount.downloaded#1", "mount.downloaded#3",
+	"tool.ran#1", "tool.posted#2", "tool.ran#3", "tool.posted#4",
+	"sync.planned#1", "sync.uploaded#1", "sync.uploaded#3", "sync.downloaded#1", "sync.downloaded#2",
+	"tool.ran#5", "tool.posted#6", "tool.ran#8", "tool.posted#9",
+	"final.planned#1", "final.uploaded#1", "final.uploaded#3", "final.uploaded#5",
+}
+
+// victims are what dies at a fault point.
+var victims = []string{"worker", "server", "both"}
+
+func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
+	type scenario struct{ point, victim string }
+	var scenarios []scenario
+	if testenv.IsLong() {
+		for _, v := range victims {
+			for _, p := range faultPoints {
+				scenarios = append(scenarios, scenario{p, v})
+			}
+		}
+	} else {
+		// The README's test command: one kill of each kind.
+		scenarios = []scenario{{"sync.uploaded#2", "worker"}, {"tool.posted#4", "server"}, {"final.uploaded#3", "both"}}
+	}
+	bin := filepath.Join(t.TempDir(), "memstore")
+	if out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building memstore with fault points: %v\n%s", err, out)
+	}
+	// A few at a time: each mostly waits (a sleep in the script, a lease to
+	// lapse), and the machine is small.
+	slots := make(chan struct{}, testenv.Scale(3, 6))
+	for _, sc := range scenarios {
+		t.Run(sc.victim+"@"+sc.point, func(t *testing.T) {
+			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			runFaultScenario(t, bin, sc.point, sc.victim)
+		})
+	}
+}
+
+// busyScript is the session: writes, an edit and shell writes before and
+// after a pause that lets the mid-session sync run (the worker's interval
+// is the 5 s minimum), then the session terminates. Every call is
+// idempotent, since a call whose result was never posted is run again by
+// the next worker. It returns the script and the memories the agent leaves.
+func busyScript(mount string) (string, map[string]string) {
+	calls := []string{
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/a.md","content":"a1"}}`,
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/b.md","content":"b1"}}`,
+		fmt.Sprintf(`{"name":"bash","input":{"command":"printf c1 > %s/c.md"}}`, mount),
+		`{"name":"bash","input":{"command":"sleep 5.5"}}`,
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/a.md","content":"a2"}}`,
+		`{"name":"edit","input":{"file_path":"/mnt/memory/notes/b.md","old_string":"b1","new_string":"b2"}}`,
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/d/x.md","content":"d1"}}`,
+		fmt.Sprintf(`{"name":"bash","input":{"command":"printf c2 > %s/c.md"}}`, mount),
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/e.md","content":"e1"}}`,
+	}
+	return `{"tool_calls":[` + strings.Join(calls, ",") + `],"end":"terminate"}`,
+		map[string]string{"/a.md": "a2", "/b.md": "b2", "/c.md": "c2", "/d/x.md": "d1", "/e.md": "e1"}
+}
+
+// proc is a started process and its output.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill SIGKILLs the process (continuing it first, so a stopped process
+// dies at once) and waits for it.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	<-p.done
+}
+
+// stopped reports whether the process is stopped (SIGSTOP), from /proc.
+func (p *proc) stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: comm may hold spaces, the state follows its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'T'
+}
+
+func runFaultScenario(t *testing.T, bin, point, victim string) {
+	const adminKey = "sk-memstore-faults-admin"
+	data, mountRoot, workdir := t.TempDir(), t.TempDir(), t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	baseURL := "http://" + addr
+	startServer := func() *proc {
+		p := startProc(t, bin, []string{"MEMSTORE_ADMIN_KEY=" + adminKey}, "serve", "--addr", addr, "--data", data)
+		waitUntil(t, "the server to answer", func() bool {
+			resp, err := http.Get(baseURL + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK
+		})
+		return p
+	}
+	server := startServer()
+
+	ctx := context.Background()
+	admin, err := client.New(baseURL, client.WithAPIKey(adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "faults"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := map[string]*api.Memory{}
+	for _, p := range []string{"/seed-1.md", "/seed-2.md", "/seed-3.md"} {
+		m, err := admin.CreateMemory(ctx, store.ID, api.CreateMemoryRequest{Path: p, Content: "seed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds[p] = m
+	}
+	mount := filepath.Join(mountRoot, "notes")
+	script, want := busyScript(mount)
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{
+		Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
+		Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID}},
+		InitialEvents: []api.Event{api.UserMessage(script)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	workerEnv := []string{
+		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key.Key,
+	}
+	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir,
+		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
+	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
+
+	// Another writer changes two memories the agent never touches while
+	// the session runs, so the mid-session sync has downloads to make.
+	results := func() []api.Event {
+		var out []api.Event
+		for e, err := range admin.ListAllEvents(ctx, sess.ID, api.EventListParams{Limit: 1000}) {
+			if err != nil {
+				return nil // the server may be down for a moment
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	edited := false
+	editSeeds := func() {
+		for _, p := range []string{"/seed-1.md", "/seed-2.md"} {
+			c := "changed by another writer"
+			if _, err := admin.UpdateMemory(ctx, store.ID, seeds[p].ID, api.UpdateMemoryRequest{Content: &c}); err != nil {
+				t.Fatalf("another writer's change: %v", err)
+			}
+		}
+		want["/seed-1.md"], want["/seed-2.md"], want["/seed-3.md"] = "changed by another writer", "changed by another writer", "seed"
+		edited = true
+	}
+	waitUntil(t, "the worker to reach "+point, func() bool {
+		if !edited && countType(results(), api.EventUserToolResult) > 0 {
+			editSeeds()
+		}
+		select {
+		case <-worker.done:
+			t.Fatalf("the worker exited before %s:\n%s", point, worker.out)
+		default:
+		}
+		return worker.stopped()
+	})
+	t.Logf("stopped at %s; killing the %s", point, victim)
+	switch victim {
+	case "worker":
+		worker.kill()
+		worker = startProc(t, bin, workerEnv, workerArgs...)
+	case "server":
+		server.kill()
+		server = startServer()
+		_ = worker.cmd.Process.Signal(syscall.SIGCONT)
+	case "both":
+		worker.kill()
+		server.kill()
+		server = startServer()
+		worker = startProc(t, bin, workerEnv, workerArgs...)
+	}
+
+	waitUntil(t, "the session to finish and its work to stop", func() bool {
+		if !edited && countType(results(), api.EventUserToolResult) > 0 {
+			editSeeds()
+		}
+		s, err := admin.GetSession(ctx, sess.ID)
+		if err != nil || s.Status != api.SessionTerminated {
+			return false
+		}
+		for w, err := range admin.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
+			if err != nil || w.State != api.WorkStopped {
+				return false
+			}
+		}
+		return true
+	})
+
+	// 0 edits lost: the server holds the agent's last content of every
+	// file and the other writer's changes, nothing else.
+	got := map[string]string{}
+	for it, err := range admin.ListAllMemories(ctx, store.ID, client.ListMemoriesParams{View: api.ViewFull}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := it.Memory; m != nil {
+			got[m.Path] = *m.Content
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("memories = %v\nwant       %v\nworker output:\n%s", got, want, worker.out)
+	}
+	// 0 duplicate tool results, and every call answered.
+	answers := map[string]int{}
+	events := results()
+	for _, e := range events {
+		if e.Type == api.EventUserToolResult {
+			answers[e.ToolUseID]++
+		}
+	}
+	for _, e := range events {
+		if e.Type == api.EventAgentToolUse && answers[e.ID] != 1 {
+			t.Errorf("tool call %s has %d results, want 1", e.ID, answers[e.ID])
+		}
+	}
+	if n := countType(events, api.EventAgentToolUse); n != 9 {
+		t.Errorf("%d tool calls, want the script's 9", n)
+	}
+	// The mount is gone, and so is its state folder (no edit lost, so no
+	// copy kept).
+	if entries, _ := os.ReadDir(mountRoot); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in the mount root: %v", names)
+	}
+	_ = worker.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-worker.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("the worker did not stop on SIGTERM")
+	}
+	if t.Failed() {
+		t.Logf("worker output:\n%s", worker.out)
+	}
+}
+
+func countType(events []api.Event, typ string) int {
+	n := 0
+	for _, e := range events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// The server's variables for the model API key, in the order it reads them.
+const (
+	ModelKeyVar         = "MEMSTORE_MODEL_API_KEY"
+	FallbackModelKeyVar = "ANTHROPIC_API_KEY"
+)
+
+// ClaudeConfig configures the Claude runtime. Zero values take the defaults.
+type ClaudeConfig struct {
+	// BaseURL is the Messages API to call: "" is Anthropic's; any
+	// Anthropic-compatible endpoint (a proxy, a gateway) works.
+	BaseURL string
+	// APIKey is the upstream key; "" makes every model turn end with a
+	// session.error that says which variable to set.
+	APIKey string
+	// HTTPClient carries the calls (default http.DefaultClient).
+	HTTPClient *http.Client
+	// MaxTokens caps each reply (default 8192).
+	MaxTokens int64
+	// MaxAttempts bounds the tries of one model request when the upstream
+	// answers 429, 529, 5xx or cannot be reached (default 5).
+	MaxAttempts int
+	// Sleep waits between tries, or returns ctx's error when it ends first
+	// (default a timer). Tests pass one that records and returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Backoff bounds: the wait doubles from the first to the cap, unless the
+// upstream's retry-after says otherwise (honoured up to maxRetryAfter).
+const (
+	firstBackoff  = time.Second
+	maxBackoff    = 30 * time.Second
+	maxRetryAfter = 2 * time.Minute
+)
+
+// Claude is the runtime of every model other than "scripted": it calls the
+// Messages API through the official SDK, one request per step, and turns the
+// reply into events — text into agent.message, tool uses into
+// agent.tool_use for the worker — until the model ends its turn.
+type Claude struct {
+	cfg    ClaudeConfig
+	client anthropic.Client
+}
+
+// NewClaude returns the Claude runtime for cfg.
+func NewClaude(cfg ClaudeConfig) *Claude {
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = 8192
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	opts := []option.RequestOption{
+		// The server resolves its own key and URL; the SDK must not pick
+		// up the environment's (ANTHROPIC_AUTH_TOKEN, profiles) on its own.
+		option.WithoutEnvironmentDefaults(),
+		option.WithAPIKey(cfg.APIKey),
+		// One layer owns retries: this runtime, which shows each one as a
+		// session.error.
+		option.WithMaxRetries(0),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Claude{cfg: cfg, client: anthropic.NewClient(opts...)}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Next implements Runtime.
+func (c *Claude) Next(v storage.SessionView) Step {
+	st := scanModel(v.Log)
+	if st.terminated {
+		return Step{}
+	}
+	t := st.cur
+	if t == nil {
+		if st.pending {
+			return Step{Emit: []api.Event{{Type: api.EventSessionStatusRunning}}}
+		}
+		return Step{}
+	}
+	if t.interrupted {
+		var out []api.Event
+		if t.openSpan != "" {
+			out = append(out, spanEnd(t.openSpan, true, api.ModelUsage{}))
+		}
+		return Step{Emit: append(out, idle(api.StopEndTurn))}
+	}
+	if t.openSpan != "" {
+		start := t.openSpan
+		return Step{Key: "model_request " + start, Work: func(ctx context.Context, emit Emitter) error {
+			return c.request(ctx, v, start, emit)
+		}}
+	}
+	var asking, outstanding []string
+	for _, u := range t.uses {
+		switch {
+		case u.resolved():
+		case u.permission == api.PermissionAsk && u.verdict == "":
+			asking = append(asking, u.id)
+		default:
+			outstanding = append(outstanding, u.id)
+		}
+	}
+	switch {
+	case len(asking) > 0:
+		if t.suspended {
+			return Step{}
+		}
+		e := idle(api.StopRequiresAction)
+		e.StopReason.EventIDs = asking
+		return Step{Emit: []api.Event{e}}
+	case t.suspended:
+		if len(outstanding) == 0 || v.WorkLive {
+			// Confirmed, or answered, or a worker is back: carry on.
+			return Step{Emit: []api.Event{{Type: api.EventSessionStatusRunning}}}
+		}
+		return Step{}
+	case len(outstanding) > 0:
+		if !v.WorkLive {
+			// The work item stopped with calls out: nobody answers them
+			// until a worker is back.
+			e := idle(api.StopRequiresAction)
+			e.StopReason.EventIDs = outstanding
+			return Step{Emit: []api.Event{e}}
+		}
+		return Step{}
+	case t.requests > 0 && len(t.uses) == 0:
+		// A reply without tool uses always ends its turn in the same
+		// append; this only guards against a log that says otherwise.
+		return Step{Emit: []api.Event{idle(api.StopEndTurn)}}
+	case c.cfg.APIKey == "":
+		return Step{Emit: []api.Event{sessionError("unknown_error", api.RetryExhausted,
+			fmt.Sprintf("this server has no key for the model API, so model %q cannot run: start the server with %s (or %s) set to an Anthropic API key, or use model %q",
+				v.Session.Agent.Model.ID, ModelKeyVar, FallbackModelKeyVar, api.ScriptedModel)), idle(api.StopEndTurn)}}
+	default:
+		return Step{Emit: []api.Event{{Type: api.EventSpanModelRequestStart}}}
+	}
+}
+
+// request makes the model request that span start opened, retrying what
+// may pass, and appends its outcome with the span's end.
+func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
+	params := buildRequest(v, c.cfg.MaxTokens)
+	for attempt := 1; ; attempt++ {
+		msg, err := c.client.Messages.New(ctx, params)
+		if err == nil {
+			return emit(replyEvents(msg, start, v.Session.Agent.Tools)...)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		kind, text, wait, retry := classify(err, v.Session.Agent.Model.ID)
+		if !retry || attempt == c.cfg.MaxAttempts {
+			if retry {
+				text = fmt.Sprintf("%s; gave up after %d attempts, so send the message again later", text, attempt)
+			}
+			return emit(sessionError(kind, api.RetryExhausted, text), spanEnd(start, true, api.ModelUsage{}), idle(api.StopEndTurn))
+		}
+		if wait == 0 {
+			wait = min(firstBackoff<<(attempt-1), maxBackoff)
+		}
+		if err := emit(sessionError(kind, api.RetryRetrying, fmt.Sprintf("%s; retrying in %s (attempt %d of %d)", text, wait, attempt+1, c.cfg.MaxAttempts))); err != nil {
+			return err
+		}
+		if err := c.cfg.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// classify turns a failed request into a session.error: its type, a
+// message that says what to fix, how long the upstream asked to wait, and
+// whether trying again may help.
+func classify(err error, model string) (kind, text string, wait time.Duration, retry bool) {
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) {
+		return "model_request_failed_error", fmt.Sprintf("the model API could not be reached (%v); check the server's --model-base-url and its network", err), 0, true
+	}
+	detail := ae.Message
+	if detail == "" {
+		detail = http.StatusText(ae.StatusCode)
+	}
+	if ae.Response != nil {
+		wait = retryAfter(ae.Response.Header)
+	}
+	switch s := ae.StatusCode; {
+	case s == http.StatusTooManyRequests:
+		return "model_rate_limited_error", "the model API is rate limiting this server's key (429: " + detail + ")", wait, true
+	case s == 529:
+		return "model_overloaded_error", "the model API is overloaded (529: " + detail + ")", wait, true
+	case s >= 500 || s == http.StatusRequestTimeout || s == http.StatusConflict:
+		return "model_request_failed_error", fmt.Sprintf("the model API failed (%d: %s)", s, detail), wait, true
+	case s == http.StatusUnauthorized:
+		return "model_request_failed_error", fmt.Sprintf("the model API refused the server's key (401: %s); set %s (or %s) to a valid key and restart the server", detail, ModelKeyVar, FallbackModelKeyVar), 0, false
+	case s == http.StatusForbidden:
+		return "model_request_failed_error", fmt.Sprintf("the server's key may not use model %q (403: %s); check the key's permissions", model, detail), 0, false
+	case s == http.StatusNotFound:
+		return "model_request_failed_error", fmt.Sprintf("the model API does not know model %q (404: %s); create an agent with a valid model id, e.g. claude-sonnet-4-5", model, detail), 0, false
+	case s == http.StatusRequestEntityTooLarge || strings.Contains(detail, "prompt is too long"):
+		return "model_request_failed_error", fmt.Sprintf("the conversation is too long for model %q (%d: %s); start a new session", model, s, detail), 0, false
+	default:
+		return "model_request_failed_error", fmt.Sprintf("the model API refused the request (%d: %s)", s, detail), 0, false
+	}
+}
+
+// retryAfter reads retry-after-ms or retry-after (seconds or an HTTP date).
+func retryAfter(h http.Header) time.Duration {
+	var d time.Duration
+	if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil {
+		d = time.Duration(ms * float64(time.Millisecond))
+	} else if s, err := strconv.ParseFloat(h.Get("retry-after"), 64); err == nil {
+		d = time.Duration(s * float64(time.Second))
+	} else if t, err := http.ParseTime(h.Get("retry-after")); err == nil {
+		d = time.Until(t)
+	}
+	return max(0, min(d, maxRetryAfter))
+}
+
+// replyEvents turns a reply into the events that record it, ending with
+// the span's end and, unless the model asked for tools, the turn's end.
+func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMessage) []api.Event {
+	perms := toolPermissions(agentTools)
+	var (
+		out  []api.Event
+		uses int
+	)
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				out = append(out, api.Event{Type: api.EventAgentMessage, Content: api.TextContent(b.Text)})
+			}
+		case "thinking", "redacted_thinking":
+			out = append(out, api.Event{Type: api.EventAgentThinking})
+		case "tool_use":
+			if msg.StopReason == anthropic.StopReasonMaxTokens {
+				continue // cut off mid-input: it cannot run
+			}
+			perm, ok := perms[b.Name]
+			if !ok {
+				perm = api.PermissionDeny
+			}
+			input := b.Input
+			if len(input) == 0 {
+				input = json.RawMessage("{}")
+			}
+			out = append(out, api.Event{Type: api.EventAgentToolUse, Name: b.Name, Input: input, EvaluatedPermission: perm})
+			uses++
+		}
+	}
+	u := msg.Usage
+	out = append(out, spanEnd(start, false, api.ModelUsage{
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+	}))
+	switch {
+	case msg.StopReason == anthropic.StopReasonMaxTokens:
+		out = append(out, sessionError("model_request_failed_error", api.RetryExhausted,
+			"the model's reply reached max_tokens and was cut off; send a message asking it to continue, or to do less in one step"), idle(api.StopEndTurn))
+	case uses == 0:
+		out = append(out, idle(api.StopEndTurn))
+	}
+	return out
+}
+
+func spanEnd(start string, failed bool, u api.ModelUsage) api.Event {
+	return api.Event{Type: api.EventSpanModelRequestEnd, ModelRequestStartID: start, IsError: &failed, ModelUsage: &u}
+}
+
+func sessionError(kind, retry, message string) api.Event {
+	return api.Event{Type: api.EventSessionError, Error: &api.SessionError{Type: kind, Message: message, RetryStatus: &api.RetryStatus{Type: retry}}}
+}

@@ -1,0 +1,321 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/toolset"
+)
+
+// modelState is what the log says about a model-driven session.
+type modelState struct {
+	terminated bool
+	pending    bool // user.messages wait for a turn
+	cur        *modelTurn
+}
+
+// modelTurn is the turn being worked on.
+type modelTurn struct {
+	interrupted bool
+	suspended   bool   // idle with requires_action
+	openSpan    string // id of a span.model_request_start not yet ended
+	requests    int    // model requests started
+	uses        []*toolUse
+}
+
+// toolUse is an agent.tool_use of the turn's latest reply.
+type toolUse struct {
+	id         string
+	permission string // evaluated_permission
+	verdict    string // result of its user.tool_confirmation
+	answered   bool
+}
+
+// resolved says whether the call needs nothing more: answered by the
+// worker, or denied (by policy or by the user), which the conversation
+// answers itself.
+func (u *toolUse) resolved() bool {
+	return u.answered || u.permission == api.PermissionDeny || u.verdict == api.PermissionDeny
+}
+
+// scanModel folds the log into a modelState:
+//   - user.message queues a turn; session.status_running starts one, or
+//     resumes a suspended one;
+//   - span.model_request_start opens a model request, its end closes it;
+//     the reply's agent.tool_use events are the calls to resolve before the
+//     next request;
+//   - user.tool_result answers a call, user.tool_confirmation lets it run or
+//     denies it;
+//   - user.interrupt ends the turn and drops the queued messages;
+//   - session.status_idle ends the turn, except requires_action, which
+//     suspends it; session.status_terminated ends everything.
+func scanModel(log []api.Event) modelState {
+	var (
+		st     modelState
+		queued int
+		byID   = map[string]*toolUse{}
+	)
+	for _, e := range log {
+		t := st.cur
+		switch e.Type {
+		case api.EventUserMessage:
+			queued++
+		case api.EventUserInterrupt:
+			if t != nil {
+				t.interrupted = true
+			}
+			queued = 0
+		case api.EventSessionStatusRunning:
+			switch {
+			case t != nil && t.suspended:
+				t.suspended = false
+			case t == nil && queued > 0:
+				st.cur = &modelTurn{}
+				queued--
+			}
+		case api.EventSpanModelRequestStart:
+			if t != nil {
+				t.openSpan, t.uses = e.ID, nil
+				t.requests++
+			}
+		case api.EventSpanModelRequestEnd:
+			if t != nil && t.openSpan == e.ModelRequestStartID {
+				t.openSpan = ""
+			}
+		case api.EventAgentToolUse:
+			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission}
+			byID[e.ID] = u
+			if t != nil {
+				t.uses = append(t.uses, u)
+			}
+		case api.EventUserToolResult:
+			if u := byID[e.ToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventUserToolConfirmation:
+			if u := byID[e.ToolUseID]; u != nil && u.verdict == "" {
+				u.verdict = e.Result
+			}
+		case api.EventSessionStatusIdle:
+			if t != nil && e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
+				t.suspended = true
+			} else {
+				st.cur = nil
+			}
+		case api.EventSessionStatusTerminated:
+			st.terminated = true
+			st.cur = nil
+		}
+	}
+	st.pending = queued > 0
+	return st
+}
+
+// toolPermissions reads the agent's agent_toolset_20260401 entry: each
+// enabled tool and the permission its policy evaluates to ("allow" for
+// always_allow, "ask" for always_ask). An agent without the entry has no
+// tools.
+func toolPermissions(tools []json.RawMessage) map[string]string {
+	type config struct {
+		Name             string `json:"name"`
+		Enabled          *bool  `json:"enabled"`
+		PermissionPolicy *struct {
+			Type string `json:"type"`
+		} `json:"permission_policy"`
+	}
+	out := map[string]string{}
+	for _, raw := range tools {
+		var ts struct {
+			Type          string   `json:"type"`
+			DefaultConfig config   `json:"default_config"`
+			Configs       []config `json:"configs"`
+		}
+		if json.Unmarshal(raw, &ts) != nil || ts.Type != "agent_toolset_20260401" {
+			continue
+		}
+		for _, d := range toolset.Definitions() {
+			c := ts.DefaultConfig
+			for _, o := range ts.Configs {
+				if o.Name == d.Name {
+					if o.Enabled != nil {
+						c.Enabled = o.Enabled
+					}
+					if o.PermissionPolicy != nil {
+						c.PermissionPolicy = o.PermissionPolicy
+					}
+				}
+			}
+			if c.Enabled != nil && !*c.Enabled {
+				continue
+			}
+			out[d.Name] = api.PermissionAllow
+			if c.PermissionPolicy != nil && c.PermissionPolicy.Type == "always_ask" {
+				out[d.Name] = api.PermissionAsk
+			}
+		}
+	}
+	return out
+}
+
+// buildRequest is the Messages API request for the session's next reply:
+// the system prompt, the enabled tools, and the conversation so far, with
+// prompt-caching breakpoints after each (so a long session pays for its
+// prefix once).
+func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewParams {
+	p := anthropic.MessageNewParams{
+		Model:     anthropic.Model(v.Session.Agent.Model.ID),
+		MaxTokens: maxTokens,
+		Messages:  conversation(v.Log),
+	}
+	if s := v.Session.Agent.System; s != "" {
+		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
+	}
+	p.System = append(p.System, anthropic.TextBlockParam{Text: memorySection(v.Session.Resources)})
+	p.System[len(p.System)-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
+
+	perms := toolPermissions(v.Session.Agent.Tools)
+	for _, d := range toolset.Definitions() {
+		if _, ok := perms[d.Name]; !ok {
+			continue
+		}
+		props := d.InputSchema["properties"]
+		required, _ := d.InputSchema["required"].([]string)
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
+			Name: d.Name, Description: anthropic.String(d.Description),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: props, Required: required},
+		}})
+	}
+	if n := len(p.Tools); n > 0 {
+		p.Tools[n-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
+	}
+	if n := len(p.Messages); n > 0 {
+		blocks := *content(p.Messages[n-1])
+		if cc := blocks[len(blocks)-1].GetCacheControl(); cc != nil {
+			*cc = anthropic.NewCacheControlEphemeralParam()
+		}
+	}
+	return p
+}
+
+// memorySection tells the model about its memory stores (SPEC §4) and its
+// working directory.
+func memorySection(res []api.SessionResource) string {
+	var b strings.Builder
+	if len(res) > 0 {
+		b.WriteString("# Memory\n\nYou have memory stores: folders of text files that outlive this session and that other sessions share. Read them before you start, and keep what is worth remembering in them with your file tools (bash works too, but only read, write and edit are checked against read-only stores).\n")
+		for _, r := range res {
+			access := "read and write"
+			if r.Access == api.AccessReadOnly {
+				access = "read only"
+			}
+			fmt.Fprintf(&b, "\n- %s, mounted at %s (%s)", r.Name, r.MountPath, access)
+			if r.Description != "" {
+				fmt.Fprintf(&b, "\n  Description: %s", r.Description)
+			}
+			if r.Instructions != nil && *r.Instructions != "" {
+				fmt.Fprintf(&b, "\n  Instructions: %s", *r.Instructions)
+			}
+		}
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Your tools run in a working directory of this session: relative paths resolve against it, and bash starts in it. It is scratch space; only the memory stores keep files after the session.")
+	return b.String()
+}
+
+// conversation rebuilds the messages of the session from its log: user
+// messages, the agent's text and tool uses, and the tool results. Every
+// tool use gets a result right after its reply, as the API requires: a
+// denied call gets the user's refusal, and a call abandoned by an
+// interrupt (or never answered) gets an error saying so.
+func conversation(log []api.Event) []anthropic.MessageParam {
+	var (
+		msgs    []anthropic.MessageParam
+		open    []string // tool uses of the last reply awaiting a result
+		results = map[string]anthropic.ContentBlockParamUnion{}
+	)
+	// add appends blocks to the last message when it has the same role,
+	// since the API wants the roles to alternate.
+	add := func(assistant bool, blocks ...anthropic.ContentBlockParamUnion) {
+		if n := len(msgs); n > 0 && (msgs[n-1].OfAssistant != nil) == assistant {
+			c := content(msgs[n-1])
+			*c = append(*c, blocks...)
+			return
+		}
+		if assistant {
+			msgs = append(msgs, anthropic.NewAssistantMessage(blocks...))
+		} else {
+			msgs = append(msgs, anthropic.NewUserMessage(blocks...))
+		}
+	}
+	// closeReply gives each open tool use its result, in call order.
+	closeReply := func(missing string) {
+		for _, id := range open {
+			r, ok := results[id]
+			if !ok {
+				r = anthropic.NewToolResultBlock(id, missing, true)
+			}
+			add(false, r)
+		}
+		open = nil
+	}
+	for _, e := range log {
+		switch e.Type {
+		case api.EventUserMessage:
+			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+			var blocks []anthropic.ContentBlockParamUnion
+			for _, c := range e.Content {
+				if c.Type == "text" {
+					blocks = append(blocks, anthropic.NewTextBlock(c.Text))
+				}
+			}
+			if len(blocks) > 0 {
+				add(false, blocks...)
+			}
+		case api.EventAgentMessage:
+			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+			add(true, anthropic.NewTextBlock(e.Text()))
+		case api.EventAgentToolUse:
+			if len(open) > 0 && msgs[len(msgs)-1].OfAssistant == nil {
+				closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+			}
+			var input any = json.RawMessage(e.Input)
+			if len(e.Input) == 0 {
+				input = map[string]any{}
+			}
+			add(true, anthropic.NewToolUseBlock(e.ID, input, e.Name))
+			open = append(open, e.ID)
+			if e.EvaluatedPermission == api.PermissionDeny {
+				results[e.ID] = anthropic.NewToolResultBlock(e.ID, fmt.Sprintf("%s is not enabled for this agent; use one of the tools you were given.", e.Name), true)
+			}
+		case api.EventUserToolResult:
+			if _, done := results[e.ToolUseID]; !done {
+				results[e.ToolUseID] = anthropic.NewToolResultBlock(e.ToolUseID, e.Text(), e.IsError != nil && *e.IsError)
+			}
+		case api.EventUserToolConfirmation:
+			if _, done := results[e.ToolUseID]; !done && e.Result == api.PermissionDeny {
+				text := "The user denied this tool call."
+				if e.DenyMessage != nil && *e.DenyMessage != "" {
+					text += " Their message: " + *e.DenyMessage
+				}
+				results[e.ToolUseID] = anthropic.NewToolResultBlock(e.ToolUseID, text, true)
+			}
+		case api.EventSpanModelRequestStart:
+			closeReply("This call never returned a result.")
+		}
+	}
+	closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+	return msgs
+}
+
+// content is the blocks of a user or assistant message.
+func content(m anthropic.MessageParam) *[]anthropic.ContentBlockParamUnion {
+	if m.OfAssistant != nil {
+		return &m.OfAssistant.Content
+	}
+	return &m.OfUser.Content
+}

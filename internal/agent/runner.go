@@ -1,0 +1,278 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Store is what the Runner needs of storage.
+type Store interface {
+	ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error)
+	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error)
+}
+
+// ErrStale refuses an append whose step the log no longer calls for: the
+// log moved on since the step was decided (a client event arrived, another
+// runner got there first). The Runner decides again.
+var ErrStale = errors.New("agent: the session's log moved on since this step was decided")
+
+// Runner drives sessions: for each session it is woken for, one goroutine
+// asks the runtime for the next step and carries it out, until the session
+// waits. A step's events are appended only if the log, re-read inside the
+// append's transaction, still calls for them, so a reaction is never
+// emitted twice, even by two runners sharing one database; a per-session
+// lock (a PostgreSQL advisory lock, say) would only spare the second
+// runner's wasted model call.
+type Runner struct {
+	store    Store
+	rt       Runtime
+	log      *slog.Logger
+	appended func(sessionID string)
+
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*driven
+}
+
+// driven is the state of one session's goroutine. Wakes are numbered: done
+// is the latest wake whose consequences the goroutine has played out up to
+// a wait (or the start of a step's Work), which is what Settle waits for.
+type driven struct {
+	id      string
+	wake    chan struct{}
+	wanted  uint64
+	done    uint64
+	waiters []waiter
+}
+
+type waiter struct {
+	gen uint64
+	ch  chan struct{}
+}
+
+// NewRunner returns a Runner of rt over store. appended is called after
+// each append the Runner makes (the server wakes the session's streams).
+func NewRunner(store Store, rt Runtime, log *slog.Logger, appended func(sessionID string)) *Runner {
+	ctx, stop := context.WithCancel(context.Background())
+	return &Runner{store: store, rt: rt, log: log, appended: appended, ctx: ctx, stop: stop, sessions: map[string]*driven{}}
+}
+
+// Wake tells the Runner that a session's log or work changed.
+func (r *Runner) Wake(sessionID string) { r.kick(sessionID, false) }
+
+// Settle wakes a session and waits until the Runner has carried out every
+// step the log calls for now that needs no Work, so that a caller (an HTTP
+// handler, a test) sees the session's reaction; a model call goes on after
+// it returns.
+func (r *Runner) Settle(ctx context.Context, sessionID string) error {
+	select {
+	case <-r.kick(sessionID, true):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops every session's goroutine, cancelling Work in flight, and
+// waits for them. A session left mid-step resumes from its log when a
+// Runner is next woken for it (the server's Resume at startup).
+func (r *Runner) Close() {
+	r.stop()
+	r.wg.Wait()
+}
+
+func (r *Runner) kick(id string, wait bool) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ch chan struct{}
+	if wait {
+		ch = make(chan struct{})
+	}
+	if r.ctx.Err() != nil {
+		if ch != nil {
+			close(ch)
+		}
+		return ch
+	}
+	d := r.sessions[id]
+	if d == nil {
+		d = &driven{id: id, wake: make(chan struct{}, 1)}
+		r.sessions[id] = d
+		r.wg.Add(1)
+		go r.drive(d)
+	}
+	d.wanted++
+	if ch != nil {
+		d.waiters = append(d.waiters, waiter{d.wanted, ch})
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// begin returns the wake the goroutine now answers: every wake so far.
+func (r *Runner) begin(d *driven) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-d.wake:
+	default:
+	}
+	return d.wanted
+}
+
+// reached records that wake gen has been played out.
+func (r *Runner) reached(d *driven, gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d.done = max(d.done, gen)
+	kept := d.waiters[:0]
+	for _, w := range d.waiters {
+		if w.gen <= d.done {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	d.waiters = kept
+}
+
+// retire ends the goroutine of a session that waits, unless a wake came
+// that it has not played out. Forced (at Close), it ends it anyway.
+func (r *Runner) retire(d *driven, force bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d.wanted != d.done && !force {
+		return false
+	}
+	delete(r.sessions, d.id)
+	for _, w := range d.waiters {
+		close(w.ch)
+	}
+	d.waiters = nil
+	return true
+}
+
+func (r *Runner) drive(d *driven) {
+	defer r.wg.Done()
+	for {
+		gen := r.begin(d)
+		r.advance(d, gen)
+		r.reached(d, gen)
+		if r.ctx.Err() != nil {
+			r.retire(d, true)
+			return
+		}
+		if r.retire(d, false) {
+			return
+		}
+		select {
+		case <-d.wake:
+		case <-r.ctx.Done():
+		}
+	}
+}
+
+// advance carries out the session's steps until it waits, fails, or the
+// Runner closes.
+func (r *Runner) advance(d *driven, gen uint64) {
+	ctx := r.ctx
+	lastWork := ""
+	for ctx.Err() == nil {
+		v, err := r.store.ViewSession(ctx, d.id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return // deleted
+		}
+		if err != nil {
+			r.failed(d.id, "the session's log could not be read", err)
+			return
+		}
+		step := r.rt.Next(v)
+		switch {
+		case len(step.Emit) > 0:
+			seq := v.Seq
+			_, err := r.store.AppendEvents(ctx, d.id, step.Emit, func(now storage.SessionView) error {
+				if now.Seq != seq {
+					return ErrStale
+				}
+				return nil
+			})
+			if errors.Is(err, ErrStale) {
+				continue
+			}
+			if err != nil {
+				r.failed(d.id, "the agent's events could not be stored", err)
+				return
+			}
+			r.appended(d.id)
+		case step.Work != nil:
+			if step.Key == lastWork {
+				r.failed(d.id, "the agent's work ended without moving the session on", errors.New(step.Key))
+				return
+			}
+			lastWork = step.Key
+			if err := r.work(d, gen, step); err != nil {
+				if ctx.Err() == nil {
+					r.failed(d.id, "the agent's work failed", err)
+				}
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// work runs a step's Work while watching the session: a wake whose log no
+// longer calls for the step (an interrupt, a deletion) cancels it.
+func (r *Runner) work(d *driven, gen uint64, step Step) error {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	emit := func(events ...api.Event) error {
+		_, err := r.store.AppendEvents(r.ctx, d.id, events, func(now storage.SessionView) error {
+			if r.rt.Next(now).Key != step.Key {
+				return ErrStale
+			}
+			return nil
+		})
+		if err == nil {
+			r.appended(d.id)
+		}
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- step.Work(ctx, emit) }()
+	r.reached(d, gen)
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, ErrStale) || ctx.Err() != nil {
+				return nil // the log moved on: decide again
+			}
+			return err
+		case <-d.wake:
+			g := r.begin(d)
+			v, err := r.store.ViewSession(r.ctx, d.id)
+			if err != nil || r.rt.Next(v).Key != step.Key {
+				cancel()
+			}
+			r.reached(d, g)
+		}
+	}
+}
+
+// failed logs a session the Runner had to leave: it is picked up again on
+// its next event, or when the server next starts.
+func (r *Runner) failed(sessionID, what string, err error) {
+	r.log.Error(what+"; the session waits until its next event or the server's next start", "session_id", sessionID, "err", err)
+}

@@ -1,0 +1,173 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// sessionsPageSize is how many sessions the list shows.
+const sessionsPageSize = 100
+
+func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, q *request) error {
+	sessions, err := c.store.ListSessions(r.Context(), storage.SessionQuery{ListQuery: storage.ListQuery{Limit: sessionsPageSize, IncludeArchived: true, After: r.URL.Query().Get("after")}})
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(sessions) == sessionsPageSize {
+		next = sessions[len(sessions)-1].ID
+	}
+	return c.render(w, r, q, http.StatusOK, "sessions", "Sessions", struct {
+		Sessions []api.Session
+		Next     string
+	}{sessions, next})
+}
+
+func (c *Console) loadSession(r *http.Request) (api.Session, error) {
+	id := r.PathValue("session")
+	if !ids.Valid(ids.Session, id) {
+		return api.Session{}, notFound("%q is not a session id; pick a session from the list", id)
+	}
+	s, err := c.store.GetSession(r.Context(), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return s, notFound("session %s does not exist (it may have been deleted); pick a session from the list", id)
+	}
+	return s, err
+}
+
+// eventView is one event as the session page shows it.
+type eventView struct {
+	api.Event
+	Seq int64
+	// Input is a tool call's input, indented.
+	Input string
+	// Text is the event's text content.
+	Text string
+}
+
+func viewEvent(e storage.StoredEvent) eventView {
+	return eventView{Event: e.Event, Seq: e.Seq, Text: e.Event.Text(), Input: readableJSON(e.Event.Input)}
+}
+
+// readableJSON indents a tool call's input and writes <, > and & as
+// themselves (the API's JSON escapes them): the page escapes what it shows,
+// and a person should read the text the agent sent.
+func readableJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// sessionLogLimit is how many events the session page loads at first;
+// the live stream brings the rest.
+const sessionLogLimit = 1000
+
+func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, q *request) error {
+	s, err := c.loadSession(r)
+	if err != nil {
+		return err
+	}
+	stored, err := c.store.ListEvents(r.Context(), s.ID, storage.EventQuery{Limit: sessionLogLimit})
+	if err != nil {
+		return err
+	}
+	events := make([]eventView, len(stored))
+	var last int64
+	for i, e := range stored {
+		events[i], last = viewEvent(e), e.Seq
+	}
+	title := s.ID
+	if s.Title != nil && *s.Title != "" {
+		title = *s.Title
+	}
+	return c.render(w, r, q, http.StatusOK, "session", "Session "+title, struct {
+		Session api.Session
+		Events  []eventView
+		LastSeq int64
+	}{s, events, last})
+}
+
+// sessionStream sends a session's events after ?after=SEQ as they are
+// appended, as Server-Sent Events whose data is the event's row, rendered
+// (and escaped) by the same template as the page.
+func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *request) error {
+	s, err := c.loadSession(r)
+	if err != nil {
+		return err
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		after, _ = strconv.ParseInt(id, 10, 64)
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return errors.New("console: the response writer cannot stream")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	row := c.pages["session"].Lookup("event")
+	for {
+		// A user deleted (or signed out) meanwhile stops seeing events.
+		if _, _, err := c.session(r); err != nil {
+			return nil
+		}
+		wake := c.cfg.API.WaitSession(s.ID)
+		events, err := c.store.ListEvents(r.Context(), s.ID, storage.EventQuery{AfterSeq: after, Limit: sessionLogLimit})
+		if err != nil {
+			if errors.Is(err, storage.ErrNotFound) || r.Context().Err() != nil {
+				return nil
+			}
+			c.log.ErrorContext(r.Context(), "console session stream failed", "session_id", s.ID, "error", err)
+			return nil
+		}
+		for _, e := range events {
+			var b bytes.Buffer
+			if err := row.Execute(&b, viewEvent(e)); err != nil {
+				return err
+			}
+			// An SSE data field is one line per "data:" line.
+			fmt.Fprintf(w, "id: %d\nevent: row\n", e.Seq)
+			for _, line := range bytes.Split(b.Bytes(), []byte("\n")) {
+				fmt.Fprintf(w, "data: %s\n", line)
+			}
+			fmt.Fprint(w, "\n")
+			after = e.Seq
+		}
+		flusher.Flush()
+		if len(events) == sessionLogLimit {
+			continue
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-c.cfg.API.Closing():
+			return nil // the browser reconnects with Last-Event-ID
+		case <-wake:
+		}
+	}
+}

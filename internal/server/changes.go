@@ -1,0 +1,160 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
+)
+
+// The change feed and the snapshot (SPEC §8) let a worker sync at the cost
+// of what changed: one feed request when nothing did, one streamed request
+// to mount a store. Both are memstore's own; extensionsHeader tells a
+// client they are here.
+
+// extensions is the value of api.ExtensionsHeader.
+const extensions = api.ExtensionChanges + ", " + api.ExtensionSnapshot
+
+// changesRecheck bounds how long a long poll can miss a change committed
+// by something that does not wake it (another server sharing the
+// database): it re-reads the feed at least this often.
+const changesRecheck = time.Second
+
+// advertise sets the extensions header on a store or listing response.
+func advertise(w http.ResponseWriter) {
+	w.Header().Set(api.ExtensionsHeader, extensions)
+}
+
+// memoryChanged wakes the change feed's long polls on a store; the memory
+// write handlers call it after their write committed.
+func (s *Server) memoryChanged(storeID string) {
+	s.storeChanges.notify(storeID)
+}
+
+// listChanges answers GET /v1/memory_stores/{id}/changes?after=SEQ: the
+// versions after the cursor, oldest first. With wait_ms and nothing to
+// return it waits for the store's next change, up to wait_ms.
+func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal) error {
+	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return apiErrorf(invalidRequest, "after: %q is not a sequence; send 0 (or leave it out) for every change, or the latest_sequence of your previous answer", v)
+		}
+	}
+	wait, err := intParam(r, "wait_ms")
+	if err != nil {
+		return err
+	}
+	if time.Duration(wait)*time.Millisecond > api.MaxChangesWait {
+		return apiErrorf(invalidRequest, "wait_ms: %d is more than the %d ms a long poll may wait; ask again when it returns", wait, api.MaxChangesWait.Milliseconds())
+	}
+	limit := api.MaxChangesLimit
+	if q.Has("limit") {
+		if limit, err = listLimitParam(q, api.MaxChangesLimit, true); err != nil {
+			return err
+		}
+	}
+	ctx := r.Context()
+	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
+	for {
+		wake := s.storeChanges.wait(req.storeID)
+		page, err := s.store.ListChanges(ctx, req.storeID, after, limit)
+		var ahead *storage.SequenceAheadError
+		if errors.As(err, &ahead) {
+			return apiErrorf(invalidRequest, "after: sequence %d is ahead of memory store %s's latest sequence %d, so this store did not issue it (a cursor from another store, or from a store that was deleted and recreated); start over from a full listing or a snapshot and follow the feed from the sequence it returns", ahead.After, req.storeID, ahead.Latest)
+		}
+		if err != nil {
+			return storeError(err, req.storeID)
+		}
+		remaining := time.Until(deadline)
+		if len(page.Changes) > 0 || remaining <= 0 {
+			writeJSON(w, http.StatusOK, api.MemoryChangeList{Type: "memory_change_list", Data: page.Changes, LatestSequence: page.Latest, HasMore: page.More})
+			return nil
+		}
+		t := time.NewTimer(min(remaining, changesRecheck))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-s.closing:
+			// Shutting down: answer what there is, the client asks again.
+			t.Stop()
+			writeJSON(w, http.StatusOK, api.MemoryChangeList{Type: "memory_change_list", Data: page.Changes, LatestSequence: page.Latest})
+			return nil
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// snapshot answers GET /v1/memory_stores/{id}/snapshot[?path_prefix=/p/]:
+// every memory under the prefix with its content, from one consistent
+// read, streamed in the api.SnapshotEntry framing so a client writes each
+// file to disk as it arrives. The sequence the snapshot is at goes in
+// api.SequenceHeader, before the first byte of the body.
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) error {
+	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	if err != nil {
+		return err
+	}
+	prefix := "/"
+	if q := r.URL.Query(); q.Has("path_prefix") {
+		prefix = q.Get("path_prefix")
+		if err := validate.PathPrefix("path_prefix", prefix); err != nil {
+			return err
+		}
+	}
+	var (
+		bw      *bufio.Writer
+		enc     *json.Encoder
+		seq     int64
+		count   int
+		started bool
+	)
+	err = s.store.Snapshot(r.Context(), req.storeID, prefix, func(at int64) error {
+		seq, started = at, true
+		w.Header().Set("Content-Type", api.SnapshotContentType)
+		w.Header().Set(api.SequenceHeader, strconv.FormatInt(at, 10))
+		advertise(w)
+		w.WriteHeader(http.StatusOK)
+		bw = bufio.NewWriterSize(w, 64<<10)
+		enc = json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		return nil
+	}, func(m api.Memory) error {
+		count++
+		if err := enc.Encode(api.SnapshotEntry{Type: "memory", ID: m.ID, Path: m.Path, ContentSHA256: m.ContentSHA256,
+			ContentSizeBytes: m.ContentSizeBytes, MemoryVersionID: m.MemoryVersionID}); err != nil {
+			return err
+		}
+		_, err := bw.WriteString(*m.Content)
+		return err
+	})
+	if !started {
+		return storeError(err, req.storeID)
+	}
+	if err != nil {
+		// The status is out; leaving out the end line tells the client the
+		// stream is incomplete.
+		s.log.WarnContext(r.Context(), "snapshot cut short", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "error", err)
+		return nil
+	}
+	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: count, Sequence: seq}); err != nil {
+		return nil
+	}
+	bw.Flush()
+	return nil
+}

@@ -1,0 +1,16 @@
+-- The change feed (SPEC §8): every memory version takes its store's next
+-- sequence from memory_stores.last_sequence in the transaction that writes
+-- it. That UPDATE locks the store's row until commit, so writers to one
+-- store take turns: the sequence is gap-free and its order the commit order.
+ALTER TABLE memory_stores ADD COLUMN last_sequence bigint NOT NULL DEFAULT 0;
+ALTER TABLE memory_versions ADD COLUMN sequence bigint NOT NULL DEFAULT 0;
+
+-- Versions written before the feed existed are numbered in id order, which
+-- is their commit order.
+UPDATE memory_versions SET sequence = numbered.n
+FROM (SELECT id, row_number() OVER (PARTITION BY store_id ORDER BY id) AS n FROM memory_versions) AS numbered
+WHERE numbered.id = memory_versions.id;
+UPDATE memory_stores SET last_sequence = (SELECT count(*) FROM memory_versions v WHERE v.store_id = memory_stores.id);
+
+-- One version per sequence, and the feed's range scan.
+CREATE UNIQUE INDEX memory_versions_sequence ON memory_versions (store_id, sequence);

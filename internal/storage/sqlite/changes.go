@@ -1,0 +1,110 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// latestSequence reads a store's change-feed counter.
+func latestSequence(ctx context.Context, q queryer, storeID string) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `SELECT last_sequence FROM memory_stores WHERE id = ?`, storeID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, storage.ErrNotFound
+	}
+	return seq, err
+}
+
+func scanChange(row rowScanner) (api.MemoryChange, error) {
+	c := api.MemoryChange{Type: "memory_change"}
+	var (
+		path, sha sql.NullString
+		size      sql.NullInt64
+		created   string
+	)
+	if err := row.Scan(&c.Sequence, &c.MemoryID, &c.MemoryVersionID, &c.Operation, &path, &sha, &size, &created); err != nil {
+		return c, err
+	}
+	if path.Valid {
+		c.Path = &path.String
+	}
+	if sha.Valid {
+		c.ContentSHA256 = &sha.String
+	}
+	if size.Valid {
+		c.ContentSizeBytes = &size.Int64
+	}
+	var err error
+	c.CreatedAt, err = parseTime(created)
+	return c, err
+}
+
+// ListChanges implements storage.MemoryStores.
+func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit int) (storage.ChangePage, error) {
+	var page storage.ChangePage
+	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
+		var err error
+		if page.Latest, err = latestSequence(ctx, tx, storeID); err != nil {
+			return err
+		}
+		if after > page.Latest {
+			return &storage.SequenceAheadError{After: after, Latest: page.Latest}
+		}
+		if after == page.Latest {
+			page.Changes = []api.MemoryChange{}
+			return nil
+		}
+		page.Changes, err = queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
+			storeID, after, limit+1)
+		if err != nil {
+			return fmt.Errorf("list changes of memory store %s: %w", storeID, err)
+		}
+		if len(page.Changes) > limit {
+			page.Changes, page.More = page.Changes[:limit], true
+		}
+		return nil
+	})
+	return page, err
+}
+
+// Snapshot implements storage.MemoryStores. The read transaction is the
+// consistent view: WAL readers see the database as of their first read
+// while writers go on.
+func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(api.Memory) error) error {
+	return s.readTx(ctx, func(sqlTx *sql.Tx) error {
+		tx := s.cached(sqlTx)
+		seq, err := latestSequence(ctx, tx, storeID)
+		if err != nil {
+			return err
+		}
+		if err := at(seq); err != nil {
+			return err
+		}
+		upper := prefix[:len(prefix)-1] + "0"
+		rows, err := tx.QueryContext(ctx, memoryWithContent+` WHERE m.store_id = ? AND m.path >= ? AND m.path < ? ORDER BY m.path`, storeID, prefix, upper)
+		if err != nil {
+			return fmt.Errorf("snapshot of memory store %s: %w", storeID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanMemory(rows, true)
+			if err != nil {
+				return err
+			}
+			m, err := r.toAPI()
+			if err != nil {
+				return err
+			}
+			if err := each(m); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}

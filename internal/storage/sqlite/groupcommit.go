@@ -1,0 +1,161 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+)
+
+// Group commit. SQLite lets one writer in at a time; writers that arrive
+// together used to queue on the file lock, each sleeping in the busy
+// handler and then paying for its own BEGIN and COMMIT. The committer is
+// one goroutine that takes every write waiting at that moment and runs
+// them in one transaction, each inside its own savepoint so that a write
+// that fails is undone alone, and answers each of them only after the
+// COMMIT returned: a write is acknowledged exactly when it is as durable as
+// before, and concurrent writers share the cost of one commit.
+
+// maxBatch bounds the writes of one transaction, so that one batch cannot
+// hold the write lock for long.
+const maxBatch = 64
+
+// batchFn is a write run by the committer. It must use the ctx it is given
+// (not the caller's): a caller's cancellation must not interrupt a
+// statement of a transaction that other writes share.
+type batchFn func(ctx context.Context, tx *sql.Tx) error
+
+type commitRequest struct {
+	ctx  context.Context
+	fn   batchFn
+	done chan error
+}
+
+type committer struct {
+	requests chan commitRequest
+	quit     chan struct{}
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+func (s *DB) startCommitter() {
+	s.commits.requests = make(chan commitRequest)
+	s.commits.quit = make(chan struct{})
+	s.commits.stopped = make(chan struct{})
+	go s.runCommits()
+}
+
+// stopCommitter ends the committer once the batch it runs is answered.
+func (s *DB) stopCommitter() {
+	s.commits.stopOnce.Do(func() { close(s.commits.quit) })
+	<-s.commits.stopped
+}
+
+// batch runs fn as one write transaction of its own, from the caller's
+// point of view, sharing the actual SQLite transaction with whatever other
+// writes are waiting. It returns fn's error, or the commit's.
+func (s *DB) batch(ctx context.Context, fn batchFn) error {
+	req := commitRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.commits.requests <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.commits.quit:
+		return fmt.Errorf("sqlite: the database is closed")
+	}
+	// Once handed over, the write runs to its end whatever ctx says, so
+	// its outcome is known when batch returns.
+	return <-req.done
+}
+
+func (s *DB) runCommits() {
+	defer close(s.commits.stopped)
+	for {
+		var first commitRequest
+		select {
+		case first = <-s.commits.requests:
+		case <-s.commits.quit:
+			return
+		}
+		reqs := []commitRequest{first}
+	gather:
+		for len(reqs) < maxBatch {
+			select {
+			case r := <-s.commits.requests:
+				reqs = append(reqs, r)
+			default:
+				break gather
+			}
+		}
+		s.commitBatch(reqs)
+	}
+}
+
+// commitBatch runs reqs in one transaction and answers each.
+func (s *DB) commitBatch(reqs []commitRequest) {
+	ctx := context.Background()
+	errs := make([]error, len(reqs))
+	answer := func() {
+		for i, r := range reqs {
+			r.done <- errs[i]
+		}
+	}
+	failAll := func(err error) {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		answer()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		failAll(err)
+		return
+	}
+	// The savepoint statements run as prepared statements too: three per
+	// write would otherwise be parsed each time.
+	q := s.cached(tx)
+	for i, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err // given up while waiting: never run
+			continue
+		}
+		if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+			tx.Rollback()
+			failAll(fmt.Errorf("sqlite: open a savepoint: %w", err))
+			return
+		}
+		if errs[i] = runGuarded(ctx, r.fn, tx); errs[i] != nil {
+			// Undo this write alone. If SQLite already rolled the whole
+			// transaction back (some errors do), the savepoint is gone and
+			// the batch fails as one: nothing of it is committed.
+			if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+				tx.Rollback()
+				failAll(fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", errs[i], err))
+				return
+			}
+		}
+		if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
+			tx.Rollback()
+			failAll(fmt.Errorf("sqlite: release a savepoint: %w", err))
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		failAll(fmt.Errorf("sqlite: commit: %w", err))
+		return
+	}
+	answer()
+}
+
+// runGuarded calls fn, turning a panic into an error so that one bad write
+// cannot take the committer, and with it every writer, down.
+func runGuarded(ctx context.Context, fn batchFn, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sqlite: write panicked: %v", p)
+		}
+	}()
+	return fn(ctx, tx)
+}

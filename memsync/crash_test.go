@@ -1,0 +1,232 @@
+package memsync_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/memsync"
+)
+
+func sessionID(id string) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.SessionID = id }
+}
+
+// crashedMount is a session that synced once, then had the agent edit its
+// folder (an edit, a new file, a deletion) before its worker was killed.
+func crashedMount(t *testing.T, e *env, root string, opts ...mountOption) *mount {
+	e.put("/keep.md", "kept as is")
+	e.put("/edit.md", "before")
+	e.put("/gone.md", "deleted by the agent")
+	m := e.mount(root, append([]mountOption{sessionID("sesn_1")}, opts...)...)
+	writeFile(t, m.dir, "edit.md", "the agent's edit")
+	writeFile(t, m.dir, "new/note.md", "written just before the kill")
+	removeFile(t, m.dir, "gone.md")
+	// Interrupted atomic writes leave temporary files behind.
+	writeFile(t, m.dir, "new/"+confined.TempPrefix+"0001", "half a write")
+	writeFile(t, memsync.StateDir(m.dir), confined.TempPrefix+"0002", "half a journal")
+	m.Crash()
+	return m
+}
+
+func TestAReclaimedSessionAdoptsTheFolderItsCrashLeft(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	crashedMount(t, e, root)
+	e.put("/remote.md", "changed on the server meanwhile")
+
+	m := e.session(root, sessionID("sesn_1"))
+	must(t, m.Mount(e.ctx))
+	// The edits reached the server; the deletion waits for its window, as
+	// in any sync; the server's change reached the folder.
+	equal(t, "server", e.server(), map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/gone.md": "deleted by the agent", "/remote.md": "changed on the server meanwhile",
+	})
+	equal(t, "folder", folder(t, m.dir), map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/remote.md": "changed on the server meanwhile",
+	})
+	if got := e.logs.Records(t, slog.LevelInfo, "adopting the folder an interrupted run of this session left"); len(got) != 1 || got[0]["folder"] != m.dir {
+		t.Fatalf("adoption log: %v\n%s", got, e.logs)
+	}
+	rep := m.End(e.ctx, true)
+	equal(t, "server after the end", e.server(), map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/remote.md": "changed on the server meanwhile",
+	})
+	if len(rep.Removed) != 1 {
+		t.Fatalf("End: %+v", rep)
+	}
+	assertNothingLeft(t, root)
+}
+
+func TestAFolderLeftByAnEndedSessionIsFlushedThenReplaced(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	crashedMount(t, e, root)
+
+	m := e.session(root, sessionID("sesn_2"))
+	must(t, m.Mount(e.ctx))
+	// The earlier session's edits are uploaded; its deletion is not (a
+	// flush only uploads), and the new folder is a fresh copy.
+	want := map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/gone.md": "deleted by the agent",
+	}
+	equal(t, "server", e.server(), want)
+	equal(t, "folder", folder(t, m.dir), want)
+	m.End(e.ctx, true)
+	assertNothingLeft(t, root)
+}
+
+func TestAReadOnlyLeftoverKeepsCopiesOfWhatItCannotUpload(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	crashedMount(t, e, root, readOnly)
+
+	m := e.session(root, sessionID("sesn_2"), readOnly)
+	must(t, m.Mount(e.ctx))
+	equal(t, "server", e.server(), map[string]string{"/keep.md": "kept as is", "/edit.md": "before", "/gone.md": "deleted by the agent"})
+	equal(t, "folder", folder(t, m.dir), e.server())
+	kept := keptCopies(t, m.dir)
+	equal(t, "kept copies", kept, map[string]string{"/edit.md": "the agent's edit", "/new/note.md": "written just before the kill"})
+	if got := e.logs.Records(t, slog.LevelWarn, "a copy is kept before the folder is removed"); len(got) != 2 || !strings.HasPrefix(got[0]["kept_copy"].(string), memsync.StateDir(m.dir)) {
+		t.Fatalf("kept-copy logs: %v", got)
+	}
+	m.End(e.ctx, true)
+	if got := keptCopies(t, m.dir); len(got) != 2 {
+		t.Fatalf("the kept copies did not outlive the session: %v", got)
+	}
+}
+
+// keptCopies returns the kept copies beside dir, by memory path without the
+// suffix the copy adds.
+func keptCopies(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	kept := filepath.Join(memsync.StateDir(dir), "kept")
+	out := map[string]string{}
+	if _, err := os.Stat(kept); os.IsNotExist(err) {
+		return out
+	}
+	for p, content := range folder(t, kept) {
+		out[p[:strings.LastIndex(p, ".")]] = content
+	}
+	return out
+}
+
+// assertNothingLeft fails if anything but kept copies is left under root.
+func assertNothingLeft(t *testing.T, root string) {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	must(t, err)
+	if len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("left under the mount root: %v", names)
+	}
+}
+
+func TestLeftoversThatCannotBeAdoptedAreRefusedUntouched(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name   string
+		spoil  func(t *testing.T, dir string)
+		want   string
+		second bool // a live session still holds the folder
+	}{
+		{name: "no journal", want: "holds no sync journal", spoil: func(t *testing.T, dir string) {
+			must(t, os.Remove(filepath.Join(memsync.StateDir(dir), "journal.json")))
+		}},
+		{name: "no state folder", want: "no sync journal is beside it", spoil: func(t *testing.T, dir string) {
+			must(t, os.RemoveAll(memsync.StateDir(dir)))
+		}},
+		{name: "journal of another store", want: "belongs to memory store memstore_other", spoil: func(t *testing.T, dir string) {
+			editJournal(t, dir, func(j map[string]any) { j["memory_store_id"] = "memstore_other" })
+		}},
+		{name: "journal of another folder", want: "belongs to the folder /elsewhere", spoil: func(t *testing.T, dir string) {
+			editJournal(t, dir, func(j map[string]any) { j["folder"] = "/elsewhere" })
+		}},
+		{name: "marker altered", want: "marker file .anthropic-memory-store is mismatch", spoil: func(t *testing.T, dir string) {
+			writeFile(t, dir, memsync.MarkerName, "version 1\nmemstore_other")
+		}},
+		{name: "a live worker serves it", want: "another running worker serves that folder", second: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			first := e.mount(root, sessionID("sesn_1"))
+			writeFile(t, first.dir, "edit.md", "the agent's edit")
+			if !c.second {
+				first.Crash()
+			}
+			if c.spoil != nil {
+				c.spoil(t, first.dir)
+			}
+			before := folder(t, first.dir)
+			versions := e.versions()
+			m := e.session(root, sessionID("sesn_1"))
+			err := m.Mount(e.ctx)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), first.dir) {
+				t.Fatalf("Mount = %v, want a refusal saying %q", err, c.want)
+			}
+			equal(t, "the leftover folder", folder(t, first.dir), before)
+			if got := e.versions(); got != versions {
+				t.Fatalf("a refused adoption changed the server: %d versions, want %d", got, versions)
+			}
+			if rep := m.End(e.ctx, false); len(rep.Removed)+len(rep.Kept) != 0 {
+				t.Fatalf("End after a refused adoption: %+v", rep)
+			}
+			equal(t, "the leftover folder after End", folder(t, first.dir), before)
+			if c.second {
+				first.End(e.ctx, true)
+				equal(t, "server", e.server(), map[string]string{"/edit.md": "the agent's edit"})
+			}
+		})
+	}
+}
+
+func editJournal(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	p := filepath.Join(memsync.StateDir(dir), "journal.json")
+	data, err := os.ReadFile(p)
+	must(t, err)
+	var j map[string]any
+	must(t, json.Unmarshal(data, &j))
+	edit(j)
+	data, err = json.Marshal(j)
+	must(t, err)
+	must(t, os.WriteFile(p, data, 0o600))
+}
+
+// A hard link in the folder to a file outside it is never uploaded: the
+// scan sees it as not a regular file, the server is unchanged, and the
+// outside file is untouched.
+func TestAHardLinkIsNotUploaded(t *testing.T) {
+	e := newEnv(t)
+	e.put("/a.md", "a")
+	m := e.mount(t.TempDir())
+	secret := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(secret, []byte("top secret"), 0o600))
+	must(t, os.Link(secret, filepath.Join(m.dir, "linked.md")))
+	versions := e.versions()
+	m.Sync(e.ctx)
+	equal(t, "server", e.server(), map[string]string{"/a.md": "a"})
+	if got := e.versions(); got != versions {
+		t.Fatalf("%d versions after the sync, want %d", got, versions)
+	}
+	if got := e.logs.Records(t, slog.LevelInfo, "this entry is not a regular file or folder"); len(got) != 1 || got[0]["path"] != "/linked.md" ||
+		!strings.Contains(got[0]["error"].(string), "hard links") {
+		t.Fatalf("log: %v", got)
+	}
+	m.End(e.ctx, true)
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "top secret" {
+		t.Fatalf("the outside file now holds %q, %v", b, err)
+	}
+}

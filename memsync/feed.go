@@ -1,0 +1,154 @@
+package memsync
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// The server side of a sync at the cost of what changed (SPEC §8). Against
+// a memstore server a store is mounted from one snapshot request, and each
+// later sync reads the change feed after the sequence it last saw and
+// applies it to a copy of the server's listing kept in memory: a sync with
+// nothing changed is one small request whatever the store's size. Against
+// a server without the extensions (Anthropic's API) the snapshot is a 404
+// and the store keeps today's protocol: full listings.
+
+// snapshotPage is how many memories of a snapshot are written to disk as
+// one batch: bounded, so a store of large memories never sits in memory.
+const snapshotPage = 64
+
+// remoteCache is a store's copy of the server's listing, kept current from
+// the change feed. Only the goroutine syncing the store touches it.
+type remoteCache struct {
+	// on: the server offers the feed and the copy is valid.
+	on     bool
+	remote Remote
+	// byID finds a memory's current path, for renames and deletions.
+	byID map[string]string
+}
+
+func (c *remoteCache) reset(remote Remote) {
+	c.on, c.remote, c.byID = true, remote, make(map[string]string, len(remote))
+	for p, m := range remote {
+		c.byID[m.ID] = p
+	}
+}
+
+// apply folds changes, oldest first, into the copy. A change whose path was
+// redacted only removes the memory from where it was: a later change of
+// the same memory (its current version, or its deletion) always follows,
+// because the current version of a live memory cannot be redacted.
+func (c *remoteCache) apply(changes []api.MemoryChange) {
+	for _, ch := range changes {
+		if old, ok := c.byID[ch.MemoryID]; ok {
+			delete(c.remote, old)
+			delete(c.byID, ch.MemoryID)
+		}
+		if ch.Operation == api.OperationDeleted || ch.Path == nil || ch.ContentSHA256 == nil {
+			continue
+		}
+		c.remote[*ch.Path] = RemoteMemory{ID: ch.MemoryID, SHA256: *ch.ContentSHA256}
+		c.byID[ch.MemoryID] = *ch.Path
+	}
+}
+
+// withoutExtensions reports a refusal that means "this server has no such
+// endpoint": the hosted API answers an unknown route 404 (or 405).
+func withoutExtensions(err error) bool {
+	return client.IsStatus(err, http.StatusNotFound) || client.IsStatus(err, http.StatusMethodNotAllowed)
+}
+
+// eachSnapshotPage reads the store with one snapshot request and hands it
+// to fn snapshotPage memories at a time, written to disk before the next
+// are read. It returns the sequence the snapshot is at. ok is false when
+// the server does not offer snapshots; the caller then lists.
+func (st *store) eachSnapshotPage(ctx context.Context, fn func([]api.Memory)) (seq int64, ok bool, err error) {
+	s, err := st.client.Snapshot(ctx, st.id, "/")
+	if withoutExtensions(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, true, err
+	}
+	defer s.Close()
+	page := make([]api.Memory, 0, snapshotPage)
+	for {
+		e, content, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, true, err
+		}
+		b, err := io.ReadAll(content)
+		if err != nil {
+			return 0, true, err
+		}
+		text := string(b)
+		page = append(page, api.Memory{ID: e.ID, MemoryStoreID: st.id, Path: e.Path, Content: &text,
+			ContentSHA256: e.ContentSHA256, ContentSizeBytes: e.ContentSizeBytes, MemoryVersionID: e.MemoryVersionID})
+		if len(page) == snapshotPage {
+			fn(page)
+			page = page[:0]
+		}
+	}
+	if len(page) > 0 {
+		fn(page)
+	}
+	return s.Sequence, true, nil
+}
+
+// listRemote is what the server holds now: from the change feed when the
+// store follows it, else from a full listing.
+func (st *store) listRemote(ctx context.Context) (Remote, error) {
+	if !st.feed.on {
+		return st.listBasic(ctx)
+	}
+	for {
+		l, err := st.client.ListChanges(ctx, st.id, client.ListChangesParams{After: st.seq.Load()})
+		if client.IsStatus(err, http.StatusBadRequest) {
+			st.log.WarnContext(ctx, "the server refused this store's change-feed cursor, so the store is listed in full once and followed from there", "error", err)
+			return st.relist(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.feed.apply(l.Data)
+		if n := len(l.Data); n > 0 {
+			st.seq.Store(l.Data[n-1].Sequence)
+		}
+		if !l.HasMore {
+			return st.feed.remote.clone(), nil
+		}
+	}
+}
+
+// relist rebuilds the copy from a full listing, following the feed from a
+// sequence read before it: changes that land between the two are in both,
+// and applying them again changes nothing.
+func (st *store) relist(ctx context.Context) (Remote, error) {
+	l, err := st.client.ListChanges(ctx, st.id, client.ListChangesParams{After: 0, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	remote, err := st.listBasic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.feed.reset(remote.clone())
+	st.seq.Store(l.LatestSequence)
+	return remote, nil
+}
+
+func (r Remote) clone() Remote {
+	out := make(Remote, len(r))
+	for p, m := range r {
+		out[p] = m
+	}
+	return out
+}

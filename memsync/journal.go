@@ -1,0 +1,219 @@
+package memsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memstore/memstore/confined"
+)
+
+// A store's folder is a working copy, but the agent's edits in it exist
+// nowhere else until a sync uploads them. So that a worker killed at any
+// moment loses none of them, each folder has a state folder beside it that
+// only the worker uses (the agent's sandbox shows it the mount, never its
+// siblings):
+//
+//	/mnt/memory/notes             the store's folder, as the agent sees it
+//	/mnt/memory/.notes.memstore/  its state folder:
+//	    journal.json              the sync state (State) as of the last sync, written durably
+//	    lock                      held (flock) by the worker serving the folder
+//	    kept/                     copies of local edits that lost to the server
+//
+// The journal is what lets a later worker adopt a leftover folder instead of
+// refusing it: with the state the crashed worker last synced from, the next
+// sync tells the agent's edits (uploaded) from the server's changes
+// (downloaded), by the usual rules. The lock tells a leftover from a folder a
+// live worker still serves: the kernel releases it when its holder dies.
+const (
+	stateDirSuffix = ".memstore"
+	journalName    = "journal.json"
+	lockName       = "lock"
+	keptName       = "kept"
+	// journalVersion is the first field of the journal; a journal of
+	// another version is not trusted.
+	journalVersion = 1
+)
+
+// StateDir returns the state folder of the store folder dir.
+func StateDir(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+stateDirSuffix)
+}
+
+// journal is the durable record of one mount. It names the store and the
+// folder it belongs to, so a journal is only ever applied to its own
+// folder, and the session that wrote it, so a worker can tell a session
+// re-claimed after a crash (adopt and go on) from a session that has ended
+// since (upload its edits, then remove the folder). A later field (a change
+// feed sequence) can be added without a new version: readers ignore unknown
+// fields.
+type journal struct {
+	Version       int    `json:"version"`
+	MemoryStoreID string `json:"memory_store_id"`
+	Folder        string `json:"folder"`
+	SessionID     string `json:"session_id,omitempty"`
+	State         State  `json:"state"`
+}
+
+// journalReadLimit bounds the journal read: 10,000 memories with every
+// field set fit in a few megabytes.
+const journalReadLimit = 64 << 20
+
+// keptReadLimit bounds the copy of a losing local edit. A memory is at most
+// 100 KiB; a file far past that is no agent's note, and is left in place
+// rather than copied or overwritten.
+const keptReadLimit = 16 << 20
+
+// errLocked is openState's answer when another live process holds the
+// state folder's lock.
+var errLocked = errors.New("another running worker serves this folder")
+
+// openState opens (creating it if needed) the store's state folder, takes
+// its lock, and removes the temporary files of an interrupted journal or
+// kept-copy write.
+func (st *store) openState() error {
+	dir := StateDir(st.mount.Dir)
+	root, err := confined.Create(dir)
+	if errors.Is(err, fs.ErrExist) {
+		root, err = confined.Open(dir)
+	} else if err == nil {
+		err = syncDir(filepath.Dir(dir))
+	}
+	if err != nil {
+		return fmt.Errorf("its state folder %s cannot be opened (%w)", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("the lock file of its state folder %s cannot be opened (%w)", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return errLocked
+		}
+		return fmt.Errorf("the lock file of its state folder %s cannot be locked (%w)", dir, err)
+	}
+	st.stateRoot, st.lock = root, f
+	removeTempFiles(root)
+	return nil
+}
+
+// closeState releases the lock; with remove set (the folder is gone) it
+// also removes the journal and the lock file, and the state folder if no
+// kept copy is in it.
+func (st *store) closeState(remove bool) {
+	if st.lock == nil {
+		return
+	}
+	dir := StateDir(st.mount.Dir)
+	if remove {
+		_ = os.Remove(filepath.Join(dir, journalName))
+		_ = os.Remove(filepath.Join(dir, lockName))
+		_ = os.Remove(filepath.Join(dir, keptName)) // only if empty
+		_ = os.Remove(dir)                          // likewise
+	}
+	_ = st.lock.Close()
+	st.lock, st.stateRoot, st.journaled = nil, nil, nil
+}
+
+// syncDir makes a new entry in the folder dir durable.
+func syncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
+}
+
+// removeTempFiles removes what interrupted atomic writes left in root:
+// their content never reached the name it was written for, so nothing of
+// anyone's is lost.
+func removeTempFiles(root *confined.Root) int {
+	_, skipped, err := root.Walk()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range skipped {
+		if errors.Is(s.Err, confined.ErrTempFile) && root.RemoveFile(s.Path, confined.Precondition{}, false) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// readJournal reads the journal beside the store's folder; an error
+// matching fs.ErrNotExist when there is none.
+func (st *store) readJournal() (journal, error) {
+	var j journal
+	data, err := st.stateRoot.ReadFile(journalName, journalReadLimit)
+	if err != nil {
+		return j, err
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		return j, fmt.Errorf("%s is not a journal (%w)", filepath.Join(StateDir(st.mount.Dir), journalName), err)
+	}
+	if j.Version != journalVersion {
+		return j, fmt.Errorf("%s has version %d, not %d", filepath.Join(StateDir(st.mount.Dir), journalName), j.Version, journalVersion)
+	}
+	if j.State == nil {
+		j.State = State{}
+	}
+	return j, nil
+}
+
+// writeJournal records state durably (temporary file, fsync, rename, fsync
+// of the state folder), unless it is what the journal already holds. A
+// failure is logged: the sync itself went through, only a crash before the
+// next successful write would leave the folder to be refused.
+func (st *store) writeJournal(ctx context.Context, state State) {
+	if st.stateRoot == nil || (st.journaled != nil && maps.Equal(st.journaled, state)) {
+		return
+	}
+	data, err := json.Marshal(journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state})
+	if err == nil {
+		err = st.stateRoot.WriteFile(journalName, data, confined.Precondition{})
+	}
+	if err != nil {
+		st.warn(ctx, "", fmt.Sprintf("cannot write the sync journal in %s; if the worker stops abruptly before the next sync writes it, the folder is refused instead of adopted (check that the disk has room and the folder is writable)",
+			StateDir(st.mount.Dir)), err)
+		return
+	}
+	st.journaled = state.Clone()
+}
+
+// keepCopy saves the local content of path under the state folder's kept/
+// before it is overwritten or thrown away, and returns where. The copy is
+// written durably: it is the only one. With sha set, the file must still
+// hash to it (what the plan saw); confined.ErrChanged means it does not
+// (the agent edited it since the scan): nothing was copied, and the caller
+// must not overwrite it either.
+func (st *store) keepCopy(path, sha string) (string, error) {
+	if st.stateRoot == nil {
+		return "", errors.New("the store has no state folder to keep a copy in")
+	}
+	data, err := st.root.ReadFile(relPath(path), keptReadLimit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w (it is gone)", confined.ErrChanged)
+	}
+	if err != nil {
+		return "", err
+	}
+	sum := sha256Hex(data)
+	if sha != "" && sum != sha {
+		return "", fmt.Errorf("%w (its content differs)", confined.ErrChanged)
+	}
+	rel := keptName + path + "." + st.now().UTC().Format("20060102T150405Z") + "-" + sum[:8]
+	if err := st.stateRoot.WriteFile(rel, data, confined.Precondition{}); err != nil {
+		return "", err
+	}
+	return filepath.Join(StateDir(st.mount.Dir), filepath.FromSlash(rel)), nil
+}

@@ -1,0 +1,290 @@
+package memsync
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// Live sync (SPEC §8). Once StartLive has run, syncs happen beside the
+// agent's tool calls instead of in front of them: Nudge and Wrote only
+// queue work for one background goroutine and return at once, so a tool
+// call never waits for a sync. Against a memstore server a successful
+// write or edit is uploaded at once (Wrote: one request, no scan), and each
+// store's change feed is followed with a long poll, so a change made
+// elsewhere reaches the folder in well under a second. The background
+// sync is the same cycle as ever: apply re-checks each file right before
+// it touches it, so a file the agent is changing is never overwritten
+// unseen. Only End waits, for the sync in progress and then the final one.
+
+// followWait is how long one long poll of the change feed waits.
+const followWait = 25 * time.Second
+
+// followRetry is the pause of a follower after a failed long poll, or
+// after a sync that did not catch up with the feed.
+const followRetry = 2 * time.Second
+
+// live is the background state of a Session in live mode.
+type live struct {
+	kick chan struct{} // capacity 1: "there is work"
+	stop chan struct{} // closed by End
+	// cancel ends the followers' long polls.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex // guards the queue below, never held across I/O
+	due      bool       // a periodic sync is wanted
+	lastKick time.Time  // when the last periodic sync was queued
+	written  map[*store]map[string]bool
+	changed  map[*store]bool // the feed reported remote changes
+}
+
+// StartLive moves the session's syncs to the background (see above). Call
+// it once, after Mount succeeded; ctx bounds the background work.
+func (s *Session) StartLive(ctx context.Context) {
+	if s.disabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mounted || s.ended || s.liveState() != nil {
+		return
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	l := &live{kick: make(chan struct{}, 1), stop: make(chan struct{}), cancel: cancel, lastKick: s.lastSync,
+		written: map[*store]map[string]bool{}, changed: map[*store]bool{}}
+	s.liveMu.Lock()
+	s.live = l
+	s.liveMu.Unlock()
+	l.wg.Go(func() { s.background(ctx, l) })
+	for _, st := range s.stores {
+		if st.feed.on {
+			st.advanced = make(chan struct{}, 1)
+			l.wg.Go(func() { s.follow(fctx, l, st) })
+		}
+	}
+}
+
+// Nudge is SyncIfDue for live mode: if the interval has passed it queues
+// a sync of every store (bash's changes are found by its scan) and returns
+// at once. Without StartLive it is SyncIfDue.
+func (s *Session) Nudge(ctx context.Context) {
+	l := s.liveState()
+	if l == nil {
+		s.SyncIfDue(ctx)
+		return
+	}
+	l.mu.Lock()
+	now := s.now()
+	if now.Sub(l.lastKick) >= s.interval {
+		l.due, l.lastKick = true, now
+		l.poke()
+	}
+	l.mu.Unlock()
+}
+
+// Wrote queues the upload of one file the agent's write or edit tool just
+// wrote successfully; path is the file's path on disk or under its store's
+// mount_path. A path in no writable store is ignored. It returns at once;
+// without StartLive, or against a server without the change feed, it does
+// nothing and the next sync finds the file.
+func (s *Session) Wrote(path string) {
+	l := s.liveState()
+	if l == nil {
+		return
+	}
+	for _, st := range s.stores {
+		p, ok := st.memoryPath(path)
+		if !ok || st.mount.ReadOnly {
+			continue
+		}
+		l.mu.Lock()
+		if l.written[st] == nil {
+			l.written[st] = map[string]bool{}
+		}
+		l.written[st][p] = true
+		l.poke()
+		l.mu.Unlock()
+		return
+	}
+}
+
+func (s *Session) liveState() *live {
+	if s.disabled {
+		return nil
+	}
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	return s.live
+}
+
+func (l *live) poke() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stopLive ends the background work, waiting for the sync in progress.
+func (s *Session) stopLive() {
+	s.liveMu.Lock()
+	l := s.live
+	s.live = nil
+	s.liveMu.Unlock()
+	if l == nil {
+		return
+	}
+	close(l.stop)
+	l.cancel()
+	l.wg.Wait()
+}
+
+// background runs the queued work, one batch at a time: uploads of written
+// files first (the agent's latest edits), then the syncs.
+func (s *Session) background(ctx context.Context, l *live) {
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-l.kick:
+		}
+		l.mu.Lock()
+		written, changed, due := l.written, l.changed, l.due
+		l.written, l.changed, l.due = map[*store]map[string]bool{}, map[*store]bool{}, false
+		l.mu.Unlock()
+
+		s.mu.Lock()
+		if !s.ended {
+			now := s.now()
+			forEachStore(s.stores, func(st *store) outcome {
+				for p := range written[st] {
+					st.writeThrough(ctx, now, p)
+				}
+				if due || changed[st] {
+					st.sync(ctx, now, false)
+					st.signalAdvanced()
+				}
+				return outcome{}
+			})
+			if due {
+				s.lastSync = s.now()
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// follow long-polls one store's change feed and queues a sync of the store
+// whenever something changed after the sequence the store is at.
+func (s *Session) follow(ctx context.Context, l *live, st *store) {
+	for ctx.Err() == nil {
+		seq := st.seq.Load()
+		ch, err := st.client.ListChanges(ctx, st.id, client.ListChangesParams{After: seq, Wait: followWait, Limit: 1})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			st.log.DebugContext(ctx, "following the change feed failed; the periodic sync still runs, and the follower retries", "error", err)
+			pause(ctx, followRetry)
+			continue
+		}
+		if len(ch.Data) == 0 {
+			continue
+		}
+		l.mu.Lock()
+		l.changed[st] = true
+		l.poke()
+		l.mu.Unlock()
+		select {
+		case <-st.advanced:
+		case <-ctx.Done():
+			return
+		}
+		if st.seq.Load() == seq {
+			pause(ctx, followRetry) // the sync failed: do not spin
+		}
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (st *store) signalAdvanced() {
+	if st.advanced == nil {
+		return
+	}
+	select {
+	case st.advanced <- struct{}{}:
+	default:
+	}
+}
+
+// memoryPath maps a file's path on disk, or under the store's mount_path,
+// to its memory path.
+func (st *store) memoryPath(path string) (string, bool) {
+	for _, dir := range []string{st.mount.Dir, st.mount.MountPath} {
+		if dir == "" {
+			continue
+		}
+		rel, err := filepath.Rel(dir, filepath.Clean(path))
+		if err == nil && rel != "." && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(rel) {
+			return "/" + filepath.ToSlash(rel), true
+		}
+	}
+	return "", false
+}
+
+// writeThrough uploads one file without scanning the folder: the same
+// reconcile and apply as a sync, over that one path, against the server's
+// listing as the change feed last left it (a stale view costs nothing: the
+// guarded update then fails, and the server version wins at the next
+// sync, as it would have anyway).
+func (st *store) writeThrough(ctx context.Context, now time.Time, p string) outcome {
+	if st.root == nil || !st.feed.on || readMarker(st.root, st.id) != MarkerTrusted {
+		return outcome{}
+	}
+	data, err := st.root.ReadFile(relPath(p), api.MaxContentBytes)
+	if err != nil {
+		return outcome{} // gone, too large, not a file: the next sync decides
+	}
+	f := LocalFile{SHA256: sha256Hex(data)}
+	if !utf8.Valid(data) {
+		f.Unsyncable = NotUTF8
+	}
+	local := Local{Marker: MarkerTrusted, Files: map[string]LocalFile{p: f}, Obscured: map[string]error{}}
+	base := State{}
+	if ps, ok := st.state[p]; ok {
+		base[p] = ps
+	}
+	remote := Remote{}
+	if rm, ok := st.feed.remote[p]; ok {
+		remote[p] = rm
+	}
+	plan := Reconcile(base, local, remote, st.options(now, false))
+	uploads := filterKinds(plan.Actions, Create, Update)
+	if len(uploads) == 0 {
+		return outcome{}
+	}
+	a := st.newApplier(plan.Next)
+	a.apply(ctx, uploads)
+	if ps, ok := a.next[p]; ok {
+		st.state[p] = ps
+	} else {
+		delete(st.state, p)
+	}
+	return a.out
+}

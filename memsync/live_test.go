@@ -1,0 +1,132 @@
+package memsync_test
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Live mode (SPEC §8): syncs run beside the agent, a written file is
+// uploaded at once, and the change feed brings other sessions' changes.
+
+// eventually waits for cond, which background work makes true; it fails
+// the test after a generous bound instead of hanging. It asserts an
+// outcome, not a duration.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A tool call never waits for a periodic sync: with the interval passed
+// and a server that answers nothing until the test lets it, Nudge returns,
+// and only then does the sync it queued reach the server.
+func TestNudgeNeverWaitsForASlowServer(t *testing.T) {
+	e := newFeedEnv(t)
+	e.put("/a.md", "a")
+	m := e.mount(t.TempDir(), interval(5*time.Second))
+	m.StartLive(e.ctx)
+	arrived := make(chan string, 16)
+	release := make(chan struct{})
+	e.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("wait_ms") == "" { // the follower's long poll may wait on its own
+				arrived <- r.Method + " " + r.URL.Path
+				<-release
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	writeFile(t, m.dir, "from-bash.md", "made by bash")
+	e.clock.Advance(6 * time.Second)
+	m.Nudge(e.ctx) // returns while the server holds every request
+	select {
+	case r := <-arrived:
+		if !strings.HasSuffix(r, "/changes") {
+			t.Fatalf("the queued sync began with %s, want the change feed", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the nudge queued no sync")
+	}
+	close(release)
+	e.srv.Wrap(nil)
+	m.End(e.ctx, true)
+	equal(t, "server", e.server(), map[string]string{"/a.md": "a", "/from-bash.md": "made by bash"})
+}
+
+// A successful write is uploaded at once, once: the sync after it finds
+// nothing to send.
+func TestWroteUploadsTheFileOnce(t *testing.T) {
+	e := newFeedEnv(t)
+	m := e.mount(t.TempDir())
+	m.StartLive(e.ctx)
+	defer m.End(e.ctx, false)
+	writeFile(t, m.dir, "notes/todo.md", "buy milk")
+	m.Wrote(filepath.Join(m.dir, "notes/todo.md"))
+	eventually(t, "the written file reaches the server", func() bool { return e.find("/notes/todo.md") != nil })
+	m.Sync(e.ctx)
+	posts := 0
+	for _, r := range m.rec.take() {
+		if strings.HasPrefix(r, "POST ") {
+			posts++
+		}
+	}
+	if posts != 1 {
+		t.Fatalf("%d uploads for one write, want 1", posts)
+	}
+	// The advertised mount path works as well as the real folder.
+	writeFile(t, m.dir, "notes/todo.md", "buy milk and eggs")
+	m.Wrote("/mnt/memory/notes/notes/todo.md")
+	eventually(t, "the edit reaches the server", func() bool { return e.server()["/notes/todo.md"] == "buy milk and eggs" })
+}
+
+// Two sessions on one store: a write in one reaches the other's folder
+// through the feed, without either syncing periodically. When the second
+// session's agent edits the same file meanwhile, the server wins and the
+// losing edit is reported, never dropped silently.
+func TestTwoLiveSessionsSeeEachOthersWrites(t *testing.T) {
+	e := newFeedEnv(t)
+	e.put("/shared.md", "v0")
+	a := e.mount(t.TempDir())
+	b := e.mount(t.TempDir())
+	a.StartLive(e.ctx)
+	b.StartLive(e.ctx)
+	defer a.End(e.ctx, false)
+	defer b.End(e.ctx, false)
+
+	writeFile(t, a.dir, "from-a.md", "hello from A")
+	a.Wrote(filepath.Join(a.dir, "from-a.md"))
+	eventually(t, "A's write appears in B's folder", func() bool {
+		got, err := os.ReadFile(filepath.Join(b.dir, "from-a.md"))
+		return err == nil && string(got) == "hello from A"
+	})
+
+	writeFile(t, b.dir, "shared.md", "B's local edit")
+	writeFile(t, a.dir, "shared.md", "A's edit")
+	a.Wrote(filepath.Join(a.dir, "shared.md"))
+	eventually(t, "the server's version reaches B", func() bool {
+		got, _ := os.ReadFile(filepath.Join(b.dir, "shared.md"))
+		return string(got) == "A's edit"
+	})
+	if recs := e.logs.Records(t, slog.LevelWarn, ""); !logsMention(recs, "/shared.md") {
+		t.Fatalf("B's losing edit was overwritten without a warning naming the path")
+	}
+}
+
+func logsMention(recs []map[string]any, path string) bool {
+	for _, r := range recs {
+		if r["path"] == path {
+			return true
+		}
+	}
+	return false
+}
