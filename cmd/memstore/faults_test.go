@@ -37,7 +37,7 @@ import (
 var faultPoints = []string{
 	"item.fetched#1", "mount.downloaded#1", "mount.downloaded#3",
 	"tool.ran#1", "tool.posted#2", "tool.ran#3", "tool.posted#4",
-	"write.uploaded#1", "write.uploaded#3", "write.uploaded#5",
+	"write.uploaded#1", "write.uploaded#3",
 	"sync.planned#1", "sync.uploaded#1", "sync.downloaded#1", "sync.downloaded#2",
 	"tool.ran#5", "tool.posted#6", "tool.ran#8", "tool.posted#9",
 	"final.planned#1",
