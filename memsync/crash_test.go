@@ -3,6 +3,7 @@ package memsync_test
 import (
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,4 +230,59 @@ func TestAHardLinkIsNotUploaded(t *testing.T) {
 	if b, err := os.ReadFile(secret); err != nil || string(b) != "top secret" {
 		t.Fatalf("the outside file now holds %q, %v", b, err)
 	}
+}
+
+// A live write-through upload is journaled like a sync: an edit the agent
+// makes after it, cut off by a crash before any sync, is adopted as an
+// edit of the uploaded content and uploaded, not taken for a conflict
+// with the session's own upload (which the server would win).
+func TestAnEditAfterAWriteThroughSurvivesACrash(t *testing.T) {
+	e := newFeedEnv(t)
+	root := t.TempDir()
+	m := e.mount(root, sessionID("sesn_1"))
+	// The follower hears nothing, so no background sync journals the
+	// upload on the write-through's behalf.
+	release := make(chan struct{})
+	defer close(release)
+	e.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("wait_ms") != "" {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	m.StartLive(e.ctx)
+	writeFile(t, m.dir, "todo.md", "v1")
+	m.Wrote(filepath.Join(m.dir, "todo.md"))
+	eventually(t, "the written file reaches the server", func() bool { return e.server()["/todo.md"] == "v1" })
+	writeFile(t, m.dir, "todo.md", "v2, then the crash")
+	m.Crash()
+
+	a := e.session(root, sessionID("sesn_1"))
+	must(t, a.Mount(e.ctx))
+	equal(t, "server", e.server(), map[string]string{"/todo.md": "v2, then the crash"})
+	a.End(e.ctx, true)
+	assertNothingLeft(t, root)
+}
+
+// An adopted folder follows the change feed like a fresh one, so live
+// mode's write-through uploads work after a crash as before it.
+func TestAnAdoptedFolderUploadsWritesAtOnce(t *testing.T) {
+	e := newFeedEnv(t)
+	root := t.TempDir()
+	crashedMount(t, e, root)
+
+	m := e.session(root, sessionID("sesn_1"))
+	must(t, m.Mount(e.ctx))
+	m.StartLive(e.ctx)
+	writeFile(t, m.dir, "after.md", "written after the adoption")
+	m.Wrote(filepath.Join(m.dir, "after.md"))
+	eventually(t, "the written file reaches the server", func() bool { return e.server()["/after.md"] == "written after the adoption" })
+	m.End(e.ctx, true)
+	assertNothingLeft(t, root)
 }

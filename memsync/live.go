@@ -2,6 +2,7 @@ package memsync
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -274,11 +275,20 @@ func (st *store) writeThrough(ctx context.Context, now time.Time, p string) outc
 	if rm, ok := st.feed.remote[p]; ok {
 		remote[p] = rm
 	}
+	st.step = "write"
 	plan := Reconcile(base, local, remote, st.options(now, false))
 	uploads := filterKinds(plan.Actions, Create, Update)
 	if len(uploads) == 0 {
 		return outcome{}
 	}
+	// Journaled as a sync journals, before the request and after its
+	// answer: a worker killed later adopts the folder against the state
+	// this upload left, so the agent's next edit of the file reads as an
+	// edit, not as a conflict with its own upload.
+	next := st.state.Clone()
+	delete(next, p)
+	maps.Copy(next, plan.Next)
+	st.journalSends(ctx, Plan{Actions: uploads, Next: next})
 	a := st.newApplier(plan.Next)
 	a.apply(ctx, uploads)
 	if ps, ok := a.next[p]; ok {
@@ -286,5 +296,6 @@ func (st *store) writeThrough(ctx context.Context, now time.Time, p string) outc
 	} else {
 		delete(st.state, p)
 	}
+	st.writeJournal(ctx, st.state)
 	return a.out
 }

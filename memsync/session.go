@@ -84,7 +84,8 @@ type SessionConfig struct {
 	// stops or kills the worker: "<step>.planned" between a scan and its
 	// apply, "<step>.uploaded" and "<step>.downloaded" after an upload
 	// landed or a file was written but before the state records it, where
-	// step is mount, sync, final or flush. Nil outside such tests.
+	// step is mount, sync, write (a live write-through upload), final or
+	// flush. Nil outside such tests.
 	FaultPoint func(point string)
 }
 

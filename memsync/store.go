@@ -53,7 +53,7 @@ type store struct {
 
 	sessionID string
 	now       func() time.Time
-	// step names the step running (mount, sync, final, flush) for the
+	// step names the step running (mount, sync, write, final, flush) for the
 	// fault points; faultPoint is SessionConfig.FaultPoint.
 	step       string
 	faultPoint func(string)
@@ -225,6 +225,13 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	}
 	if j.SessionID == st.sessionID {
 		st.adopted = true
+		// The journal holds no feed sequence: a full listing starts the
+		// copy the change feed keeps current, so that live mode (the
+		// follower, write-through uploads) works on an adopted folder as
+		// on a fresh one. A server without the feed is listed as ever.
+		if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
+			st.log.DebugContext(ctx, "cannot start following the change feed; the store is listed in full at each sync instead", "error", err)
+		}
 		st.log.InfoContext(ctx, "adopting the folder an interrupted run of this session left: syncing it against its journal, so the agent's edits are uploaded and nothing is lost")
 		o := st.sync(ctx, now, false)
 		st.log.InfoContext(ctx, "memory store mounted (adopted)", "changes", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
