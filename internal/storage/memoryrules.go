@@ -174,3 +174,35 @@ func RollUp(path, prefix string, depth int) (dir string, rolled bool) {
 	}
 	return prefix + rel, true
 }
+
+// MemoryChange is what an update turns a memory into.
+type MemoryChange struct {
+	Path, Content, SHA256 string
+	// Noop: the memory already is what the request asks for, so nothing is
+	// written and the precondition is not checked (a retry of a request
+	// that landed must not fail).
+	Noop bool
+}
+
+// PlanUpdate decides an update against the memory as stored (cur, with its
+// content): the new path, content and hash, whether it is a no-op, and the
+// precondition's refusal. Every backend calls it inside the transaction
+// that read cur, then checks the path and writes.
+func PlanUpdate(cur api.Memory, in MemoryUpdate) (MemoryChange, error) {
+	c := MemoryChange{Path: cur.Path, Content: *cur.Content, SHA256: cur.ContentSHA256}
+	if in.Path != nil {
+		c.Path = *in.Path
+	}
+	if in.Content != nil {
+		c.Content = *in.Content
+		c.SHA256 = ContentHash(c.Content)
+	}
+	if c.Path == cur.Path && c.SHA256 == cur.ContentSHA256 {
+		c.Noop = true
+		return c, nil
+	}
+	if in.IfSHA256 != "" && in.IfSHA256 != cur.ContentSHA256 {
+		return c, &PreconditionFailedError{CurrentSHA256: cur.ContentSHA256}
+	}
+	return c, nil
+}

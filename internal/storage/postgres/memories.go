@@ -365,27 +365,12 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		if err != nil {
 			return err
 		}
-		newPath, newContent := cur.Path, *cur.Content
-		if in.Path != nil {
-			newPath = *in.Path
-		}
-		if in.Content != nil {
-			newContent = *in.Content
-		}
-		newSHA := cur.ContentSHA256
-		if in.Content != nil {
-			newSHA = storage.ContentHash(newContent)
-		}
-		if newPath == cur.Path && newSHA == cur.ContentSHA256 {
-			// Already in the requested state: nothing to write, and a stale
-			// precondition does not matter (a retry of a request that
-			// landed must not fail).
+		next, err := storage.PlanUpdate(cur, in)
+		if err != nil || next.Noop {
 			m = cur
-			return nil
+			return err
 		}
-		if in.IfSHA256 != "" && in.IfSHA256 != cur.ContentSHA256 {
-			return &storage.PreconditionFailedError{CurrentSHA256: cur.ContentSHA256}
-		}
+		newPath, newContent, newSHA := next.Path, next.Content, next.SHA256
 		if newPath != cur.Path {
 			if err := pathConflict(ctx, tx, in.StoreID, newPath, cur.ID); err != nil {
 				return err
