@@ -19,6 +19,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/confined"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
@@ -263,6 +264,12 @@ func endTimeout(d time.Duration) mountOption {
 
 func interval(d time.Duration) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Interval = d }
+}
+
+// caseInsensitive makes the session believe its folders' filesystem
+// ignores letter case.
+func caseInsensitive(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+	c.ProbeCase = func(*confined.Root) (bool, error) { return true, nil }
 }
 
 func deletions(d memsync.DeletionMode) mountOption {

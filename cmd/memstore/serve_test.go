@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -254,5 +256,22 @@ func TestServeDefaults(t *testing.T) {
 		if !strings.Contains(usage.String(), want) {
 			t.Errorf("serve -h lacks %s:\n%s", want, usage.String())
 		}
+	}
+}
+
+// --metrics-addr on a taken address is refused with the flag to change.
+func TestMetricsAddressTakenIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stop, err := serveMetrics(ln.Addr().String(), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	if err == nil {
+		stop()
+		t.Fatal("serveMetrics on a taken address succeeded")
+	}
+	if !strings.Contains(err.Error(), "--metrics-addr") || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("error = %v; want the address and the flag", err)
 	}
 }

@@ -167,6 +167,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	if err := rc.Flush(); err != nil {
 		return nil
 	}
+	s.metrics.streamsOpen.Inc()
+	defer s.metrics.streamsOpen.Dec()
 	log := s.log.With("request_id", requestID(ctx), "session_id", sess.ID)
 	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keepalive.Stop()

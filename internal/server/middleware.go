@@ -72,6 +72,23 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // requestLog is what the access log learns while the request is handled.
 type requestLog struct {
 	credentialID string // set by authed once the credential is known
+	// route is the pattern of the innermost mux that routed the request
+	// (set by withRoute): the metrics' label, which never holds a raw id.
+	route string
+}
+
+// withRoute records, after mux has served the request, the pattern it
+// matched. ServeMux sets Pattern on the request it was handed, which is
+// not the one the outer middleware holds; so it goes into the requestLog.
+// The outermost withRoute runs last and keeps an inner, more precise
+// pattern (the API's, inside the console's "/").
+func withRoute(mux http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r)
+		if rl, ok := r.Context().Value(requestLogKey).(*requestLog); ok && rl.route == "" {
+			rl.route = r.Pattern
+		}
+	})
 }
 
 // noteCredential records who made the request, for its access log line.
@@ -91,6 +108,8 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		rl := &requestLog{}
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestLogKey, rl)))
+		took := time.Since(start)
+		s.metrics.observe(rl.route, rec.status, took)
 		if r.URL.Path == "/healthz" {
 			return
 		}
@@ -104,7 +123,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			"path", r.URL.Path,
 			"status", rec.status,
 			"bytes", rec.bytes,
-			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+			"duration_ms", float64(took.Microseconds()) / 1000,
 		}
 		if rl.credentialID != "" {
 			attrs = append(attrs, "credential_id", rl.credentialID)

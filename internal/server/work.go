@@ -64,11 +64,15 @@ func wireWork(w storage.Work) api.Work {
 // expire settles env's lapsed leases before a queue operation reads them,
 // and lets the runtime react for every item that stopped on the way.
 func (s *Server) expire(ctx context.Context, env string) error {
-	stopped, err := s.store.ExpireLeases(ctx, env)
+	lapsed, err := s.store.ExpireLeases(ctx, env)
 	if err != nil {
 		return err
 	}
-	for _, w := range stopped {
+	for _, w := range lapsed {
+		s.metrics.leaseExpiries.WithLabelValues(env, string(w.State)).Inc()
+		if w.State != api.WorkStopped {
+			continue
+		}
 		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "request_id", requestID(ctx), "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
 		s.settle(ctx, w.Data.ID)
 	}
@@ -154,6 +158,7 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 			out := wireWork(claimed)
 			enc := api.WorkSecret{SessionsToken: secret, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
 			out.Secret = &enc
+			s.metrics.claims.WithLabelValues(env).Inc()
 			s.log.InfoContext(ctx, "work claimed", "request_id", requestID(ctx), "environment_id", env, "work_id", claimed.ID,
 				"session_id", claimed.Data.ID, "worker_id", claimed.WorkerID)
 			writeJSON(w, http.StatusOK, out)
