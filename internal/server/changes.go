@@ -149,7 +149,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err != nil {
 		// The status is out; leaving out the end line tells the client the
 		// stream is incomplete.
-		s.log.WarnContext(r.Context(), "snapshot cut short", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "error", err)
+		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", err)
 		return nil
 	}
 	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: count, Sequence: seq}); err != nil {

@@ -88,3 +88,28 @@ func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 		t.Fatal("no access line carries the request-id of the token's write")
 	}
 }
+
+// Every line a request logs carries its request id, added by the logger
+// from the request's context: the access line and the handler's own lines
+// (here "memory created"), none of which names it by hand.
+func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
+	var out syncBuffer
+	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
+	var st api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "notes"}, &st)
+	write := e.must(200, "POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, api.CreateMemoryRequest{Path: "/a.md", Content: "x"}, nil)
+	id := write.header.Get("request-id")
+	msgs := map[any]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %s", line)
+		}
+		if rec["request_id"] == id {
+			msgs[rec["msg"]]++
+		}
+	}
+	if msgs["memory created"] != 1 || msgs["http request"] != 1 {
+		t.Fatalf("lines carrying the write's request id %s: %v; want its access line and \"memory created\" once each\n%s", id, msgs, out.String())
+	}
+}

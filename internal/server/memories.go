@@ -86,7 +86,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	s.memoryChanged(req.storeID)
 	s.metrics.memoryWrites.WithLabelValues("create").Inc()
-	s.log.InfoContext(r.Context(), "memory created", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
+	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
 		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, withView(m, req.view))
 	return nil
@@ -157,7 +157,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if changed {
 		s.memoryChanged(req.storeID)
 		s.metrics.memoryWrites.WithLabelValues("update").Inc()
-		s.log.InfoContext(r.Context(), "memory updated", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
+		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
 			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	}
 	writeJSON(w, http.StatusOK, withView(m, req.view))
@@ -184,7 +184,7 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	s.memoryChanged(req.storeID)
 	s.metrics.memoryWrites.WithLabelValues("delete").Inc()
-	s.log.InfoContext(r.Context(), "memory deleted", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: req.id, Type: "memory_deleted"})
 	return nil
 }

@@ -161,7 +161,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "memory store created", "request_id", requestID(r.Context()), "memory_store_id", st.ID, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store created", "memory_store_id", st.ID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -268,7 +268,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store updated", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store updated", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -285,7 +285,7 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store archived", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -301,7 +301,7 @@ func (s *Server) deleteMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err := s.store.DeleteMemoryStore(r.Context(), id); err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store deleted", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store deleted", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: "memory_store_deleted"})
 	return nil
 }

@@ -123,7 +123,7 @@ func (s *Server) redactMemoryVersion(w http.ResponseWriter, r *http.Request, p P
 	if err != nil {
 		return s.versionError(r, err, storeID, versionID)
 	}
-	s.log.InfoContext(r.Context(), "memory version redacted", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+	s.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", storeID,
 		"memory_version_id", versionID, "memory_id", v.MemoryID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, v)
 	return nil

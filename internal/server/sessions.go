@@ -220,7 +220,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 			return orMissing(err, "session", sess.ID, listSessions)
 		}
 	}
-	s.log.InfoContext(ctx, "session created", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", env.ID,
+	s.log.InfoContext(ctx, "session created", "session_id", sess.ID, "environment_id", env.ID,
 		"work_id", work.ID, "agent_id", ag.ID, "memory_stores", len(res))
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
@@ -409,7 +409,7 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	s.cp.sessions.notify(id)
 	s.cp.runner.Wake(id) // a model call in flight is abandoned
-	s.log.InfoContext(ctx, "session archived", "request_id", requestID(ctx), "session_id", id)
+	s.log.InfoContext(ctx, "session archived", "session_id", id)
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
 }
@@ -429,7 +429,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	s.cp.sessions.notify(id)
 	s.cp.runner.Wake(id) // a model call in flight is abandoned
-	s.log.InfoContext(r.Context(), "session deleted", "request_id", requestID(r.Context()), "session_id", id)
+	s.log.InfoContext(r.Context(), "session deleted", "session_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
 	return nil
 }
