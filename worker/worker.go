@@ -284,13 +284,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
 	}
 	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
+	// The loop owns the retries of its polls and acks: its backoff runs
+	// from 2 s to a minute, for as long as the worker runs, with one
+	// warning per failure. The client's own retries would repeat each
+	// request inside that backoff, and warn about each repeat.
+	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
 	pollFailures, ackFailures := 0, 0
 	for ctx.Err() == nil {
 		started := w.cfg.clock.Now()
 		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -314,7 +319,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
 		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		_, err = env.AckWork(actx, work.EnvironmentID, work.ID)
+		_, err = queue.AckWork(actx, work.EnvironmentID, work.ID)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
