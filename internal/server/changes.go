@@ -41,7 +41,7 @@ func (s *Server) memoryChanged(storeID string) {
 // versions after the cursor, oldest first. With wait_ms and nothing to
 // return it waits for the store's next change, up to wait_ms.
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 // file to disk as it arrives. The sequence the snapshot is at goes in
 // api.SequenceHeader, before the first byte of the body.
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}

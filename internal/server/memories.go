@@ -61,7 +61,7 @@ type createMemoryBody struct {
 }
 
 func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, true, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, storeParams, writing.answering(api.ViewBasic))
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, false, api.ViewFull)
+	req, err := s.memoryPreamble(r, p, memoryParams, reading.answering(api.ViewFull))
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ type updateMemoryBody struct {
 }
 
 func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, true, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, memoryParams, writing.answering(api.ViewBasic))
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, true, "")
+	req, err := s.memoryPreamble(r, p, memoryParams, writing)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}

@@ -66,21 +66,41 @@ type memoryRequest struct {
 	view    string // "" when the endpoint takes no view
 }
 
+// memoryUse is what an endpoint under a memory store does: read, or
+// write too, and the view its answers default to ("" when it takes no view
+// parameter, as the listings read it with their limit).
+type memoryUse struct {
+	write bool
+	view  string
+}
+
+// reading and writing are the two uses; answering adds a view.
+var (
+	reading = memoryUse{}
+	writing = memoryUse{write: true}
+)
+
+// answering is u for an endpoint that answers with memories in view def
+// unless the request asks for another.
+func (u memoryUse) answering(def string) memoryUse {
+	u.view = def
+	return u
+}
+
 // memoryPreamble is the opening shared by the endpoints a sessions token
 // may reach under a memory store, in the order the API answers: the URL's
 // ids (params is storeParams, memoryParams or versionParams), so a
 // mistyped id is a 404 naming it whoever asks; then p's access to the
-// store (to change it, if write); then view, with default def (not read
-// when def is "", as the listings read it with their limit).
-func (s *Server) memoryPreamble(r *http.Request, p Principal, params func(*http.Request) (string, string, error), write bool, def string) (req memoryRequest, err error) {
+// store for use; then the view, if use answers with one.
+func (s *Server) memoryPreamble(r *http.Request, p Principal, params func(*http.Request) (string, string, error), use memoryUse) (req memoryRequest, err error) {
 	if req.storeID, req.id, err = params(r); err != nil {
 		return req, err
 	}
-	if err = s.memoryStoreAccess(r.Context(), p, req.storeID, write); err != nil {
+	if err = s.memoryStoreAccess(r.Context(), p, req.storeID, use.write); err != nil {
 		return req, err
 	}
-	if def != "" {
-		req.view, err = viewParam(r, def)
+	if use.view != "" {
+		req.view, err = viewParam(r, use.view)
 	}
 	return req, err
 }
@@ -220,7 +240,7 @@ func toPage[T any](p storage.Page[T]) api.Page[T] {
 }
 
 func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}

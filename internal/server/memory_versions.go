@@ -40,7 +40,7 @@ func versionView(v api.MemoryVersion, view string) api.MemoryVersion {
 }
 
 func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 }
 
 func (s *Server) getMemoryVersion(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, versionParams, false, api.ViewFull)
+	req, err := s.memoryPreamble(r, p, versionParams, reading.answering(api.ViewFull))
 	if err != nil {
 		return err
 	}
