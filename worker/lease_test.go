@@ -16,6 +16,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 func TestBeatIntervalIsHalfTheTTL(t *testing.T) {
@@ -46,7 +47,7 @@ func isWorkerRequest(r *http.Request) bool {
 // session is fetched once.
 func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"})),
@@ -95,7 +96,7 @@ func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
 // the call.
 func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	clk := newFakeClock()
 	cfg := f.config(logs)
 	cfg.HeartbeatInterval = 0
@@ -156,7 +157,7 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].isError || strings.TrimSpace(got[0].text) != "done" {
 		t.Errorf("results = %+v", got)
 	}
-	if logs.line("lease lost") != "" {
+	if logs.Line("lease lost") != "" {
 		t.Errorf("the worker lost its lease:\n%s", logs)
 	}
 }
@@ -166,7 +167,7 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 // killed, no later call runs, the folders are removed, and RunItem returns.
 func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	f.session(script(api.ScriptEndIdle,
@@ -207,7 +208,7 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 		t.Errorf("work state %s, want stopped", st)
 	}
 	emptyDir(t, cfg.MountRoot)
-	if logs.line("the work item was stopped on the server; shutting the session down") == "" {
+	if logs.Line("the work item was stopped on the server; shutting the session down") == "" {
 		t.Errorf("no forced-stop log line:\n%s", logs)
 	}
 	if m := f.memories(st.ID); len(m) != 1 || m["/a.md"] != "a\n" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // permanent is the one rule that sorts every failure of the worker's
@@ -64,7 +65,7 @@ func TestBackoffDoublesUpToItsCapWithJitter(t *testing.T) {
 // backoffs.
 func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo served"})))
 	var polls atomic.Int32
 	f.srv.Wrap(func(h http.Handler) http.Handler {
@@ -82,7 +83,7 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	cfg := f.config(logs)
 	// The client logs its retries where the worker logs: there would be
 	// any the client made.
-	cfg.Client = cfg.Client.With(client.WithLogger(logs.logger()))
+	cfg.Client = cfg.Client.With(client.WithLogger(logs.Text()))
 	cfg.clock = clk
 	stop := runWorker(t, f.worker(cfg))
 
@@ -95,7 +96,7 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	if n := polls.Load(); n != 1 {
 		t.Errorf("%d polls before the first backoff ended, want the 1 that failed", n)
 	}
-	line := logs.line("polling for work failed; retrying")
+	line := logs.Line("polling for work failed; retrying")
 	for _, part := range []string{"level=WARN", "environment_id=" + f.env.ID, "attempt=1", "retry_in=", "503"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("retry line %q lacks %q:\n%s", line, part, logs)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -17,7 +18,7 @@ import (
 // server's series is labelled with a raw id.
 func TestMetricsCountASessionAndItsSync(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg

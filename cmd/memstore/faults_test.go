@@ -16,6 +16,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The fault-injection suite: a real server process and a real worker
@@ -106,13 +107,13 @@ func busyScript(mount string) (string, map[string]string) {
 // proc is a started process and its output.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan struct{}
 }
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), out: &testlog.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

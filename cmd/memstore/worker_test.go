@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // workerSetup is a server with an environment, its key, a scripted agent
@@ -103,25 +103,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for a process's output and a test's
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // workerEnv is the environment of a worker process for s.
 func (s *workerSetup) workerEnv(workdir string) []string {
 	env := []string{}
@@ -157,7 +138,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		`{"name":"bash","input":{"command":"touch after"}}]}`,
 		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
-	var out syncBuffer
+	var out testlog.Buffer
 	// Inline sync, so the draft is still local when the signal comes and
 	// the flush is what saves it (live sync would have uploaded it at once).
 	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
@@ -221,7 +202,7 @@ func TestOnWorkScriptServesTheItemThroughWorkerRun(t *testing.T) {
 	script := `cat > "$SPOOL/item.json"; env | grep '^ANTHROPIC_' | sort > "$SPOOL/env.txt"; exec "$MEMSTORE" worker run`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testlog.Buffer
 	cmd := exec.CommandContext(ctx, bin, "worker", "poll", "--on-work", script)
 	cmd.Env = append(s.workerEnv(workdir), "SPOOL="+spool, "MEMSTORE="+bin)
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -1,42 +1,22 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
-
-// syncBuffer is a log destination that handlers on several goroutines may
-// write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A whole worker's round — keys minted, a session claimed, its sessions
 // token used on the queue, the session and a store — leaves no key, token
 // or work secret in the log, and every access line names the credential
 // that made the request by id.
 func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
-	var out syncBuffer
+	var out testlog.Buffer
 	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
 	env := e.environment("e")
 	envKey := e.envKey(env.ID)
@@ -93,7 +73,7 @@ func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 // from the request's context: the access line and the handler's own lines
 // (here "memory created"), none of which names it by hand.
 func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
-	var out syncBuffer
+	var out testlog.Buffer
 	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
 	var st api.MemoryStore
 	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "notes"}, &st)
