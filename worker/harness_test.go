@@ -75,27 +75,15 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, mountPrefix string) *fixture {
-	return newFixtureWith(t, startServer(t, mountPrefix), api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	return newFixtureWith(t, startServer(t, mountPrefix), testserver.ScriptedAgent)
 }
 
 // newFixtureWith is a fixture on srv whose agent is created by agentReq.
 func newFixtureWith(t *testing.T, srv *testServer, agentReq api.CreateAgentRequest) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	admin := srv.Admin(t)
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "test worker"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, agentReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, srv: srv, admin: admin, env: env, key: key.Key, agent: agent}
+	ws := testserver.NewWorkers(t, admin, agentReq)
+	return &fixture{t: t, srv: srv, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 
 // toolCall is one call of a script.

@@ -17,6 +17,7 @@ import (
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // The fault-injection suite: a real server process and a real worker
@@ -172,18 +173,8 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "faults"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	env, key, agent := ws.Env, ws.Key, ws.Agent
 	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +199,7 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	}
 
 	workerEnv := []string{
-		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key.Key,
+		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key,
 	}
 	// No sandbox: the script's shell writes reach the store's folder by its
 	// path on this machine, which a sandbox would move into a folder named

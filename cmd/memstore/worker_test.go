@@ -16,6 +16,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // workerSetup is a server with an environment, its key, a scripted agent
@@ -31,24 +32,12 @@ type workerSetup struct {
 func newWorkerSetup(t *testing.T) *workerSetup {
 	t.Helper()
 	rs, _ := cliServer(t)
-	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &workerSetup{rs: rs, admin: admin, env: env, key: key.Key, agent: agent}
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	return &workerSetup{rs: rs, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 
 func (s *workerSetup) session(t *testing.T, script string, resources ...api.SessionResourceParams) *api.Session {

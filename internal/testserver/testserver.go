@@ -207,3 +207,35 @@ func Scrape(t testing.TB, h http.Handler) map[string]float64 {
 	}
 	return out
 }
+
+// Workers is what a worker needs on a server: an environment, a key for
+// it, and an agent for its sessions.
+type Workers struct {
+	Env   *api.Environment
+	Key   string
+	Agent *api.Agent
+}
+
+// ScriptedAgent asks for an agent that runs the script each user.message
+// carries (api.ScriptedModel): no model, no network.
+var ScriptedAgent = api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}}
+
+// NewWorkers creates, through admin, an environment with a key and the
+// agent agent asks for.
+func NewWorkers(t testing.TB, admin *client.Client, agent api.CreateAgentRequest) Workers {
+	t.Helper()
+	ctx := context.Background()
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "test worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.CreateAgent(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Workers{Env: env, Key: key.Key, Agent: a}
+}
