@@ -100,7 +100,7 @@ func setupWorker(t *testing.T, rs *testserver.Server) workerSetup {
 	t.Helper()
 	ctx := context.Background()
 	admin := adminClient(t, rs)
-	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
 	sess := must(admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: ws.Agent.ID}, EnvironmentID: ws.Env.ID, Title: ptr("first"), Metadata: map[string]string{"k": "v"}})).ok(t)
 	worker := admin.With(client.WithBearerToken(ws.Key), client.WithWorkerID("worker-a"))
 	return workerSetup{admin: admin, worker: worker, env: ws.Env, session: sess}

@@ -362,7 +362,7 @@ func TestSessionsTokenReachesOnlyItsStores(t *testing.T) {
 	unattached := must(admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "elsewhere"})).ok(t)
 	policy := must(admin.CreateMemory(ctx, ro.ID, api.CreateMemoryRequest{Path: "/rules.md", Content: "be kind"})).ok(t)
 
-	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
 	env, agent := ws.Env, ws.Agent
 	sess := must(admin.CreateSession(ctx, api.CreateSessionRequest{
 		Agent:         api.AgentRef{ID: agent.ID},

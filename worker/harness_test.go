@@ -75,7 +75,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, mountPrefix string) *fixture {
-	return newFixtureWith(t, startServer(t, mountPrefix), testserver.ScriptedAgent)
+	return newFixtureWith(t, startServer(t, mountPrefix), testserver.ScriptedAgent())
 }
 
 // newFixtureWith is a fixture on srv whose agent is created by agentReq.

@@ -173,7 +173,7 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
 	env, key, agent := ws.Env, ws.Key, ws.Agent
 	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {

@@ -36,7 +36,7 @@ func newWorkerSetup(t *testing.T) *workerSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent)
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
 	return &workerSetup{rs: rs, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 

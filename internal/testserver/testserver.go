@@ -218,7 +218,9 @@ type Workers struct {
 
 // ScriptedAgent asks for an agent that runs the script each user.message
 // carries (api.ScriptedModel): no model, no network.
-var ScriptedAgent = api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}}
+func ScriptedAgent() api.CreateAgentRequest {
+	return api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}}
+}
 
 // NewWorkers creates, through admin, an environment with a key and the
 // agent agent asks for.
