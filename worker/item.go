@@ -77,8 +77,12 @@ type item struct {
 	active  *activeItem
 	untrack func()
 
-	// c calls the API with the item's credential.
-	c *client.Client
+	// c calls the API with the item's credential. loops is c without the
+	// client's retries, for the lease, the event stream and the result
+	// posts: each retries in its own loop, with its own backoff and one
+	// warning per failure, so the client repeating a request inside that
+	// backoff would only nest a second retry layer and its warnings.
+	c, loops *client.Client
 	// runCtx carries the item's tools; its cause says why they stopped.
 	// It is cut from the worker's ctx so that every cause is one of ours:
 	// a shutdown reads "the worker is shutting down", not "context
@@ -152,7 +156,7 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 			it.mem.StartLive(it.runCtx)
 		}
 	}
-	r := newRunner(it.c, sess.ID, ts, afterCall, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
+	r := newRunner(it.loops, sess.ID, ts, afterCall, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
 	r.faultPoint, r.toolCalled = w.cfg.FaultPoint, w.metrics.toolCalled
 	if it.clean, err = r.run(it.runCtx); err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)
@@ -189,6 +193,7 @@ func (it *item) credential() (token string, err error) {
 		return "", fmt.Errorf("work item %s: no credential: the work secret carries no sessions token and no environment key is configured; pass the secret (ANTHROPIC_WORK_SECRET) or the key (--environment-key)", work.ID)
 	}
 	it.c = it.w.cfg.Client.With(client.WithBearerToken(cred))
+	it.loops = it.c.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	return token, nil
 }
 
@@ -199,7 +204,7 @@ func (it *item) startLease(ctx context.Context, lastHeartbeat string) {
 	it.runCtx, it.stopRun = context.WithCancelCause(context.WithoutCancel(ctx))
 	it.stopOnShutdown = context.AfterFunc(ctx, func() { it.stopRun(errShutdown) })
 	hbCtx, stopBeating := context.WithCancel(context.WithoutCancel(ctx))
-	ls := newLease(it.c, it.work, lastHeartbeat, w.cfg.HeartbeatInterval, w.cfg.clock, it.log)
+	ls := newLease(it.loops, it.work, lastHeartbeat, w.cfg.HeartbeatInterval, w.cfg.clock, it.log)
 	ls.desiredTTL = int64(w.cfg.LeaseTTL / time.Second)
 	it.ls = ls
 	it.stopBeating, it.beating = stopBeating, make(chan struct{})

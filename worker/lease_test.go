@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -213,5 +214,58 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	}
 	if m := f.memories(st.ID); len(m) != 1 || m["/a.md"] != "a\n" {
 		t.Errorf("the store changed: %q", m)
+	}
+}
+
+// A heartbeat that fails for a reason a retry can fix is retried by the
+// lease alone, with one warning per failed beat: the client does not
+// repeat it inside the lease's backoff, nor warn about it.
+func TestFailedBeatsAreRetriedByTheLeaseAloneWithOneWarningEach(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &testlog.Buffer{}
+	cfg := f.config(logs)
+	cfg.Client = cfg.Client.With(client.WithLogger(logs.Text()))
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo ok"})))
+	// The first two beats fail; the tool result is held until the third
+	// beat landed, so the item lives through both retries.
+	var beats atomic.Int32
+	landed := make(chan struct{})
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+				switch n := beats.Add(1); {
+				case n <= 2:
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
+					return
+				case n == 3:
+					defer close(landed)
+				}
+			}
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") && isWorkerRequest(r) {
+				select {
+				case <-landed:
+				case <-time.After(30 * time.Second):
+					t.Error("the third beat never came")
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	work := f.claim()
+	if err := f.worker(cfg).RunItem(context.Background(), Item{Work: work}); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || strings.TrimSpace(got[0].text) != "ok" {
+		t.Errorf("results = %+v, want the call served despite the failed beats", got)
+	}
+	for _, attempt := range []string{"attempt=1", "attempt=2"} {
+		if logs.Line("heartbeat failed; retrying", attempt, "503") == "" {
+			t.Errorf("no warning for failed beat %s:\n%s", attempt, logs)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings, want one per failed beat (2):\n%s", n, logs)
 	}
 }
