@@ -195,7 +195,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
 	}
 
-	con, err := console.New(console.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, API: srv})
+	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
 	if err != nil {
 		stopListening()
 		ln.Close()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -91,5 +93,27 @@ func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
 	}
 	if msgs["memory created"] != 1 || msgs["http request"] != 1 {
 		t.Fatalf("lines carrying the write's request id %s: %v; want its access line and \"memory created\" once each\n%s", id, msgs, out.String())
+	}
+}
+
+// A handler served beside the API (the console) that logs through the
+// server's Logger gets the request id on its lines too.
+func TestLinesOfHandlersBesideTheAPICarryTheRequestID(t *testing.T) {
+	var out testlog.Buffer
+	srv := New(Config{Store: newCPEnv(t).db, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	defer srv.Close()
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.Logger().InfoContext(r.Context(), "console page served")
+	})
+	hs := httptest.NewServer(srv.HandlerWithConsole(console))
+	defer hs.Close()
+	res, err := http.Get(hs.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	recs := out.Records(t, slog.LevelInfo, "console page served")
+	if len(recs) != 1 || recs[0]["request_id"] != res.Header.Get("request-id") || res.Header.Get("request-id") == "" {
+		t.Fatalf("console lines = %v; want one carrying request id %q", recs, res.Header.Get("request-id"))
 	}
 }

@@ -163,6 +163,11 @@ func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
 	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
 }
 
+// Logger is the server's logger, which adds the request id a context
+// carries to each line logged with it: the logger for handlers served
+// beside the API (the console), so their lines name their request too.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
 // WaitSession returns a channel closed at the next change of a session's
 // event log, for a view that follows it (the console's live session page).
 func (s *Server) WaitSession(sessionID string) <-chan struct{} {
