@@ -52,8 +52,9 @@ const (
 )
 
 // Claude is the runtime of every model other than "scripted": it calls the
-// Messages API through the official SDK, one request per step, and turns the
-// reply into events — text into agent.message, tool uses into
+// Messages API through the official SDK, one streamed request per step
+// (streaming is what the API asks of long replies), and turns the reply
+// into events — text into agent.message, tool uses into
 // agent.tool_use for the worker — until the model ends its turn.
 type Claude struct {
 	cfg    ClaudeConfig
@@ -177,7 +178,7 @@ func (c *Claude) Next(v storage.SessionView) Step {
 func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
 	params := buildRequest(v, c.cfg.MaxTokens)
 	for attempt := 1; ; attempt++ {
-		msg, err := c.client.Messages.New(ctx, params)
+		msg, err := c.stream(ctx, params)
 		if err == nil {
 			return emit(replyEvents(msg, start, v.Session.Agent.Tools)...)
 		}
@@ -203,13 +204,59 @@ func (c *Claude) request(ctx context.Context, v storage.SessionView, start strin
 	}
 }
 
+// errCutShort is a stream that ended before its message_stop.
+var errCutShort = errors.New("the reply's stream ended before message_stop")
+
+// stream makes one streaming request and accumulates its reply. A stream
+// that fails or ends part way is an error like a failed request: the
+// partial reply is dropped and the whole request made again.
+func (c *Claude) stream(ctx context.Context, params anthropic.MessageNewParams) (*anthropic.Message, error) {
+	s := c.client.Messages.NewStreaming(ctx, params)
+	defer s.Close()
+	var msg anthropic.Message
+	for s.Next() {
+		e := s.Current()
+		if err := msg.Accumulate(e); err != nil {
+			return nil, err
+		}
+		if e.Type == "message_stop" {
+			return &msg, nil
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errCutShort
+}
+
+// streamErrorStatus is the status an error type stands for: an error event
+// in the middle of a stream comes after the 200, so only its type tells
+// whether trying again may help.
+var streamErrorStatus = map[anthropic.ErrorType]int{
+	anthropic.ErrorTypeRateLimitError:      http.StatusTooManyRequests,
+	anthropic.ErrorTypeOverloadedError:     529,
+	anthropic.ErrorTypeAPIError:            http.StatusInternalServerError,
+	anthropic.ErrorTypeTimeoutError:        http.StatusGatewayTimeout,
+	anthropic.ErrorTypeInvalidRequestError: http.StatusBadRequest,
+	anthropic.ErrorTypeAuthenticationError: http.StatusUnauthorized,
+	anthropic.ErrorTypePermissionError:     http.StatusForbidden,
+	anthropic.ErrorTypeNotFoundError:       http.StatusNotFound,
+}
+
 // classify turns a failed request into a session.error: its type, a
 // message that says what to fix, how long the upstream asked to wait, and
 // whether trying again may help.
 func classify(err error, model string) (kind, text string, wait time.Duration, retry bool) {
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) {
-		return "model_request_failed_error", fmt.Sprintf("the model API could not be reached (%v); check the server's --model-base-url and its network", err), 0, true
+		return "model_request_failed_error", fmt.Sprintf("the model API call failed (%v); check the server's --model-base-url and its network", err), 0, true
+	}
+	status := ae.StatusCode
+	if status < 400 {
+		status = streamErrorStatus[ae.Type()]
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
 	}
 	detail := ae.Message
 	if detail == "" {
@@ -218,7 +265,7 @@ func classify(err error, model string) (kind, text string, wait time.Duration, r
 	if ae.Response != nil {
 		wait = retryAfter(ae.Response.Header)
 	}
-	switch s := ae.StatusCode; {
+	switch s := status; {
 	case s == http.StatusTooManyRequests:
 		return "model_rate_limited_error", "the model API is rate limiting this server's key (429: " + detail + ")", wait, true
 	case s == 529:

@@ -51,8 +51,8 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 
 	req := u.Request(0)
 	// The SDK sends the key as a bearer token.
-	if req.Header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.Params.Model) != model || req.Params.MaxTokens != 8192 {
-		t.Fatalf("request: authorization %q model %q max_tokens %d", req.Header.Get("Authorization"), req.Params.Model, req.Params.MaxTokens)
+	if req.Header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.Params.Model) != model || req.Params.MaxTokens != 8192 || req.Raw["stream"] != true {
+		t.Fatalf("request: authorization %q model %q max_tokens %d stream %v", req.Header.Get("Authorization"), req.Params.Model, req.Params.MaxTokens, req.Raw["stream"])
 	}
 	sys := req.Params.System
 	if len(sys) != 2 || sys[0].Text != "You keep notes." {
@@ -179,6 +179,46 @@ func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
 	}
 	if len(waits) != 1 || waits[0] != 7*time.Second || u.Count() != 2 {
 		t.Fatalf("waits %v, requests %d", waits, u.Count())
+	}
+}
+
+// A stream that fails part way — an error event after the 200, or a
+// connection cut mid-body — is retried like a failed request, and nothing
+// of the partial reply is recorded: the tool use streamed before the
+// failure goes out once, from the complete reply.
+func TestBrokenStreamsAreRetried(t *testing.T) {
+	u := modeltest.New(t)
+	h := modelHarness(t, u, toolsetWith())
+	glob := modeltest.ToolUse("toolu_1", "glob", `{"pattern":"*.md"}`)
+	u.FailMidStream("overloaded_error", "Overloaded", modeltest.Text("Looking"), glob)
+	u.CutMidStream(modeltest.Text("Looking"))
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(5, 5, 0, 0), modeltest.Text("Looking"), glob)
+	h.mustSend(api.UserMessage("find notes"))
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventSpanModelRequestEnd)) == 1 })
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start session.error session.error agent.message agent.tool_use span.model_request_end" {
+		t.Fatalf("log: %s", got)
+	}
+	errs := eventsOf(log, api.EventSessionError)
+	if errs[0].Error.Type != "model_overloaded_error" || !strings.Contains(errs[0].Error.Message, "Overloaded") ||
+		errs[1].Error.Type != "model_request_failed_error" || errs[1].Error.RetryStatus.Type != api.RetryRetrying {
+		t.Fatalf("errors: %+v %+v", errs[0].Error, errs[1].Error)
+	}
+	if use := eventsOf(log, api.EventAgentToolUse)[0]; string(use.Input) != `{"pattern":"*.md"}` || u.Count() != 3 {
+		t.Fatalf("tool use %+v after %d requests", use, u.Count())
+	}
+}
+
+// An error event that no retry cures (an invalid request) ends the turn
+// at once, saying what the API said.
+func TestStreamErrorThatCannotPassIsNotRetried(t *testing.T) {
+	u := modeltest.New(t)
+	h := modelHarness(t, u, toolsetWith())
+	u.FailMidStream("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+	h.mustSend(api.UserMessage("hello"))
+	log := h.idleAgain(0)
+	e := eventsOf(log, api.EventSessionError)
+	if len(e) != 1 || e[0].Error.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e[0].Error.Message, "start a new session") || u.Count() != 1 {
+		t.Fatalf("errors %+v after %d requests", e, u.Count())
 	}
 }
 
