@@ -35,6 +35,10 @@ type ClaudeConfig struct {
 	HTTPClient *http.Client
 	// MaxTokens caps each reply (default 8192).
 	MaxTokens int64
+	// ThinkingBudget turns extended thinking on with this many tokens of
+	// each reply's MaxTokens for it; 0 leaves it off. Thinking blocks are
+	// kept either way: a proxy may turn thinking on by itself.
+	ThinkingBudget int64
 	// MaxAttempts bounds the tries of one model request when the upstream
 	// answers 429, 529, 5xx or cannot be reached (default 5).
 	MaxAttempts int
@@ -177,6 +181,9 @@ func (c *Claude) Next(v storage.SessionView) Step {
 // may pass, and appends its outcome with the span's end.
 func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
 	params := buildRequest(v, c.cfg.MaxTokens)
+	if c.cfg.ThinkingBudget > 0 {
+		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(c.cfg.ThinkingBudget)
+	}
 	for attempt := 1; ; attempt++ {
 		msg, err := c.stream(ctx, params)
 		if err == nil {
@@ -313,7 +320,10 @@ func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMess
 				out = append(out, api.Event{Type: api.EventAgentMessage, Content: api.TextContent(b.Text)})
 			}
 		case "thinking", "redacted_thinking":
-			out = append(out, api.Event{Type: api.EventAgentThinking})
+			if b.Type == "thinking" && b.Signature == "" {
+				continue // cut off before its signature: the API would refuse it back
+			}
+			out = append(out, thinkingEvent(b))
 		case "tool_use":
 			if msg.StopReason == anthropic.StopReasonMaxTokens {
 				continue // cut off mid-input: it cannot run

@@ -404,3 +404,40 @@ func TestMaxTokensAndDisabledTools(t *testing.T) {
 		t.Fatalf("the model was told %s", result)
 	}
 }
+
+// Thinking blocks become agent.thinking events that keep the block (the
+// signature, redacted data opaque), and go back to the model, unchanged and
+// first in their reply, in the request after the tool results.
+func TestThinkingIsRecordedAndSentBack(t *testing.T) {
+	u := modeltest.New(t)
+	cfg := claudeConfig(u)
+	cfg.ThinkingBudget = 2048
+	h := newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, nil, cfg)
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(10, 50, 0, 0),
+		modeltest.Thinking("The notes are probably under /mnt.", "sig-1"),
+		modeltest.RedactedThinking("opaque-bytes"),
+		modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
+	h.mustSend(api.UserMessage("find notes"))
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventAgentToolUse)) == 1 })
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.thinking agent.thinking agent.tool_use span.model_request_end" {
+		t.Fatalf("log: %s", got)
+	}
+	if th, _ := u.Request(0).Raw["thinking"].(map[string]any); th["type"] != "enabled" || th["budget_tokens"] != 2048.0 {
+		t.Fatalf("thinking param %v", u.Request(0).Raw["thinking"])
+	}
+	thoughts := eventsOf(log, api.EventAgentThinking)
+	for i, want := range []string{`[{"signature":"sig-1","thinking":"The notes are probably under /mnt.","type":"thinking"}]`, `[{"data":"opaque-bytes","type":"redacted_thinking"}]`} {
+		if got, _ := json.Marshal(thoughts[i].Content); string(got) != want {
+			t.Fatalf("agent.thinking %d content %s, want %s", i, got, want)
+		}
+	}
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("none"))
+	h.mustSend(api.UserToolResult(eventsOf(log, api.EventAgentToolUse)[0].ID, "", false))
+	h.idleAgain(len(log))
+	assistant, _ := json.Marshal(u.Request(1).Raw["messages"].([]any)[1])
+	want := `{"content":[{"signature":"sig-1","thinking":"The notes are probably under /mnt.","type":"thinking"},{"data":"opaque-bytes","type":"redacted_thinking"},{"id":"` +
+		eventsOf(log, api.EventAgentToolUse)[0].ID + `","input":{"pattern":"**"},"name":"glob","type":"tool_use"}],"role":"assistant"}`
+	if string(assistant) != want {
+		t.Fatalf("the reply sent back:\n%s\nwant\n%s", assistant, want)
+	}
+}

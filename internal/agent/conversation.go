@@ -279,6 +279,11 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 		case api.EventAgentMessage:
 			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 			add(true, anthropic.NewTextBlock(e.Text()))
+		case api.EventAgentThinking:
+			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+			if b, ok := thinkingOf(e); ok {
+				add(true, b)
+			}
 		case api.EventAgentToolUse:
 			if len(open) > 0 && msgs[len(msgs)-1].OfAssistant == nil {
 				closeReply("This call was abandoned: the user interrupted the turn before it returned.")
@@ -310,6 +315,43 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 	}
 	closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 	return msgs
+}
+
+// thinkingBlock is the one content block of an agent.thinking event: the
+// model's thinking with its signature, or a redacted_thinking block's
+// opaque data. It is kept as the API sent it, since the API wants it back,
+// unchanged, in the requests that follow while a tool loop goes on.
+type thinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
+}
+
+// thinkingEvent records a thinking or redacted_thinking block of a reply.
+func thinkingEvent(b anthropic.ContentBlockUnion) api.Event {
+	raw, _ := json.Marshal(thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
+	var c api.ContentBlock
+	json.Unmarshal(raw, &c)
+	return api.Event{Type: api.EventAgentThinking, Content: []api.ContentBlock{c}}
+}
+
+// thinkingOf is the block an agent.thinking event recorded, for the next
+// request; an event without one (from elsewhere) adds nothing.
+func thinkingOf(e api.Event) (anthropic.ContentBlockParamUnion, bool) {
+	if len(e.Content) != 1 {
+		return anthropic.ContentBlockParamUnion{}, false
+	}
+	raw, _ := json.Marshal(e.Content[0])
+	var b thinkingBlock
+	json.Unmarshal(raw, &b)
+	switch {
+	case b.Type == "thinking" && b.Signature != "":
+		return anthropic.NewThinkingBlock(b.Signature, b.Thinking), true
+	case b.Type == "redacted_thinking" && b.Data != "":
+		return anthropic.NewRedactedThinkingBlock(b.Data), true
+	}
+	return anthropic.ContentBlockParamUnion{}, false
 }
 
 // content is the blocks of a user or assistant message.
