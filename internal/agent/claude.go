@@ -35,6 +35,9 @@ type ClaudeConfig struct {
 	HTTPClient *http.Client
 	// MaxTokens caps each reply (default 8192).
 	MaxTokens int64
+	// MaxContinuations bounds how many times one turn asks the model to
+	// go on after a reply cut off at MaxTokens (default 3; negative: never).
+	MaxContinuations int
 	// ThinkingBudget turns extended thinking on with this many tokens of
 	// each reply's MaxTokens for it; 0 leaves it off. Thinking blocks are
 	// kept either way: a proxy may turn thinking on by itself.
@@ -69,6 +72,9 @@ type Claude struct {
 func NewClaude(cfg ClaudeConfig) *Claude {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 8192
+	}
+	if cfg.MaxContinuations == 0 {
+		cfg.MaxContinuations = 3
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -164,9 +170,10 @@ func (c *Claude) Next(v storage.SessionView) Step {
 			return Step{Emit: []api.Event{e}}
 		}
 		return Step{}
-	case t.requests > 0 && len(t.uses) == 0:
-		// A reply without tool uses always ends its turn in the same
-		// append; this only guards against a log that says otherwise.
+	case t.requests > 0 && len(t.uses) == 0 && !t.continuing:
+		// A reply without tool uses always ends its turn, or asks to go on,
+		// in the same append; this only guards against a log that says
+		// otherwise.
 		return Step{Emit: []api.Event{idle(api.StopEndTurn)}}
 	case c.cfg.APIKey == "":
 		return Step{Emit: []api.Event{sessionError("unknown_error", api.RetryExhausted,
@@ -187,7 +194,7 @@ func (c *Claude) request(ctx context.Context, v storage.SessionView, start strin
 	for attempt := 1; ; attempt++ {
 		msg, err := c.stream(ctx, params)
 		if err == nil {
-			return emit(replyEvents(msg, start, v.Session.Agent.Tools)...)
+			return emit(c.replyEvents(msg, start, v)...)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -306,14 +313,17 @@ func retryAfter(h http.Header) time.Duration {
 }
 
 // replyEvents turns a reply into the events that record it, ending with
-// the span's end and, unless the model asked for tools, the turn's end.
-func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMessage) []api.Event {
-	perms := toolPermissions(agentTools)
+// the span's end and, unless the model asked for tools, the turn's end —
+// or, for a reply cut off at max_tokens, a request to go on while the turn
+// has continuations left.
+func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.SessionView) []api.Event {
+	perms := toolPermissions(v.Session.Agent.Tools)
+	cut := msg.StopReason == anthropic.StopReasonMaxTokens
 	var (
 		out  []api.Event
 		uses int
 	)
-	for _, b := range msg.Content {
+	for i, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			if b.Text != "" {
@@ -325,7 +335,7 @@ func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMess
 			}
 			out = append(out, thinkingEvent(b))
 		case "tool_use":
-			if msg.StopReason == anthropic.StopReasonMaxTokens {
+			if cut && i == len(msg.Content)-1 {
 				continue // cut off mid-input: it cannot run
 			}
 			perm, ok := perms[b.Name]
@@ -346,10 +356,15 @@ func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMess
 		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
 	}))
 	switch {
-	case msg.StopReason == anthropic.StopReasonMaxTokens:
+	case uses > 0:
+	case cut && scanModel(v.Log).cur.continuations < c.cfg.MaxContinuations:
+		out = append(out, sessionError("model_request_failed_error", api.RetryRetrying,
+			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off; asking it to continue (continuation %d of %d)",
+				c.cfg.MaxTokens, scanModel(v.Log).cur.continuations+1, c.cfg.MaxContinuations)))
+	case cut:
 		out = append(out, sessionError("model_request_failed_error", api.RetryExhausted,
-			"the model's reply reached max_tokens and was cut off; send a message asking it to continue, or to do less in one step"), idle(api.StopEndTurn))
-	case uses == 0:
+			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off, %d continuations did not finish it, so the turn stops here; send a message asking for less in one step (one file at a time), or to continue", c.cfg.MaxTokens, max(c.cfg.MaxContinuations, 0))), idle(api.StopEndTurn))
+	default:
 		out = append(out, idle(api.StopEndTurn))
 	}
 	return out

@@ -379,29 +379,61 @@ func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
 	}
 }
 
-// A reply cut off at max_tokens ends the turn with an error that says so,
-// and its half-written tool use is never sent to the worker; a call to a
-// tool the agent does not have is recorded as denied and answered for the
-// model, which goes on.
-func TestMaxTokensAndDisabledTools(t *testing.T) {
+// A reply cut off at max_tokens is continued: its text is kept, its
+// half-written tool use is never sent to the worker, and the next request
+// asks the model to go on after it. A call to a tool the agent does not
+// have is recorded as denied and answered for the model, which goes on.
+func TestMaxTokensContinuesAndDisabledTools(t *testing.T) {
 	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith(`{"name":"bash","enabled":false}`))
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_b", "bash", `{"command":"ls"}`))
-	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Here is a long"), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x"}`))
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Thinking("half a thou", ""), modeltest.Text("Here is a long"), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x"`))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 2, 0, 0), modeltest.Text(" story."))
 	h.mustSend(api.UserMessage("go"))
 	log := h.idleAgain(0)
-	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end span.model_request_start agent.message span.model_request_end session.error session.status_idle" {
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end span.model_request_start agent.message span.model_request_end session.error span.model_request_start agent.message span.model_request_end session.status_idle" {
 		t.Fatalf("log: %s", got)
 	}
 	if use := eventsOf(log, api.EventAgentToolUse)[0]; use.EvaluatedPermission != api.PermissionDeny {
 		t.Fatalf("the disabled tool's call: %+v", use)
 	}
-	if e := eventsOf(log, api.EventSessionError)[0].Error; !strings.Contains(e.Message, "max_tokens") || e.RetryStatus.Type != api.RetryExhausted {
+	if e := eventsOf(log, api.EventSessionError)[0].Error; !strings.Contains(e.Message, "max_tokens (8192)") || !strings.Contains(e.Message, "continuation 1 of 3") || e.RetryStatus.Type != api.RetryRetrying {
 		t.Fatalf("session.error %+v", e)
 	}
 	result, _ := json.Marshal(u.Request(1).Raw["messages"].([]any)[2])
 	if !strings.Contains(string(result), "bash is not enabled for this agent") {
 		t.Fatalf("the model was told %s", result)
+	}
+	msgs := u.Request(2).Raw["messages"].([]any)
+	tail, _ := json.Marshal(msgs[len(msgs)-2:])
+	if len(msgs) != 5 || !strings.Contains(string(tail), `[{"content":[{"text":"Here is a long","type":"text"}],"role":"assistant"},{"content":[{"cache_control":{"type":"ephemeral"},"text":"Your reply was cut off at the max_tokens limit.`) {
+		t.Fatalf("the continuation request ends with %s", tail)
+	}
+}
+
+// Continuations are bounded: the last reply cut off ends the turn with an
+// error that says what happened and what to do.
+func TestMaxTokensStopsAfterTheLastContinuation(t *testing.T) {
+	u := modeltest.New(t)
+	cfg := claudeConfig(u)
+	cfg.MaxContinuations = 1
+	h := newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, nil, cfg)
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Chapter one"))
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Chapter two"))
+	h.mustSend(api.UserMessage("write a book"))
+	log := h.idleAgain(0)
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.message span.model_request_end session.error span.model_request_start agent.message span.model_request_end session.error session.status_idle" {
+		t.Fatalf("log: %s", got)
+	}
+	e := eventsOf(log, api.EventSessionError)[1].Error
+	if e.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e.Message, "1 continuations did not finish it") || !strings.Contains(e.Message, "asking for less in one step") || u.Count() != 2 {
+		t.Fatalf("session.error %+v after %d requests", e, u.Count())
+	}
+	// The next message starts a turn with continuations of its own.
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("ok"))
+	h.mustSend(api.UserMessage("just the title"))
+	if log := h.idleAgain(len(log)); len(eventsOf(log, api.EventSessionError)) != 2 {
+		t.Fatalf("log: %s", typesOf(log))
 	}
 }
 

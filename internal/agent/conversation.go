@@ -25,6 +25,10 @@ type modelTurn struct {
 	suspended   bool   // idle with requires_action
 	openSpan    string // id of a span.model_request_start not yet ended
 	requests    int    // model requests started
+	// continuing: the last reply was cut off at max_tokens and the model
+	// is to go on; continuations counts those of the turn.
+	continuing    bool
+	continuations int
 	uses        []*toolUse
 }
 
@@ -49,6 +53,8 @@ func (u *toolUse) resolved() bool {
 //   - span.model_request_start opens a model request, its end closes it;
 //     the reply's agent.tool_use events are the calls to resolve before the
 //     next request;
+//   - a retrying session.error outside a request asks the model to go on
+//     after a reply cut off at max_tokens;
 //   - user.tool_result answers a call, user.tool_confirmation lets it run or
 //     denies it;
 //   - user.interrupt ends the turn and drops the queued messages;
@@ -80,7 +86,7 @@ func scanModel(log []api.Event) modelState {
 			}
 		case api.EventSpanModelRequestStart:
 			if t != nil {
-				t.openSpan, t.uses = e.ID, nil
+				t.openSpan, t.uses, t.continuing = e.ID, nil, false
 				t.requests++
 			}
 		case api.EventSpanModelRequestEnd:
@@ -92,6 +98,11 @@ func scanModel(log []api.Event) modelState {
 			byID[e.ID] = u
 			if t != nil {
 				t.uses = append(t.uses, u)
+			}
+		case api.EventSessionError:
+			if t != nil && t.openSpan == "" && isContinuation(e) {
+				t.continuing = true
+				t.continuations++
 			}
 		case api.EventUserToolResult:
 			if u := byID[e.ToolUseID]; u != nil {
@@ -114,6 +125,13 @@ func scanModel(log []api.Event) modelState {
 	}
 	st.pending = queued > 0
 	return st
+}
+
+// isContinuation says whether a session.error outside a model request is
+// the runtime's note that it asks the model to go on: the only retrying
+// error it records between requests.
+func isContinuation(e api.Event) bool {
+	return e.Error != nil && e.Error.RetryStatus != nil && e.Error.RetryStatus.Type == api.RetryRetrying
 }
 
 // toolPermissions reads the agent's agent_toolset_20260401 entry: each
@@ -236,6 +254,7 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 	var (
 		msgs    []anthropic.MessageParam
 		open    []string // tool uses of the last reply awaiting a result
+		inSpan  bool     // between a model request's start and its end
 		results = map[string]anthropic.ContentBlockParamUnion{}
 	)
 	// add appends blocks to the last message when it has the same role,
@@ -311,6 +330,13 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			}
 		case api.EventSpanModelRequestStart:
 			closeReply("This call never returned a result.")
+			inSpan = true
+		case api.EventSpanModelRequestEnd:
+			inSpan = false
+		case api.EventSessionError:
+			if !inSpan && isContinuation(e) {
+				add(false, anthropic.NewTextBlock("Your reply was cut off at the max_tokens limit. Continue exactly where it stopped, without repeating what you already wrote; do less in each step if you can."))
+			}
 		}
 	}
 	closeReply("This call was abandoned: the user interrupted the turn before it returned.")
