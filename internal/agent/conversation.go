@@ -29,7 +29,7 @@ type modelTurn struct {
 	// is to go on; continuations counts those of the turn.
 	continuing    bool
 	continuations int
-	uses        []*toolUse
+	uses          []*toolUse
 }
 
 // toolUse is an agent.tool_use of the turn's latest reply.
