@@ -55,7 +55,7 @@ func runChatSession(ctx context.Context, c *client.Client, id string, term chatT
 	go followChat(ctx, c, id, st, events)
 	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
 		calls: map[string]api.Event{}, asking: map[string]api.Event{}}
-	fmt.Fprintf(term.out, "session %s — one message per line; Ctrl-C interrupts a turn, Ctrl-C at the prompt or Ctrl-D ends.\nContinue it later with: memstore chat --session %s\n", id, id)
+	fmt.Fprintf(term.out, "Continue it later with: memstore chat --session %s\nOne message per line. Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D ends.\n", id)
 	if err := ch.converse(ctx); err != nil {
 		return err
 	}
@@ -165,7 +165,8 @@ func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err erro
 		}
 		delete(ch.asking, id)
 		asked = true
-		fmt.Fprintf(ch.out, "  allow %s? [y/N/message] ", callSummary(call))
+		// The whole call: the user decides on it.
+		fmt.Fprintf(ch.out, "  allow %s %s? [y/N/message] ", call.Name, oneLine(string(call.Input), 1000))
 		answer := ""
 		select {
 		case line, ok := <-ch.lines:
@@ -225,7 +226,7 @@ func (ch *chat) show(e api.Event) {
 		if e.IsError != nil && *e.IsError {
 			mark = "✗"
 		}
-		fmt.Fprintf(ch.out, "  %s %s → %s\n", mark, callSummary(call), oneLine(e.Text(), 80))
+		fmt.Fprintf(ch.out, "  %s %s → %s\n", mark, callSummary(call), oneLine(e.Text(), 45))
 	case api.EventSessionError:
 		if e.Error != nil {
 			status := ""
@@ -263,7 +264,7 @@ func (ch *chat) unanswered() {
 
 // callSummary is a tool call in a few words: its name and input.
 func callSummary(e api.Event) string {
-	return e.Name + " " + oneLine(string(e.Input), 80)
+	return e.Name + " " + oneLine(string(e.Input), 50)
 }
 
 // thinkingSummary is the start of an agent.thinking event's thinking.

@@ -6,6 +6,7 @@
 //   - "remember X" writes X into notes.md of the first memory store (the
 //     mount path read from the system prompt);
 //   - "what do you remember?" reads that file back;
+//   - "run X" runs the shell command X;
 //   - a message with "slow" in it streams a few words and then waits until
 //     the request is cancelled (Ctrl-C in the chat);
 //   - a tool result is answered with one line about it; anything else is
@@ -101,6 +102,9 @@ func answer(req modeltest.Request) modeltest.Handler {
 	case strings.Contains(lower, "what do you remember"):
 		input, _ := json.Marshal(map[string]string{"file_path": mount + "/notes.md"})
 		return modeltest.Answer(anthropic.StopReasonToolUse, usage(""), modeltest.ToolUse("toolu_read", "read", string(input)))
+	case strings.HasPrefix(lower, "run "):
+		input, _ := json.Marshal(map[string]string{"command": strings.TrimSpace(text[len("run "):])})
+		return modeltest.Answer(anthropic.StopReasonToolUse, usage(""), modeltest.ToolUse("toolu_bash", "bash", string(input)))
 	case strings.Contains(lower, "slow"):
 		return modeltest.Stall(func() {}, modeltest.Text("Thinking about it"))
 	default:
