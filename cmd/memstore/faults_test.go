@@ -16,6 +16,8 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // The fault-injection suite: a real server process and a real worker
@@ -106,13 +108,13 @@ func busyScript(mount string) (string, map[string]string) {
 // proc is a started process and its output.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan struct{}
 }
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), out: &testlog.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -171,18 +173,8 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "faults"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	env, key, agent := ws.Env, ws.Key, ws.Agent
 	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +199,7 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	}
 
 	workerEnv := []string{
-		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key.Key,
+		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key,
 	}
 	// No sandbox: the script's shell writes reach the store's folder by its
 	// path on this machine, which a sandbox would move into a folder named
@@ -215,6 +207,22 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", "none",
 		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
 	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
+	// On failure, whatever the step: what the processes said and where the
+	// session stands (a timeout alone says nothing about why).
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("worker output:\n%s\nserver output:\n%s", worker.out, server.out)
+		if s, err := admin.GetSession(ctx, sess.ID); err == nil {
+			t.Logf("session status %s", s.Status)
+		}
+		for w, err := range admin.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
+			if err == nil {
+				t.Logf("work %s state %s", w.ID, w.State)
+			}
+		}
+	}()
 
 	// Another writer changes two memories the agent never touches while
 	// the session runs, so the mid-session sync has downloads to make.
@@ -266,7 +274,10 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 		worker = startProc(t, bin, workerEnv, workerArgs...)
 	}
 
-	waitUntil(t, "the session to finish and its work to stop", func() bool {
+	// A worker killed before its first heartbeat leaves the claim's own
+	// lease (api.DefaultLeaseTTLSeconds) to lapse before the work item can
+	// be claimed again; the session then still has its script to run.
+	waitWithin(t, api.DefaultLeaseTTLSeconds*time.Second+90*time.Second, "the session to finish and its work to stop", func() bool {
 		if !edited && countType(results(), api.EventUserToolResult) > 0 {
 			editSeeds()
 		}
@@ -326,9 +337,6 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	case <-worker.done:
 	case <-time.After(30 * time.Second):
 		t.Errorf("the worker did not stop on SIGTERM")
-	}
-	if t.Failed() {
-		t.Logf("worker output:\n%s", worker.out)
 	}
 }
 

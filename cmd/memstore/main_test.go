@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The first SIGINT or SIGTERM asks the command to finish gracefully; a
@@ -21,7 +23,7 @@ func TestSecondSignalQuitsAtOnce(t *testing.T) {
 
 	sigs := make(chan os.Signal, 1)
 	exited := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	go quit.watch(sigs, cancel, &stderr, func(code int) { exited <- code })
 
 	sigs <- syscall.SIGTERM
@@ -53,7 +55,7 @@ func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
 	defer cancel()
 	quit := &forceQuit{}
 	sigs := make(chan os.Signal, 1)
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	go quit.watch(sigs, cancel, &stderr, func(int) {})
 	sigs <- os.Interrupt
 	<-ctx.Done() // watch writes before it cancels

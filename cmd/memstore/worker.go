@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -153,8 +156,9 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	}, nil
 }
 
-// newWorker builds the worker of poll or run.
-func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker, error) {
+// newWorker builds the worker of poll or run, registering its metrics in
+// metrics when it is not nil.
+func (f *workerFlags) newWorker(stderr io.Writer, onWork string, metrics prometheus.Registerer) (*worker.Worker, error) {
 	logger, err := newLogger(stderr, f.logFormat)
 	if err != nil {
 		return nil, err
@@ -166,12 +170,13 @@ func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker
 	if onWork != "" {
 		cfg.OnWork = onWorkScript(onWork, cfg.Client.BaseURL(), stderr)
 	}
+	cfg.Metrics = metrics
 	return worker.New(cfg)
 }
 
 func newWorkerPollCommand(s streams) *cobra.Command {
 	var f workerFlags
-	var onWork string
+	var onWork, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "poll",
 		Short: "claim and serve an environment's sessions until stopped",
@@ -179,18 +184,39 @@ func newWorkerPollCommand(s streams) *cobra.Command {
   memstore worker poll --environment-id $ENV --on-work 'docker run -i … my-sandbox memstore worker run'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w, err := f.newWorker(s.stderr, onWork)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			onForceQuit(ctx, w.Abandon)
-			return w.Run(ctx)
+			return workerPoll(cmd.Context(), &f, onWork, metricsAddr, s.stderr)
 		},
 	}
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
 	cmd.Flags().StringVar(&onWork, "on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
 	return cmd
+}
+
+func workerPoll(ctx context.Context, f *workerFlags, onWork, metricsAddr string, stderr io.Writer) error {
+	var metrics prometheus.Registerer // nil: none (a nil *Registry would not be)
+	reg := prometheus.NewRegistry()
+	if metricsAddr != "" {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = reg
+	}
+	w, err := f.newWorker(stderr, onWork, metrics)
+	if err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		logger, err := newLogger(stderr, f.logFormat)
+		if err != nil {
+			return err
+		}
+		stopMetrics, err := serveMetrics(metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	onForceQuit(ctx, w.Abandon)
+	return w.Run(ctx)
 }
 
 // onWorkGrace is how long an on-work script may take to finish after the
@@ -291,7 +317,7 @@ func workerRun(ctx context.Context, f *workerFlags, r runFlags, stderr io.Writer
 	if secret == "" && f.envKey() == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
-	w, err := f.newWorker(stderr, "")
+	w, err := f.newWorker(stderr, "", nil)
 	if err != nil {
 		return err
 	}

@@ -301,13 +301,9 @@ func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) erro
 	}
 	// The path itself and each ancestor ("/a", "/a/b" for "/a/b/c"): point
 	// lookups on the (store_id, path) index.
-	candidates := []any{storeID, self, p}
-	marks := "?"
-	for _, a := range storage.Ancestors(p) {
-		candidates = append(candidates, a)
-		marks += ", ?"
-	}
-	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`) ORDER BY path = ? DESC, path LIMIT 1`, append(candidates, p)...)
+	marks, paths := inList(append([]string{p}, storage.Ancestors(p)...))
+	args := append(append([]any{storeID, self}, paths...), p)
+	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN `+marks+` ORDER BY path = ? DESC, path LIMIT 1`, args...)
 	if err == nil && !found {
 		lo, hi := storage.SubtreeRange(p + "/")
 		found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, lo, hi)
