@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -45,7 +46,7 @@ func storeIDs(cli *cliContext) cobra.CompletionFunc {
 }
 
 func newMemoryCommand(s streams) *cobra.Command {
-	return newAPINoun(s, "memory", "manage the memories of a store (create, list, get, update, delete, versions)", func(cli *cliContext) []*cobra.Command {
+	return newAPINoun(s, "memory", "manage the memories of a store (create, list, get, update, delete, versions, version get, diff)", func(cli *cliContext) []*cobra.Command {
 		ids := storeIDs(cli)
 		return []*cobra.Command{
 			memoryCreateVerb(cli, ids),
@@ -54,6 +55,8 @@ func newMemoryCommand(s streams) *cobra.Command {
 			memoryUpdateVerb(cli, ids),
 			memoryDeleteVerb(cli, ids),
 			memoryVersionsVerb(cli, ids),
+			newNoun("version", "one version of a memory: version get", memoryVersionGetVerb(cli, ids)),
+			memoryDiffVerb(cli, ids),
 		}
 	})
 }
@@ -102,14 +105,24 @@ func memoryListVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
 
 func memoryGetVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
 	var asJSON bool
-	cmd := verb("get <memory-store-id> <memory-id>", "print a memory's content (--json: the whole memory)", `  memstore memory get $STORE $MEMORY
-  memstore memory get $STORE $MEMORY --json`,
-		argCount(2, 2), func(ctx context.Context, args []string) error {
+	var byPath string
+	cmd := verb("get <memory-store-id> (<memory-id> | --path PATH)", "print a memory's content (--json: the whole memory)", `  memstore memory get $STORE $MEMORY
+  memstore memory get $STORE --path /todo.md
+  memstore memory get $STORE --path /todo.md --json`,
+		argCount(1, 2), func(ctx context.Context, args []string) error {
+			if (byPath == "") == (len(args) == 1) {
+				return usageError{errors.New("give the memory's id or --path, one of the two")}
+			}
 			c, err := cli.client()
 			if err != nil {
 				return err
 			}
-			m, err := c.GetMemory(ctx, args[0], args[1], client.GetMemoryParams{View: api.ViewFull})
+			var m *api.Memory
+			if byPath != "" {
+				m, err = memoryByPath(ctx, c, args[0], byPath)
+			} else {
+				m, err = c.GetMemory(ctx, args[0], args[1], client.GetMemoryParams{View: api.ViewFull})
+			}
 			if err != nil {
 				return err
 			}
@@ -120,6 +133,7 @@ func memoryGetVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
 			return err
 		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole memory (in the --output format) instead of its content")
+	cmd.Flags().StringVar(&byPath, "path", "", "the memory at this path, instead of an id")
 	cmd.ValidArgsFunction = ids
 	return cmd
 }
@@ -184,18 +198,31 @@ func memoryDeleteVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command 
 }
 
 func memoryVersionsVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
-	var memory, session string
+	var memory, session, byPath string
 	cmd := verb("versions <memory-store-id>", "list a store's versions, newest first", `  memstore memory versions $STORE
-  memstore memory versions $STORE --memory $MEMORY`,
+  memstore memory versions $STORE --memory $MEMORY
+  memstore memory versions $STORE --path /todo.md`,
 		argCount(1, 1), func(ctx context.Context, args []string) error {
+			if memory != "" && byPath != "" {
+				return usageError{errors.New("--memory and --path both choose the memory: give one")}
+			}
 			c, err := cli.client()
 			if err != nil {
 				return err
 			}
-			return printAll(cli, c.ListAllMemoryVersions(ctx, args[0], client.ListMemoryVersionsParams{MemoryID: memory, SessionID: session, Limit: api.MaxListLimit}))
+			p := client.ListMemoryVersionsParams{MemoryID: memory, SessionID: session, Limit: api.MaxListLimit}
+			if byPath == "" {
+				return printAll(cli, c.ListAllMemoryVersions(ctx, args[0], p))
+			}
+			vs, err := memoryVersionsOfPath(ctx, c, args[0], byPath, p)
+			if err != nil {
+				return err
+			}
+			return cli.print(vs)
 		})
 	cmd.Flags().StringVar(&memory, "memory", "", "only versions of this memory id")
 	cmd.Flags().StringVar(&session, "session", "", "only versions written by this session")
+	cmd.Flags().StringVar(&byPath, "path", "", "only versions of the memories that were ever at this path (renamed or deleted ones included)")
 	cmd.ValidArgsFunction = ids
 	return cmd
 }
