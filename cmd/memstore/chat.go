@@ -40,6 +40,7 @@ func newChatCommand(s streams) *cobra.Command {
 	cmd.RegisterFlagCompletionFunc("agent", agentIDs(cli))
 	cmd.RegisterFlagCompletionFunc("store", storeIDs(cli))
 	cmd.RegisterFlagCompletionFunc("session", sessionIDs(cli))
+	cli.explainErrors(cmd)
 	return cmd
 }
 

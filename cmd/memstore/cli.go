@@ -1,21 +1,25 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 )
 
@@ -33,6 +37,8 @@ type cliContext struct {
 	quiet bool
 	// output is --output: json, table, yaml, or "" for the default.
 	output string
+	// keyFrom is where the API key came from (a flag, a variable, a file).
+	keyFrom string
 }
 
 // newAPINoun makes a noun whose verbs call the server: the connection and
@@ -41,6 +47,7 @@ func newAPINoun(s streams, use, short string, verbs func(cli *cliContext) []*cob
 	cli := &cliContext{streams: s}
 	cmd := newNoun(use, short, verbs(cli)...)
 	cli.register(cmd.PersistentFlags())
+	cli.explainErrors(cmd)
 	return cmd
 }
 
@@ -66,33 +73,99 @@ func (c *connFlags) register(fs *pflag.FlagSet) {
 }
 
 // key resolves the API key: the flag, MEMSTORE_API_KEY, MEMSTORE_ADMIN_KEY,
-// then the admin.key a local `memstore serve` wrote.
-func (c *connFlags) key() (string, error) {
-	if k := cmp.Or(c.apiKey, os.Getenv("MEMSTORE_API_KEY"), os.Getenv("MEMSTORE_ADMIN_KEY")); k != "" {
-		return k, nil
+// then the admin.key a local `memstore serve` wrote. from says which, for
+// an error about a refused key.
+func (c *connFlags) key() (key, from string, err error) {
+	for _, k := range []struct{ value, from string }{
+		{c.apiKey, "--api-key"}, {os.Getenv("MEMSTORE_API_KEY"), "MEMSTORE_API_KEY"}, {os.Getenv("MEMSTORE_ADMIN_KEY"), "MEMSTORE_ADMIN_KEY"},
+	} {
+		if k.value != "" {
+			return k.value, k.from, nil
+		}
 	}
 	path := filepath.Join(c.dataDir, "admin.key")
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no API key: pass --api-key or set MEMSTORE_API_KEY (no %s to fall back on; `memstore serve` writes it on first start, see --data)", path)
+		return "", "", fmt.Errorf("no API key: pass --api-key or set MEMSTORE_API_KEY (no %s to fall back on; `memstore serve` writes it on first start, see --data)", path)
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the API key from %s: %w", path, err)
+		return "", "", fmt.Errorf("read the API key from %s: %w", path, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return strings.TrimSpace(string(b)), path, nil
 }
 
 // client builds the API client of a verb, after checking the flags that
 // decide how its answer is printed: nothing is sent before they are right.
+// It never retries: a person at the terminal (or a script) sees a failure
+// at once and decides, rather than waiting through silent attempts.
 func (cli *cliContext) client() (*client.Client, error) {
 	if _, err := cli.format(); err != nil {
 		return nil, err
 	}
-	key, err := cli.conn.key()
+	key, from, err := cli.conn.key()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cli.conn.baseURL, client.WithAPIKey(key))
+	cli.keyFrom = from
+	c, err := client.New(cli.conn.baseURL, client.WithAPIKey(key), client.WithRetryPolicy(client.RetryPolicy{MaxRetries: 0}))
+	if err != nil {
+		return nil, fmt.Errorf("--base-url %q (or MEMSTORE_BASE_URL): want the server's absolute http:// or https:// URL, such as http://127.0.0.1:8080", cli.conn.baseURL)
+	}
+	return c, nil
+}
+
+// explain turns the failures of talking to the server into one line that
+// says what was tried and what to do: a server that cannot be reached, a
+// URL that is not a memstore server's root, a refused key. Other errors,
+// the server's own answers above all, pass as they are.
+func (cli *cliContext) explain(err error) error {
+	base := cli.conn.baseURL
+	var ae *api.Error
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.RequestID == "":
+		// Every memstore answer carries a request id; this one came
+		// from something else listening there.
+		return fmt.Errorf("%s does not answer as a memstore server (%s); point --base-url (or MEMSTORE_BASE_URL) at the server's root, such as http://127.0.0.1:8080", base, ae.Message)
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("the server at %s refused the API key from %s: %s; pass the right key with --api-key or MEMSTORE_API_KEY (a local server's admin key is in <data>/admin.key)", base, cli.keyFrom, ae.Message)
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound && strings.HasPrefix(ae.Message, "no route"):
+		return fmt.Errorf("the server at %s answered: %s; --base-url must be the server's root, without /v1 (such as http://127.0.0.1:8080)", base, ae.Message)
+	case errors.As(err, &ue) && !errors.Is(err, context.Canceled):
+		return fmt.Errorf("cannot reach the server at %s (%s); start it (`memstore serve` or `memstore up`) or point --base-url (or MEMSTORE_BASE_URL) at it", base, transportReason(ue.Err))
+	}
+	return err
+}
+
+// transportReason is the short cause of a failed connection: "connection
+// refused", "no such host", ….
+func transportReason(err error) string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		return "no such host " + dns.Name
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return "the connection was closed before an answer"
+	}
+	return err.Error()
+}
+
+// explainErrors makes every verb under cmd report its failures through
+// explain.
+func (cli *cliContext) explainErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		cli.explainErrors(sub)
+	}
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error { return cli.explain(run(cmd, args)) }
+	}
 }
 
 // verb makes a leaf command whose run gets the positional arguments.
