@@ -64,6 +64,7 @@ The operator verbs find a local server and its admin key on their own
 		newDemoCommand(s),
 		newMigrateCommand(s),
 		newWorkerCommand(s),
+		newDoctorCommand(s),
 		newEnvCommand(s),
 		newAgentCommand(s),
 		newStoreCommand(s),
