@@ -230,11 +230,17 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	}
 	if j.SessionID == st.sessionID {
 		st.adopted = true
-		// The journal holds no feed sequence: a full listing starts the
-		// copy the change feed keeps current, so that live mode (the
-		// follower, write-through uploads) works on an adopted folder as
-		// on a fresh one. A server without the feed is listed as ever.
-		if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
+		// The change feed is followed on from the journal's sequence, so
+		// the sync below reads only what changed since the crash, and live
+		// mode (the follower, write-through uploads) works on an adopted
+		// folder as on a fresh one. A journal without it (written before
+		// the first download finished, or by an older worker) starts the
+		// copy from a full listing. A server without the feed is listed as
+		// ever.
+		if j.Feed != nil {
+			st.feed.reset(j.Feed.remote())
+			st.seq.Store(j.Feed.Sequence)
+		} else if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
 			st.log.DebugContext(ctx, "cannot start following the change feed; the store is listed in full at each sync instead", "error", err)
 		}
 		st.log.InfoContext(ctx, "adopting the folder an interrupted run of this session left: syncing it against its journal, so the agent's edits are uploaded and nothing is lost")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,6 +126,34 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	return p
 }
 
+// startServe starts `memstore serve args…` and waits until it answers on
+// its --addr (which args must give).
+func startServe(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	addr := args[slices.Index(args, "--addr")+1]
+	p := startProc(t, bin, env, append([]string{"serve"}, args...)...)
+	waitUntil(t, "the server to answer", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// freeAddr is a loopback address nothing listens on, for a server that
+// must come back on the same one after a restart.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // kill SIGKILLs the process (continuing it first, so a stopped process
 // dies at once) and waits for it.
 func (p *proc) kill() {
@@ -148,23 +177,10 @@ func (p *proc) stopped() bool {
 func runFaultScenario(t *testing.T, bin, point, victim string) {
 	const adminKey = "sk-memstore-faults-admin"
 	data, mountRoot, workdir := t.TempDir(), t.TempDir(), t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	baseURL := "http://" + addr
 	startServer := func() *proc {
-		p := startProc(t, bin, []string{"MEMSTORE_ADMIN_KEY=" + adminKey}, "serve", "--addr", addr, "--data", data)
-		waitUntil(t, "the server to answer", func() bool {
-			resp, err := http.Get(baseURL + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == http.StatusOK
-		})
-		return p
+		return startServe(t, bin, []string{"MEMSTORE_ADMIN_KEY=" + adminKey}, "--addr", addr, "--data", data)
 	}
 	server := startServer()
 

@@ -63,3 +63,25 @@ func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
 	}
 }
+
+// While a command has taken the interrupts (a chat), each SIGINT reaches
+// it instead of cancelling it; released, SIGINT cancels again.
+func TestTakenInterruptsReachTheCommand(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quit := &forceQuit{}
+	ctx = withForceQuit(ctx, quit)
+	interrupts, release := takeInterrupts(ctx)
+	sigs := make(chan os.Signal, 1)
+	go quit.watch(sigs, cancel, &testlog.Buffer{}, func(int) {})
+	for range 3 {
+		sigs <- os.Interrupt
+		<-interrupts
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a taken SIGINT cancelled the command")
+	}
+	release()
+	sigs <- os.Interrupt
+	<-ctx.Done()
+}

@@ -63,6 +63,8 @@ type Server struct {
 	metrics *metrics
 	// limits counts the requests in flight per address and per credential.
 	limits *limiter
+	// credentials caches what authenticate verified (credcache.go).
+	credentials credentialCache
 	// storeChanges wakes the change feed's long polls when a store's
 	// memories change.
 	storeChanges notifier

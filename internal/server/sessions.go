@@ -439,7 +439,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteSession(r.Context(), id); err != nil {
+	err = s.store.DeleteSession(r.Context(), id)
+	s.credentials.forget() // its tokens are revoked
+	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
 	s.cp.sessions.notify(id)
