@@ -39,7 +39,7 @@ type chat struct {
 	asking map[string]api.Event
 }
 
-// runChat talks with session id through term until the input ends, Ctrl-C
+// runChatSession talks with session id through term until the input ends, Ctrl-C
 // is pressed at the prompt, or the session terminates; then it prints the
 // session's token usage.
 func runChatSession(ctx context.Context, c *client.Client, id string, term chatTerminal) error {
