@@ -81,8 +81,12 @@ func readLines(in io.Reader) <-chan string {
 // converse is the prompt loop: each line typed is a message, and the turn
 // it starts is followed to its end before the next prompt.
 func (ch *chat) converse(ctx context.Context) error {
+	prompt := true
 	for {
-		fmt.Fprint(ch.out, "you> ")
+		if prompt {
+			fmt.Fprint(ch.out, "you> ")
+			prompt = false
+		}
 		var text string
 		select {
 		case line, ok := <-ch.lines:
@@ -91,18 +95,22 @@ func (ch *chat) converse(ctx context.Context) error {
 				return nil
 			}
 			if text = strings.TrimSpace(line); text == "" {
+				prompt = true
 				continue
 			}
 		case <-ch.interrupts:
 			fmt.Fprintln(ch.out)
 			return nil
 		case e, ok := <-ch.events:
-			// Something happened without us (another client's message).
+			// Something happened without us: another client's message, or
+			// calls a worker ran after the chat stopped waiting for it.
 			if !ok {
 				return nil
 			}
-			fmt.Fprintln(ch.out)
-			ch.show(e)
+			if shown := ch.render(e); shown != "" {
+				fmt.Fprintln(ch.out, "\n"+shown)
+				prompt = true
+			}
 			continue
 		case <-ctx.Done():
 			return nil
@@ -114,6 +122,7 @@ func (ch *chat) converse(ctx context.Context) error {
 		if err != nil || over {
 			return err
 		}
+		prompt = true
 	}
 }
 
@@ -198,20 +207,26 @@ func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err erro
 	return asked, nil
 }
 
-// show prints an event as the conversation shows it: the agent's text as
-// it arrives, each tool call on one line with its result, thinking and
-// errors on a line each.
+// show prints an event as the conversation shows it (see render).
 func (ch *chat) show(e api.Event) {
+	if text := ch.render(e); text != "" {
+		fmt.Fprintln(ch.out, text)
+	}
+}
+
+// render is an event as the conversation shows it, "" for none: the
+// agent's text as it arrives, each tool call on one line with its result,
+// thinking and errors on a line each.
+func (ch *chat) render(e api.Event) string {
 	switch e.Type {
 	case api.EventAgentMessage:
-		fmt.Fprintln(ch.out, "agent> "+e.Text())
+		return "agent> " + e.Text()
 	case api.EventAgentThinking:
-		fmt.Fprintln(ch.out, "  thinking "+thinkingSummary(e))
+		return "  thinking " + thinkingSummary(e)
 	case api.EventAgentToolUse:
 		switch e.EvaluatedPermission {
 		case api.PermissionDeny:
-			fmt.Fprintf(ch.out, "  ✗ %s → not enabled for this agent\n", callSummary(e))
-			return
+			return fmt.Sprintf("  ✗ %s → not enabled for this agent", callSummary(e))
 		case api.PermissionAsk:
 			ch.asking[e.ID] = e
 		}
@@ -219,21 +234,21 @@ func (ch *chat) show(e api.Event) {
 	case api.EventUserToolResult:
 		call, ok := ch.calls[e.ToolUseID]
 		if !ok {
-			return
+			return ""
 		}
 		delete(ch.calls, e.ToolUseID)
 		mark := "✓"
 		if e.IsError != nil && *e.IsError {
 			mark = "✗"
 		}
-		fmt.Fprintf(ch.out, "  %s %s → %s\n", mark, callSummary(call), oneLine(e.Text(), 45))
+		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
 	case api.EventSessionError:
 		if e.Error != nil {
 			status := ""
 			if e.Error.RetryStatus != nil {
 				status = " (" + e.Error.RetryStatus.Type + ")"
 			}
-			fmt.Fprintln(ch.out, "  error  "+e.Error.Message+status)
+			return "  error  " + e.Error.Message + status
 		}
 	case api.EventSessionStatusIdle:
 		if e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
@@ -244,12 +259,13 @@ func (ch *chat) show(e api.Event) {
 				}
 			}
 			if len(waiting) > 0 {
-				fmt.Fprintf(ch.out, "  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)\n", strings.Join(waiting, ", "))
+				return fmt.Sprintf("  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)", strings.Join(waiting, ", "))
 			}
 		}
 	case api.EventSessionStatusTerminated:
-		fmt.Fprintln(ch.out, "  the session terminated")
+		return "  the session terminated"
 	}
+	return ""
 }
 
 // unanswered shows the calls a turn ended without (an interrupt abandoned
