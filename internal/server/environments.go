@@ -97,7 +97,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := s.store.CreateEnvironment(r.Context(), e); err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment created", "request_id", requestID(r.Context()), "environment_id", e.ID)
+	s.log.InfoContext(r.Context(), "environment created", "environment_id", e.ID)
 	writeJSON(w, http.StatusOK, e)
 	return nil
 }
@@ -215,7 +215,7 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment archived", "request_id", requestID(r.Context()), "environment_id", id)
+	s.log.InfoContext(r.Context(), "environment archived", "environment_id", id)
 	writeJSON(w, http.StatusOK, e)
 	return nil
 }
@@ -236,7 +236,7 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	case err != nil:
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment deleted", "request_id", requestID(r.Context()), "environment_id", id)
+	s.log.InfoContext(r.Context(), "environment deleted", "environment_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.EnvironmentDeletedType})
 	return nil
 }
@@ -268,7 +268,7 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", k.ID)
+	s.log.InfoContext(r.Context(), "environment key created", "environment_id", e.ID, "key_id", k.ID)
 	writeJSON(w, http.StatusOK, k)
 	return nil
 }
@@ -325,7 +325,7 @@ func (s *Server) revokeEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if err := s.RevokeEnvironmentKey(r.Context(), env, key); err != nil {
 		return orMissing(err, "environment key", key, "GET /v1/environments/"+env+"/keys")
 	}
-	s.log.InfoContext(r.Context(), "environment key revoked", "request_id", requestID(r.Context()), "environment_id", env, "key_id", key)
+	s.log.InfoContext(r.Context(), "environment key revoked", "environment_id", env, "key_id", key)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: key, Type: api.EnvironmentKeyDeletedType})
 	return nil
 }

@@ -315,16 +315,13 @@ func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) erro
 	// lookups on the (store_id, path) index, the first descendant a range
 	// seek on it. The path itself is reported first, then the shallowest
 	// ancestor, then a descendant.
-	args := []any{p, storeID, self, p}
-	marks := "?"
-	for _, a := range storage.Ancestors(p) {
-		args, marks = append(args, a), marks+", ?"
-	}
+	marks, paths := inList(append([]string{p}, storage.Ancestors(p)...))
+	args := append([]any{p, storeID, self}, paths...)
 	lo, hi := storage.SubtreeRange(p + "/")
 	args = append(args, storeID, self, lo, hi)
 	var id, at string
 	err := tx.QueryRowContext(ctx, `SELECT id, path FROM (
-		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`)
+		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN `+marks+`
 		UNION ALL
 		SELECT id, path, 2 FROM (SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1)
 	) ORDER BY rank, path LIMIT 1`, args...).Scan(&id, &at)
