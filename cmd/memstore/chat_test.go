@@ -14,6 +14,7 @@ import (
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/modeltest"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // memstore chat driven through a pipe: one message per line, each answered
@@ -36,10 +37,7 @@ func TestChatThroughAPipe(t *testing.T) {
 
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(12, 3, 0, 0), modeltest.Text("Hello! How can I help?"))
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(20, 4, 0, 0), modeltest.Text("Noted."))
-	old := stdin
-	stdin = strings.NewReader("hi\n\nremember the milk\n")
-	t.Cleanup(func() { stdin = old })
-	out := memstoreCLI(t, 0, append([]string{"chat", "--env", env.ID, "--agent", ag.ID}, conn...)...)
+	out := memstoreCLIInput(t, 0, "hi\n\nremember the milk\n", append([]string{"chat", "--env", env.ID, "--agent", ag.ID}, conn...)...)
 
 	for _, want := range []string{"you> agent> Hello! How can I help?\n", "you> agent> Noted.\n", "usage: 32 input tokens, 7 output tokens, 0 read from cache, 0 written to cache"} {
 		if !strings.Contains(out, want) {
@@ -96,7 +94,7 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 
 	in, typed := io.Pipe()
 	defer typed.Close()
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	ctrlC := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
