@@ -1,0 +1,39 @@
+package storage
+
+import (
+	"context"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/webhooks"
+)
+
+// Webhooks persists webhook endpoints and the outbox of their deliveries.
+// Every backend writes the events a change emits (package webhooks decides
+// which) in the transaction of that change, one delivery per subscribed
+// endpoint, so that a crash can neither lose nor invent one.
+type Webhooks interface {
+	CreateWebhookEndpoint(ctx context.Context, e webhooks.Endpoint) error
+	GetWebhookEndpoint(ctx context.Context, id string) (webhooks.Endpoint, error)
+	// ListWebhookEndpoints returns endpoints newest first.
+	ListWebhookEndpoints(ctx context.Context, q ListQuery) ([]webhooks.Endpoint, error)
+	// UpdateWebhookEndpoint applies fn to the stored endpoint and saves the
+	// result in one transaction; an error from fn aborts with nothing saved.
+	UpdateWebhookEndpoint(ctx context.Context, id string, fn func(*webhooks.Endpoint) error) (webhooks.Endpoint, error)
+	// DeleteWebhookEndpoint deletes an endpoint with its deliveries.
+	DeleteWebhookEndpoint(ctx context.Context, id string) error
+	// ClaimDeliveries leases to token, at now, up to limit of the pending
+	// deliveries of enabled endpoints that webhooks.Pick chooses, atomically:
+	// two dispatchers (of one server or of several sharing the database)
+	// never hold the same delivery.
+	ClaimDeliveries(ctx context.Context, now time.Time, limit int, token string, p webhooks.Policy) ([]webhooks.Delivery, error)
+	// FinishDelivery records attempt a of the delivery seq and settles it
+	// by p.Settle, disabling its endpoint when the rule says so. When token
+	// no longer holds the lease (it lapsed and another dispatcher took
+	// over), the attempt is recorded and nothing else changes.
+	FinishDelivery(ctx context.Context, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error
+	// ListWebhookDeliveries lists an endpoint's deliveries newest first,
+	// each with its attempts oldest first; After is the last delivery id
+	// of the previous page.
+	ListWebhookDeliveries(ctx context.Context, endpointID string, q ListQuery) ([]api.WebhookDelivery, error)
+}
