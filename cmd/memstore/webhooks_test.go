@@ -70,3 +70,34 @@ func TestServeKilledBeforeDeliveryDeliversAfterRestart(t *testing.T) {
 	}
 	p.stop(t, syscall.SIGTERM)
 }
+
+// The webhook verbs manage an endpoint end to end; a refused create (a
+// loopback URL without the operator's flag) stores nothing.
+func TestWebhookVerbs(t *testing.T) {
+	rs, data := cliServer(t)
+	conn := []string{"--base-url", rs.baseURL, "--data", data}
+	memstoreCLI(t, 1, append([]string{"webhook", "create", "--url", "https://127.0.0.1/hook", "--events", webhooks.SessionCreated}, conn...)...)
+	var list []api.WebhookEndpoint
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"webhook", "list"}, conn...)...), &list)
+	if len(list) != 0 {
+		t.Fatalf("a refused create stored %+v", list)
+	}
+	var made api.NewWebhookEndpoint
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"webhook", "create", "--url", "https://93.184.215.14/hook", "--events", webhooks.SessionCreated + "," + webhooks.SessionDeleted}, conn...)...), &made)
+	if made.SigningSecret == "" || len(made.EnabledEvents) != 2 {
+		t.Fatalf("created %+v", made)
+	}
+	var up api.WebhookEndpoint
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"webhook", "update", "--state", "disabled", made.ID}, conn...)...), &up)
+	if up.State != "disabled" {
+		t.Fatalf("updated %+v", up)
+	}
+	var sec api.WebhookSigningSecret
+	decodeOut(t, memstoreCLI(t, 0, append([]string{"webhook", "rotate-secret", made.ID}, conn...)...), &sec)
+	if sec.SigningSecret == made.SigningSecret {
+		t.Fatal("the secret did not change")
+	}
+	memstoreCLI(t, 0, append([]string{"webhook", "deliveries", made.ID}, conn...)...)
+	memstoreCLI(t, 0, append([]string{"webhook", "delete", made.ID}, conn...)...)
+	memstoreCLI(t, 1, append([]string{"webhook", "get", made.ID}, conn...)...)
+}

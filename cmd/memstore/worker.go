@@ -33,6 +33,9 @@ func init() {
 		"run": {summary: "serve one already-claimed work item (inside a per-session sandbox)", run: func(ctx context.Context, cli *cliContext, args []string) error {
 			return workerRun(ctx, args, cli.stderr)
 		}},
+		"webhook": {summary: "serve the sessions webhooks announce (session.status_run_started), with no poll loop", run: func(ctx context.Context, cli *cliContext, args []string) error {
+			return workerWebhook(ctx, args, cli.stderr)
+		}},
 	})}
 }
 
