@@ -255,6 +255,30 @@ func TestWebhookRefusalsStoreNothing(t *testing.T) {
 	// The operator's flag accepts the loopback receiver over plain HTTP.
 	allowed := newHookEnv(t, true, webhooks.Policy{})
 	allowed.createEndpoint(webhooks.SessionCreated)
+
+	// A refused update changes nothing.
+	made, err := e.db.ListWebhookEndpoints(context.Background(), storage.ListQuery{})
+	if err != nil || len(made) != 0 {
+		t.Fatal(made, err)
+	}
+	status, body := e.raw("POST", "/v1/organizations/webhooks", map[string]any{"url": "https://93.184.215.14/hook", "enabled_events": []string{webhooks.SessionCreated}})
+	var ep api.NewWebhookEndpoint
+	if status != 200 || json.Unmarshal(body, &ep) != nil {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	for _, patch := range []map[string]any{
+		{"url": "https://10.0.0.1/hook", "name": "renamed"},
+		{"enabled_events": []string{"nope"}, "name": "renamed"},
+		{"state": "paused", "name": "renamed"},
+	} {
+		if status, body := e.raw("POST", "/v1/organizations/webhooks/"+ep.ID, patch); status != 400 || !strings.Contains(string(body), "invalid_request_error") {
+			t.Errorf("update %v: %d %s", patch, status, body)
+		}
+	}
+	got, err := e.db.GetWebhookEndpoint(context.Background(), ep.ID)
+	if err != nil || got.Name != "" || got.URL != "https://93.184.215.14/hook" || !slices.Equal(got.EnabledEvents, []string{webhooks.SessionCreated}) || got.State != "enabled" || got.Secret != ep.SigningSecret {
+		t.Fatalf("after refused updates: %+v, %v", got, err)
+	}
 }
 
 // TestWebhookReceiverDownGetsEveryEventInOrder: while the receiver fails,
