@@ -32,6 +32,10 @@ type Webhooks interface {
 	// no longer holds the lease (it lapsed and another dispatcher took
 	// over), the attempt is recorded and nothing else changes.
 	FinishDelivery(ctx context.Context, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error
+	// PruneWebhookDeliveries deletes the settled (delivered or failed)
+	// deliveries created before before, with their attempts and the events
+	// no delivery needs any more; it returns how many deliveries went.
+	PruneWebhookDeliveries(ctx context.Context, before time.Time) (int64, error)
 	// ListWebhookDeliveries lists an endpoint's deliveries newest first,
 	// each with its attempts oldest first; After is the last delivery id
 	// of the previous page.

@@ -48,6 +48,9 @@ type Policy struct {
 	RetryFor time.Duration
 	// Lease is how long a claimed delivery stays with its dispatcher.
 	Lease time.Duration
+	// KeepFor is how long settled deliveries and their attempts stay
+	// listable before they are pruned.
+	KeepFor time.Duration
 }
 
 // Default policy values.
@@ -56,6 +59,7 @@ const (
 	DefaultMaxBackoff   = time.Hour
 	DefaultRetryFor     = 24 * time.Hour
 	DefaultLease        = time.Minute
+	DefaultKeepFor      = 30 * 24 * time.Hour
 )
 
 // WithDefaults fills p's zero fields.
@@ -71,6 +75,9 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.Lease <= 0 {
 		p.Lease = DefaultLease
+	}
+	if p.KeepFor <= 0 {
+		p.KeepFor = DefaultKeepFor
 	}
 	return p
 }

@@ -210,6 +210,21 @@ func (s *DB) FinishDelivery(ctx context.Context, seq int64, token string, a api.
 	})
 }
 
+// PruneWebhookDeliveries implements storage.Webhooks.
+func (s *DB) PruneWebhookDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE state != $1 AND created_at < $2`, webhooks.Pending, before)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `DELETE FROM webhook_events e WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`, before)
+		return err
+	})
+	return n, err
+}
+
 // ListWebhookDeliveries implements storage.Webhooks.
 func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]api.WebhookDelivery, error) {
 	var out []api.WebhookDelivery

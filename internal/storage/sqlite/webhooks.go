@@ -206,6 +206,21 @@ func (s *DB) FinishDelivery(ctx context.Context, seq int64, token string, a api.
 	})
 }
 
+// PruneWebhookDeliveries implements storage.Webhooks.
+func (s *DB) PruneWebhookDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE state != ? AND created_at < ?`, webhooks.Pending, formatTime(before))
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		_, err = tx.ExecContext(ctx, `DELETE FROM webhook_events WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id)`, formatTime(before))
+		return err
+	})
+	return n, err
+}
+
 // ListWebhookDeliveries implements storage.Webhooks.
 func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]api.WebhookDelivery, error) {
 	if _, err := getEndpoint(ctx, s.db, endpointID); err != nil {

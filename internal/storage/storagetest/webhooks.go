@@ -153,6 +153,23 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 	if err != nil || len(ds) != 1 || ds[0].EventType != webhooks.SessionStatusRunStarted || ds[0].State != webhooks.Delivered || len(ds[0].Attempts) != 1 {
 		t.Fatalf("deliveries of the narrow endpoint = %+v, %v", ds, err)
 	}
+
+	// Pruning takes the settled deliveries made before the cut, never a
+	// pending one.
+	f.clock.advance(time.Hour)
+	if _, err := f.s.AppendEvents(f.ctx, sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.s.PruneWebhookDeliveries(f.ctx, f.clock.now())
+	if err != nil || n != int64(len(want)+1) {
+		t.Fatalf("pruned %d, %v; want %d", n, err, len(want)+1)
+	}
+	for _, e := range []webhooks.Endpoint{all, only} {
+		ds, err := f.s.ListWebhookDeliveries(f.ctx, e.ID, storage.ListQuery{})
+		if err != nil || len(ds) != 1 || ds[0].State != webhooks.Pending {
+			t.Fatalf("after pruning %s holds %+v, %v; want the pending one", e.ID, ds, err)
+		}
+	}
 }
 
 // testWebhookRetries: a failed head holds back the object's later events

@@ -85,12 +85,27 @@ func (d *Dispatcher) Nudge() {
 	}
 }
 
+// pruneEvery is how often Run prunes the settled deliveries past
+// Policy.KeepFor.
+const pruneEvery = time.Hour
+
 // Run sends deliveries until ctx ends, looking for due ones every interval
-// and when nudged.
+// and when nudged, and prunes old settled ones every hour.
 func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
+		if now := d.cfg.Now(); now.Sub(pruned) >= pruneEvery {
+			pruned = now
+			n, err := d.cfg.Store.PruneWebhookDeliveries(ctx, now.Add(-d.cfg.Policy.KeepFor))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				d.cfg.Logger.Warn("webhook dispatcher: pruning old deliveries failed; retrying in an hour", "err", err)
+			case n > 0:
+				d.cfg.Logger.Info("webhook dispatcher: pruned settled deliveries", "deliveries", n, "older_than", d.cfg.Policy.KeepFor)
+			}
+		}
 		for {
 			n, err := d.RunOnce(ctx)
 			if err != nil && ctx.Err() == nil {
