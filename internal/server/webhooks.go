@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,12 +39,12 @@ func webhookID(r *http.Request) (string, error) {
 }
 
 // checkWebhookFields validates the fields a creation or an update sets.
-func (s *Server) checkWebhookFields(r *http.Request, req api.WebhookEndpointParams) error {
+func (s *Server) checkWebhookFields(ctx context.Context, req api.WebhookEndpointParams) error {
 	if req.URL != nil {
 		if len(*req.URL) > maxWebhookURLBytes {
 			return apiErrorf(invalidRequest, "url is %d bytes; the limit is %d", len(*req.URL), maxWebhookURLBytes)
 		}
-		if err := s.egress.CheckURL(r.Context(), *req.URL); err != nil {
+		if err := s.egress.CheckURL(ctx, *req.URL); err != nil {
 			return apiErrorf(invalidRequest, "%v", err)
 		}
 	}
@@ -76,17 +77,30 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
+	made, err := s.CreateWebhookEndpoint(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "webhook endpoint created", "request_id", requestID(r.Context()), "webhook_endpoint_id", made.ID, "url", made.URL, "enabled_events", made.EnabledEvents)
+	writeJSON(w, http.StatusOK, made)
+	return nil
+}
+
+// CreateWebhookEndpoint validates and stores an endpoint with a new signing
+// secret; the returned object is the only place the secret is shown. The
+// API and the console both create through it; a refusal is an *api.Error.
+func (s *Server) CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error) {
 	if req.URL == nil {
-		return apiErrorf(invalidRequest, "url is required: the HTTPS URL deliveries are sent to")
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "url is required: the HTTPS URL deliveries are sent to")
 	}
 	if req.EnabledEvents == nil {
-		return apiErrorf(invalidRequest, "enabled_events is required; valid types: %s", strings.Join(webhooks.Types, ", "))
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "enabled_events is required; valid types: %s", strings.Join(webhooks.Types, ", "))
 	}
 	if req.State != nil {
-		return apiErrorf(invalidRequest, "state cannot be set at creation: an endpoint starts enabled; update it to disable it")
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "state cannot be set at creation: an endpoint starts enabled; update it to disable it")
 	}
-	if err := s.checkWebhookFields(r, req); err != nil {
-		return err
+	if err := s.checkWebhookFields(ctx, req); err != nil {
+		return api.NewWebhookEndpoint{}, err
 	}
 	now := s.now()
 	e := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.NewAt(ids.Webhook, now), URL: *req.URL,
@@ -99,12 +113,10 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Princip
 		e.Description = *req.Description
 	}
 	e.WebhookEndpoint = wireWebhook(e)
-	if err := s.store.CreateWebhookEndpoint(r.Context(), e); err != nil {
-		return err
+	if err := s.store.CreateWebhookEndpoint(ctx, e); err != nil {
+		return api.NewWebhookEndpoint{}, err
 	}
-	s.log.InfoContext(r.Context(), "webhook endpoint created", "request_id", requestID(r.Context()), "webhook_endpoint_id", e.ID, "url", e.URL, "enabled_events", e.EnabledEvents)
-	writeJSON(w, http.StatusOK, api.NewWebhookEndpoint{WebhookEndpoint: e.WebhookEndpoint, SigningSecret: e.Secret})
-	return nil
+	return api.NewWebhookEndpoint{WebhookEndpoint: e.WebhookEndpoint, SigningSecret: e.Secret}, nil
 }
 
 // wireWebhook is an endpoint as the API shows it: never its secret.
@@ -188,7 +200,7 @@ func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := s.checkWebhookFields(r, req); err != nil {
+	if err := s.checkWebhookFields(r.Context(), req); err != nil {
 		return err
 	}
 	e, err := s.store.UpdateWebhookEndpoint(r.Context(), id, func(e *webhooks.Endpoint) error {
