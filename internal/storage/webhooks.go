@@ -27,11 +27,12 @@ type Webhooks interface {
 	// two dispatchers (of one server or of several sharing the database)
 	// never hold the same delivery.
 	ClaimDeliveries(ctx context.Context, now time.Time, limit int, token string, p webhooks.Policy) ([]webhooks.Delivery, error)
-	// FinishDelivery records attempt a of the delivery seq and settles it
-	// by p.Settle, disabling its endpoint when the rule says so. When token
-	// no longer holds the lease (it lapsed and another dispatcher took
-	// over), the attempt is recorded and nothing else changes.
-	FinishDelivery(ctx context.Context, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error
+	// FinishDeliveries records the attempts of a round of deliveries
+	// claimed under token, in one transaction, and settles each by
+	// p.Settle, disabling an endpoint when the rule says so. A delivery
+	// whose lease token no longer holds (it lapsed and another dispatcher
+	// took over) gets its attempt recorded and nothing else.
+	FinishDeliveries(ctx context.Context, token string, results []webhooks.Result, p webhooks.Policy) error
 	// PruneWebhookDeliveries deletes the settled (delivered or failed)
 	// deliveries created before before, with their attempts and the events
 	// no delivery needs any more; it returns how many deliveries went.

@@ -37,6 +37,12 @@ type Delivery struct {
 	LeaseToken string
 }
 
+// Result is the outcome of one attempt of the delivery Seq.
+type Result struct {
+	Seq     int64
+	Attempt api.WebhookAttempt
+}
+
 // Policy bounds retries. Zero fields take the defaults.
 type Policy struct {
 	// FirstBackoff is the wait after the first failure; each failure

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -175,39 +177,50 @@ func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, toke
 	return out, err
 }
 
-// FinishDelivery implements storage.Webhooks.
-func (s *DB) FinishDelivery(ctx context.Context, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+// FinishDeliveries implements storage.Webhooks. Rows are locked in seq
+// order, as claims lock them, so two rounds never deadlock.
+func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webhooks.Result, p webhooks.Policy) error {
+	results = slices.SortedFunc(slices.Values(results), func(a, b webhooks.Result) int { return cmp.Compare(a.Seq, b.Seq) })
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		d, err := scanDelivery(tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-			JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = $1 FOR UPDATE OF d`, seq))
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil // its endpoint was deleted meanwhile
+		for _, r := range results {
+			if err := finishDelivery(ctx, tx, r.Seq, token, r.Attempt, p); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES ($1, $2, $3, $4, $5, $6)`,
-			seq, a.AttemptedAt, a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
-			return err
-		}
-		if d.State != webhooks.Pending || d.LeaseToken != token {
-			return nil
-		}
-		d, disable := p.Settle(d, a)
-		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_until = NULL, lease_token = '' WHERE seq = $4`,
-			d.State, d.Attempts, d.NextAttemptAt, seq); err != nil {
-			return err
-		}
-		if disable == "" {
-			return nil
-		}
-		e, err := getEndpoint(ctx, tx, d.EndpointID, true)
-		if err != nil {
-			return err
-		}
-		e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
-		return saveEndpoint(ctx, tx, e)
+		return nil
 	})
+}
+
+func finishDelivery(ctx context.Context, tx pgx.Tx, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+	d, err := scanDelivery(tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = $1 FOR UPDATE OF d`, seq))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil // its endpoint was deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES ($1, $2, $3, $4, $5, $6)`,
+		seq, a.AttemptedAt, a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
+		return err
+	}
+	if d.State != webhooks.Pending || d.LeaseToken != token {
+		return nil
+	}
+	d, disable := p.Settle(d, a)
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_until = NULL, lease_token = '' WHERE seq = $4`,
+		d.State, d.Attempts, d.NextAttemptAt, seq); err != nil {
+		return err
+	}
+	if disable == "" {
+		return nil
+	}
+	e, err := getEndpoint(ctx, tx, d.EndpointID, true)
+	if err != nil {
+		return err
+	}
+	e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
+	return saveEndpoint(ctx, tx, e)
 }
 
 // PruneWebhookDeliveries implements storage.Webhooks.

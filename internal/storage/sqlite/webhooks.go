@@ -171,39 +171,48 @@ func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, toke
 	return out, err
 }
 
-// FinishDelivery implements storage.Webhooks.
-func (s *DB) FinishDelivery(ctx context.Context, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+// FinishDeliveries implements storage.Webhooks.
+func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webhooks.Result, p webhooks.Policy) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-			JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = ?`, seq))
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil // its endpoint was deleted meanwhile
+		for _, r := range results {
+			if err := finishDelivery(ctx, tx, r.Seq, token, r.Attempt, p); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES (?, ?, ?, ?, ?, ?)`,
-			seq, formatTime(a.AttemptedAt), a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
-			return err
-		}
-		if d.State != webhooks.Pending || d.LeaseToken != token {
-			return nil
-		}
-		d, disable := p.Settle(d, a)
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL, lease_token = '' WHERE seq = ?`,
-			d.State, d.Attempts, formatTime(d.NextAttemptAt), seq); err != nil {
-			return err
-		}
-		if disable == "" {
-			return nil
-		}
-		e, err := getEndpoint(ctx, tx, d.EndpointID)
-		if err != nil {
-			return err
-		}
-		e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
-		return saveEndpoint(ctx, tx, e)
+		return nil
 	})
+}
+
+func finishDelivery(ctx context.Context, tx *sql.Tx, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+	d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = ?`, seq))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil // its endpoint was deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES (?, ?, ?, ?, ?, ?)`,
+		seq, formatTime(a.AttemptedAt), a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
+		return err
+	}
+	if d.State != webhooks.Pending || d.LeaseToken != token {
+		return nil
+	}
+	d, disable := p.Settle(d, a)
+	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL, lease_token = '' WHERE seq = ?`,
+		d.State, d.Attempts, formatTime(d.NextAttemptAt), seq); err != nil {
+		return err
+	}
+	if disable == "" {
+		return nil
+	}
+	e, err := getEndpoint(ctx, tx, d.EndpointID)
+	if err != nil {
+		return err
+	}
+	e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
+	return saveEndpoint(ctx, tx, e)
 }
 
 // PruneWebhookDeliveries implements storage.Webhooks.

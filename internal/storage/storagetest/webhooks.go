@@ -36,6 +36,11 @@ func (f *cpFixture) claimAll(token string, p webhooks.Policy) []webhooks.Deliver
 	return ds
 }
 
+// finish records one attempt of delivery seq claimed under token.
+func (f *cpFixture) finish(seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+	return f.s.FinishDeliveries(f.ctx, token, []webhooks.Result{{Seq: seq, Attempt: a}}, p)
+}
+
 // eventTypes returns the type and object of each delivery's payload.
 func eventTypes(t *testing.T, ds []webhooks.Delivery) []string {
 	t.Helper()
@@ -129,7 +134,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 			if d.EndpointID == all.ID {
 				got = append(got, eventTypes(t, []webhooks.Delivery{d})...)
 			}
-			if err := f.s.FinishDelivery(f.ctx, d.Seq, "t", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 204}, p); err != nil {
+			if err := f.finish(d.Seq, "t", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 204}, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -195,10 +200,10 @@ func testWebhookRetries(t *testing.T, open Factory) {
 		t.Fatalf("leased deliveries claimed again: %q", eventTypes(t, again))
 	}
 	fail := api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 503, ResponseExcerpt: "down"}
-	if err := f.s.FinishDelivery(f.ctx, ds[0].Seq, "t1", fail, p); err != nil {
+	if err := f.finish(ds[0].Seq, "t1", fail, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.s.FinishDelivery(f.ctx, ds[1].Seq, "stale", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 200}, p); err != nil {
+	if err := f.finish(ds[1].Seq, "stale", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 200}, p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.claimAll("t3", p); len(got) != 0 {
@@ -209,14 +214,14 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	if got := eventTypes(t, retry); !slices.Equal(got, []string{webhooks.SessionCreated + " " + a.ID}) {
 		t.Fatalf("after the backoff claimed %q, want a's session.created again (and not its later event)", got)
 	}
-	if err := f.s.FinishDelivery(f.ctx, retry[0].Seq, "t4", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 500}, p); err != nil {
+	if err := f.finish(retry[0].Seq, "t4", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 500}, p); err != nil {
 		t.Fatal(err)
 	}
 	// Keep failing past the window: the delivery fails, the endpoint is disabled.
 	for i := 0; i < 20; i++ {
 		f.clock.advance(4 * time.Second)
 		for _, d := range f.claimAll("t5", p) {
-			if err := f.s.FinishDelivery(f.ctx, d.Seq, "t5", api.WebhookAttempt{AttemptedAt: f.clock.now(), Error: "connection refused"}, p); err != nil {
+			if err := f.finish(d.Seq, "t5", api.WebhookAttempt{AttemptedAt: f.clock.now(), Error: "connection refused"}, p); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -143,20 +143,23 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 		}
 		endpoints[del.EndpointID] = e
 	}
+	results := make([]webhooks.Result, len(ds))
 	var wg sync.WaitGroup
-	for _, del := range ds {
+	for i, del := range ds {
 		wg.Go(func() {
 			a := d.send(ctx, endpoints[del.EndpointID], del)
-			log := d.cfg.Logger.With("webhook_endpoint_id", del.EndpointID, "webhook_id", del.EventID, "event_type", del.EventType, "attempt", del.Attempts+1)
 			if a.StatusCode < 200 || a.StatusCode > 299 {
-				log.Warn("webhook delivery failed; it will be retried with backoff", "outcome", webhooks.Outcome(a), "url", endpoints[del.EndpointID].URL)
+				d.cfg.Logger.Warn("webhook delivery failed; it will be retried with backoff", "webhook_endpoint_id", del.EndpointID, "webhook_id", del.EventID,
+					"event_type", del.EventType, "attempt", del.Attempts+1, "outcome", webhooks.Outcome(a), "url", endpoints[del.EndpointID].URL)
 			}
-			if err := d.cfg.Store.FinishDelivery(context.WithoutCancel(ctx), del.Seq, token, a, d.cfg.Policy); err != nil {
-				log.Error("webhook dispatcher: recording an attempt failed; the delivery will be sent again when its lease lapses", "err", err)
-			}
+			results[i] = webhooks.Result{Seq: del.Seq, Attempt: a}
 		})
 	}
 	wg.Wait()
+	// One transaction records the round: one commit, not one per delivery.
+	if err := d.cfg.Store.FinishDeliveries(context.WithoutCancel(ctx), token, results, d.cfg.Policy); err != nil {
+		return len(ds), fmt.Errorf("record the attempts of %d webhook deliveries (they are sent again when their leases lapse): %w", len(ds), err)
+	}
 	return len(ds), nil
 }
 

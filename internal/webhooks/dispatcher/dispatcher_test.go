@@ -56,7 +56,7 @@ func TestCheckURL(t *testing.T) {
 
 // fixture is a real SQLite store with one endpoint subscribed to
 // environment.created, pointing at url.
-func fixture(t *testing.T, url string) (*sqlite.DB, webhooks.Endpoint) {
+func fixture(t testing.TB, url string) (*sqlite.DB, webhooks.Endpoint) {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{})
 	if err != nil {
