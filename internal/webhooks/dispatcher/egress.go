@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"syscall"
+	"time"
 )
 
 // Egress is the rule for where deliveries may go. A webhook URL is chosen
@@ -21,6 +22,10 @@ type Egress struct {
 	// Resolver looks host names up; nil is net.DefaultResolver.
 	Resolver *net.Resolver
 }
+
+// lookupTimeout bounds the name lookup of a check, which a request waits
+// for.
+const lookupTimeout = 5 * time.Second
 
 // CheckURL refuses a URL deliveries may not go to, saying why and what to
 // do. Names are resolved now; the dialer checks the address again at each
@@ -48,7 +53,10 @@ func (g Egress) CheckURL(ctx context.Context, raw string) error {
 		if r == nil {
 			r = net.DefaultResolver
 		}
-		if addrs, err = r.LookupNetIP(ctx, "ip", host); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		addrs, err = r.LookupNetIP(lctx, "ip", host)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("url host %q does not resolve (%v); give a host the server can reach", host, err)
 		}
 	}
