@@ -920,12 +920,11 @@ func TestCaseCollisionsAreNeverMerged(t *testing.T) {
 	// On a case-insensitive filesystem /Notes.md and /notes.md would be one
 	// file: neither is written, the others are, and the warning is said
 	// once while the collision lasts.
-	memsync.PretendCaseInsensitive(t)
 	e := newEnv(t)
 	e.put("/Notes.md", "upper")
 	e.put("/notes.md", "lower")
 	e.put("/other.md", "other")
-	m := e.session(t.TempDir())
+	m := e.session(t.TempDir(), caseInsensitive)
 	must(t, m.Mount(e.ctx))
 	// A basic listing plans the whole download before the full listing
 	// fills it.

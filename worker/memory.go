@@ -123,7 +123,7 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
 		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.metrics.synced,
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // serverState is what a session left on a server: every store's memories,
@@ -75,7 +76,7 @@ func runScenario(t *testing.T, serve func(f *fixture)) serverState {
 // versions by the same kinds of writers, and the same session end.
 func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 	ours := runScenario(t, func(f *fixture) {
-		cfg := f.config(&logBuffer{})
+		cfg := f.config(&testlog.Buffer{})
 		cfg.MemorySyncInterval = 5 * time.Second
 		stop := runWorker(t, f.worker(cfg))
 		waitForStopped(t, f)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 	srv := startServerWith(t, testserver.Options{Webhooks: &server.WebhooksConfig{AllowPrivate: true}})
 	f := newFixtureWith(t, srv, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	w := f.worker(f.memoryConfig(logs))
 
 	var (

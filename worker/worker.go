@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
@@ -116,6 +118,12 @@ type Config struct {
 	// memsync.SessionConfig). Nil outside such tests.
 	FaultPoint func(point string)
 
+	// Metrics, when set, is where the worker registers its Prometheus
+	// series (items, tool calls, syncs, requests, mount time): a registry
+	// of its own, which `worker poll --metrics-addr` serves. Nil counts
+	// nothing anyone can read.
+	Metrics prometheus.Registerer
+
 	// clock paces the worker's own waits (see clock); nil is the real one.
 	// Only this package's tests set it.
 	clock clock
@@ -128,6 +136,7 @@ type Worker struct {
 	log *slog.Logger
 	// sandbox starts each session's shell; nil runs it unconfined.
 	sandbox *sandbox.Launcher
+	metrics *metrics
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
@@ -147,10 +156,12 @@ func (w *Worker) track(log *slog.Logger) (*activeItem, func()) {
 	w.mu.Lock()
 	w.active[a] = struct{}{}
 	w.mu.Unlock()
+	w.metrics.itemsActive.Inc()
 	return a, func() {
 		w.mu.Lock()
 		delete(w.active, a)
 		w.mu.Unlock()
+		w.metrics.itemsActive.Dec()
 	}
 }
 
@@ -239,7 +250,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.clock.Now
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}
+	m := newMetrics(cfg.Metrics)
+	if cfg.Metrics != nil {
+		cfg.Client = m.instrument(cfg.Client)
+	}
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, metrics: m}
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
@@ -269,13 +284,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
 	}
 	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
+	// The loop owns the retries of its polls and acks: its backoff runs
+	// from 2 s to a minute, for as long as the worker runs, with one
+	// warning per failure. The client's own retries would repeat each
+	// request inside that backoff, and warn about each repeat.
+	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
 	pollFailures, ackFailures := 0, 0
 	for ctx.Err() == nil {
 		started := w.cfg.clock.Now()
 		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -299,7 +319,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
 		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		_, err = env.AckWork(actx, work.EnvironmentID, work.ID)
+		_, err = queue.AckWork(actx, work.EnvironmentID, work.ID)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

@@ -46,6 +46,9 @@ func main() {
 type forceQuit struct {
 	mu    sync.Mutex
 	hooks []func()
+	// interrupts, while a command has taken them, receives each SIGINT
+	// instead.
+	interrupts chan struct{}
 }
 
 type forceQuitKey struct{}
@@ -64,11 +67,47 @@ func onForceQuit(ctx context.Context, fn func()) {
 	}
 }
 
+// takeInterrupts delivers each SIGINT (Ctrl-C) on the channel it returns
+// instead of cancelling the command, until release is called: a chat uses
+// Ctrl-C to interrupt a turn and carries on. SIGTERM still cancels.
+func takeInterrupts(ctx context.Context) (interrupts <-chan struct{}, release func()) {
+	q, ok := ctx.Value(forceQuitKey{}).(*forceQuit)
+	if !ok {
+		return nil, func() {}
+	}
+	ch := make(chan struct{}, 1)
+	q.mu.Lock()
+	q.interrupts = ch
+	q.mu.Unlock()
+	return ch, func() {
+		q.mu.Lock()
+		q.interrupts = nil
+		q.mu.Unlock()
+	}
+}
+
+// next is the next signal that is not a SIGINT taken by the command.
+func (q *forceQuit) next(sigs <-chan os.Signal) os.Signal {
+	for sig := range sigs {
+		q.mu.Lock()
+		ch := q.interrupts
+		q.mu.Unlock()
+		if sig != os.Interrupt || ch == nil {
+			return sig
+		}
+		select {
+		case ch <- struct{}{}:
+		default: // one press not yet taken is enough
+		}
+	}
+	return nil
+}
+
 // watch turns the first signal into cancel and the second into exit(1).
 // Only a command that registered a hook has something to lose, so only it
 // is told about the second signal.
 func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) {
-	sig := <-sigs
+	sig := q.next(sigs)
 	q.mu.Lock()
 	hooks := len(q.hooks) > 0
 	q.mu.Unlock()
@@ -76,7 +115,7 @@ func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stde
 		fmt.Fprintf(stderr, "memstore: %v: finishing gracefully (a worker first flushes its session's memory, up to a minute); send it again to quit at once\n", sig)
 	}
 	cancel()
-	sig = <-sigs
+	sig = q.next(sigs)
 	fmt.Fprintf(stderr, "memstore: %v again: quitting at once\n", sig)
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -48,6 +48,8 @@ type serveOptions struct {
 	// webhooksAllowPrivate lets webhook URLs point at loopback, link-local
 	// and private addresses, over plain HTTP too (development and tests).
 	webhooksAllowPrivate bool
+	// metricsAddr is where /metrics is served; "" serves none.
+	metricsAddr string
 }
 
 // modelFlag registers --model-base-url on fs.
@@ -91,6 +93,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,6 +104,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rs, err := startServer(ctx, o, logger, stdout)
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(o.metricsAddr, rs.metrics, logger)
+		if err != nil {
+			rs.shutdown()
+			return err
+		}
+		defer stopMetrics()
 	}
 	<-ctx.Done()
 	logger.Info("shutting down", "addr", rs.addr)
@@ -124,7 +135,9 @@ type runningServer struct {
 	baseURL  string
 	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
 	// store is the server's database (up makes the first console user in it).
-	store    storage.Store
+	store storage.Store
+	// metrics is the server's /metrics handler.
+	metrics  http.Handler
 	shutdown func() error
 }
 
@@ -194,7 +207,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, API: srv})
+	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
 	if err != nil {
 		stopListening()
 		<-webhooksDone
@@ -216,6 +229,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		baseURL:  baseURL,
 		adminKey: key,
 		store:    db,
+		metrics:  srv.MetricsHandler(),
 		shutdown: func() error {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -131,7 +131,7 @@ func workerWebhook(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
 	}
-	w, err := f.newWorker(stderr, "")
+	w, err := f.newWorker(stderr, "", nil)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
@@ -163,8 +167,9 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	}, nil
 }
 
-// newWorker builds the worker of poll or run.
-func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker, error) {
+// newWorker builds the worker of poll or run, registering its metrics in
+// metrics when it is not nil.
+func (f *workerFlags) newWorker(stderr io.Writer, onWork string, metrics prometheus.Registerer) (*worker.Worker, error) {
 	logger, err := newLogger(stderr, f.logFormat)
 	if err != nil {
 		return nil, err
@@ -176,6 +181,7 @@ func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker
 	if onWork != "" {
 		cfg.OnWork = onWorkScript(onWork, cfg.Client.BaseURL(), stderr)
 	}
+	cfg.Metrics = metrics
 	return worker.New(cfg)
 }
 
@@ -183,6 +189,7 @@ func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("worker poll", stderr)
 	var f workerFlags
 	f.register(fs)
+	metricsAddr := fs.String("metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
 	onWork := fs.String("on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -190,9 +197,26 @@ func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
 	}
-	w, err := f.newWorker(stderr, *onWork)
+	var metrics prometheus.Registerer // nil: none (a nil *Registry would not be)
+	reg := prometheus.NewRegistry()
+	if *metricsAddr != "" {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = reg
+	}
+	w, err := f.newWorker(stderr, *onWork, metrics)
 	if err != nil {
 		return err
+	}
+	if *metricsAddr != "" {
+		logger, err := newLogger(stderr, f.logFormat)
+		if err != nil {
+			return err
+		}
+		stopMetrics, err := serveMetrics(*metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	onForceQuit(ctx, w.Abandon)
 	return w.Run(ctx)
@@ -282,7 +306,7 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if secret == "" && f.envKey() == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
-	w, err := f.newWorker(stderr, "")
+	w, err := f.newWorker(stderr, "", nil)
 	if err != nil {
 		return err
 	}

@@ -9,13 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // workerSetup is a server with an environment, its key, a scripted agent
@@ -31,24 +32,12 @@ type workerSetup struct {
 func newWorkerSetup(t *testing.T) *workerSetup {
 	t.Helper()
 	rs, _ := cliServer(t)
-	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &workerSetup{rs: rs, admin: admin, env: env, key: key.Key, agent: agent}
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	return &workerSetup{rs: rs, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 
 func (s *workerSetup) session(t *testing.T, script string, resources ...api.SessionResourceParams) *api.Session {
@@ -109,25 +98,6 @@ func waitWithin(t *testing.T, limit time.Duration, what string, cond func() bool
 	}
 }
 
-// syncBuffer is an io.Writer safe for a process's output and a test's
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // workerEnv is the environment of a worker process for s.
 func (s *workerSetup) workerEnv(workdir string) []string {
 	env := []string{}
@@ -163,7 +133,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		`{"name":"bash","input":{"command":"touch after"}}]}`,
 		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
-	var out syncBuffer
+	var out testlog.Buffer
 	// Inline sync, so the draft is still local when the signal comes and
 	// the flush is what saves it (live sync would have uploaded it at once).
 	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
@@ -227,7 +197,7 @@ func TestOnWorkScriptServesTheItemThroughWorkerRun(t *testing.T) {
 	script := `cat > "$SPOOL/item.json"; env | grep '^ANTHROPIC_' | sort > "$SPOOL/env.txt"; exec "$MEMSTORE" worker run`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testlog.Buffer
 	cmd := exec.CommandContext(ctx, bin, "worker", "poll", "--on-work", script)
 	cmd.Env = append(s.workerEnv(workdir), "SPOOL="+spool, "MEMSTORE="+bin)
 	cmd.Stdout, cmd.Stderr = &out, &out

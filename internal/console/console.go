@@ -44,7 +44,7 @@ type Config struct {
 	MaxMemoriesPerStore int
 	// API is the server the console runs beside (required), for what only
 	// it knows: when a session's log changes, which workers poll, and how
-	// keys are minted.
+	// keys are minted and revoked.
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
@@ -57,6 +57,7 @@ type API interface {
 	WorkersPolling(environmentID string) int64
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
 	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
+	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
 }
 
 // Console serves the web console. Build it with New and mount Handler at

@@ -111,9 +111,9 @@ func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (
 // ExpireLeases implements storage.WorkQueue. Items another replica is
 // settling or changing are skipped (SKIP LOCKED): it decides them.
 func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
-	var stopped []storage.Work
+	var settled []storage.Work
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		stopped = nil
+		settled = nil
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -130,10 +130,11 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 				continue
 			}
 			w, wasStopped := workqueue.Expire(w, now)
-			if wasStopped {
-				stopped = append(stopped, w)
-			} else if err := notifyWake(ctx, tx, storage.TopicQueue, environmentID); err != nil {
-				return err
+			settled = append(settled, w)
+			if !wasStopped {
+				if err := notifyWake(ctx, tx, storage.TopicQueue, environmentID); err != nil {
+					return err
+				}
 			}
 			if err := saveWork(ctx, tx, w); err != nil {
 				return err
@@ -141,7 +142,7 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 		}
 		return nil
 	})
-	return stopped, err
+	return settled, err
 }
 
 // ClaimWork implements storage.WorkQueue. Each poller locks the oldest

@@ -147,7 +147,7 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	if err != nil || !slices.ContainsFunc(lapsed, func(w storage.Work) bool { return workqueue.Lapsed(w, s.now()) }) {
 		return nil, err
 	}
-	var stopped []storage.Work
+	var settled []storage.Work
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		lapsed, err := leasedWork(ctx, tx, environmentID, now)
@@ -158,17 +158,15 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 			if !workqueue.Lapsed(w, now) {
 				continue
 			}
-			w, wasStopped := workqueue.Expire(w, now)
-			if wasStopped {
-				stopped = append(stopped, w)
-			}
+			w, _ = workqueue.Expire(w, now)
+			settled = append(settled, w)
 			if err := saveWork(ctx, tx, w); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	return stopped, err
+	return settled, err
 }
 
 // nextClaimable returns the item a claim gets at now, if any. The WHERE
