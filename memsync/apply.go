@@ -28,7 +28,8 @@ type outcome struct {
 	cutPaths, failedPaths []string
 	// incomplete: the context ended before the changes could be planned.
 	incomplete bool
-	// conflicts are changes the server won (another writer was first).
+	// conflicts are local edits the server won (another writer changed
+	// the memory too).
 	conflicts int
 	// uploaded and downloaded are the content bytes moved.
 	uploaded, downloaded int64
@@ -229,6 +230,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 		}
 		a.st.log.WarnContext(ctx, "the server version of this memory overwrote the file; the agent's losing edit is kept at kept_copy (restore it by hand if it matters)",
 			"path", act.Path, "kept_copy", where)
+		a.tally(1, 0, 0)
 	}
 	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
 	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {

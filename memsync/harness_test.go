@@ -237,6 +237,17 @@ func caseInsensitive(c *memsync.SessionConfig, _ *memsync.StoreMount) {
 	c.ProbeCase = func(*confined.Root) (bool, error) { return true, nil }
 }
 
+// reports collects the session's sync reports into *got.
+func reports(mu *sync.Mutex, got *[]memsync.SyncReport) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.OnSync = func(r memsync.SyncReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			*got = append(*got, r)
+		}
+	}
+}
+
 func deletions(d memsync.DeletionMode) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Deletions = d }
 }

@@ -109,9 +109,10 @@ type SyncReport struct {
 	Duration time.Duration
 	// Changes made and changes failed, as in StepReport.
 	Changes, Failed int
-	// Conflicts counts changes the server won: a memory changed or created
-	// by another writer after the listing, so the local edit was not sent
-	// (the next sync downloads the server's version).
+	// Conflicts counts local edits the server won because another writer
+	// changed the memory too: the server's version overwrote the file
+	// (the edit is kept aside), or the edit was not sent because the
+	// memory changed after the listing (the next sync downloads it).
 	Conflicts int
 	// BytesUploaded and BytesDownloaded count memory content sent and
 	// written to the folder.

@@ -104,12 +104,29 @@ func TestTwoMountsSeeEachOthersEdits(t *testing.T) {
 func TestConflictKeepsTheServerVersionAndWarns(t *testing.T) {
 	e := newEnv(t)
 	e.put("/plan.md", "base")
-	m := e.mount(t.TempDir())
+	var mu sync.Mutex
+	var reps []memsync.SyncReport
+	m := e.mount(t.TempDir(), reports(&mu, &reps))
 	before := e.versions()
 
 	writeFile(t, m.dir, "plan.md", "the agent's edit")
 	e.put("/plan.md", "a human's edit")
 	m.Sync(e.ctx)
+
+	// Each step reports what it moved; the sync counts the conflict.
+	mu.Lock()
+	got := slices.Clone(reps)
+	mu.Unlock()
+	for i := range got {
+		got[i].Duration = 0
+	}
+	want := []memsync.SyncReport{
+		{MemoryStoreID: e.storeID, Step: "mount", Changes: 1, BytesDownloaded: int64(len("base"))},
+		{MemoryStoreID: e.storeID, Step: "sync", Changes: 1, Conflicts: 1, BytesDownloaded: int64(len("a human's edit"))},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("sync reports = %+v, want %+v", got, want)
+	}
 
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/plan.md": "a human's edit"})
 	equal(t, "server", e.server(), map[string]string{"/plan.md": "a human's edit"})

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,7 +138,7 @@ func TestScriptedSessionWritesEditsAndIsRefusedOnAReadOnlyStore(t *testing.T) {
 	}
 
 	want := map[string]string{"/todo.md": "- [x] write\n- [ ] ship\n", "/about.md": "about\n", "/decisions/d1.md": "use SQLite\n"}
-	if m := f.memories(notes.ID); !equalMaps(m, want) {
+	if m := f.memories(notes.ID); !maps.Equal(m, want) {
 		t.Errorf("notes on the server = %q, want %q", m, want)
 	}
 	if m := f.memories(book.ID); len(m) != 1 || m["/style.md"] != "short sentences\n" {
@@ -157,18 +158,6 @@ func TestScriptedSessionWritesEditsAndIsRefusedOnAReadOnlyStore(t *testing.T) {
 	if logs.Line("session memory finished", "clean_end=true") == "" {
 		t.Errorf("no end-of-memory log line:\n%s", logs)
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sendScript sends a new turn to a session.

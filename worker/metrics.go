@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 		syncConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memstore_worker_sync_conflicts_total",
-			Help: "Local edits the server won: another writer changed the memory first, so the server's version is downloaded instead.",
+			Help: "Local edits the server won because another writer changed the memory too: the server's version is written to the folder and the edit kept aside (see the worker's log).",
 		}),
 		syncBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_worker_sync_bytes_total",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +106,7 @@ func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 		}
 	}
 
-	if m, want := f.memories(notes.ID), map[string]string{"/x.md": "a memory\n", "/bash.md": "from bash\n"}; !equalMaps(m, want) {
+	if m, want := f.memories(notes.ID), map[string]string{"/x.md": "a memory\n", "/bash.md": "from bash\n"}; !maps.Equal(m, want) {
 		t.Errorf("notes on the server = %q, want %q (bash's file synced, no link followed)", m, want)
 	}
 	if m := f.memories(book.ID); len(m) != 1 || len(f.versions(book.ID)) != 1 {

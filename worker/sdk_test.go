@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 		t.Errorf("tool result errors: ours %v, SDK %v; want only the read-only write refused", ours.errors, theirs.errors)
 	}
 	for _, store := range []string{"Notes", "Book"} {
-		if !equalMaps(ours.memories[store], theirs.memories[store]) {
+		if !maps.Equal(ours.memories[store], theirs.memories[store]) {
 			t.Errorf("%s memories differ:\n ours %q\n SDK  %q", store, ours.memories[store], theirs.memories[store])
 		}
 		if !slices.Equal(ours.versions[store], theirs.versions[store]) {
@@ -116,7 +117,7 @@ func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 		}
 	}
 	want := map[string]string{"/todo.md": "- [x] write\n", "/keep/deep.md": "deep\n", "/new/idea.md": "an idea\n", "/bash.md": "from bash\n"}
-	if !equalMaps(ours.memories["Notes"], want) {
+	if !maps.Equal(ours.memories["Notes"], want) {
 		t.Errorf("Notes = %q, want %q", ours.memories["Notes"], want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/modeltest"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // memstore chat driven through a pipe: one message per line, each answered
@@ -96,7 +97,7 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 
 	in, typed := io.Pipe()
 	defer typed.Close()
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	ctrlC := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {

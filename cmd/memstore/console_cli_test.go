@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,7 +50,7 @@ func TestCLIStoreExportThenImportGivesTheSameMemories(t *testing.T) {
 			t.Fatalf("second import printed %q", out)
 		}
 	}
-	if got, want := contents(t, admin, dst.ID), contents(t, admin, src.ID); !equalMaps(got, want) {
+	if got, want := contents(t, admin, dst.ID), contents(t, admin, src.ID); !maps.Equal(got, want) {
 		t.Fatalf("after import the copy holds %v, the source %v", got, want)
 	}
 
@@ -72,18 +73,6 @@ func contents(t *testing.T, c *client.Client, storeID string) map[string]string 
 		out[it.Memory.Path] = *it.Memory.Content
 	}
 	return out
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {

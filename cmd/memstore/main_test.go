@@ -73,7 +73,7 @@ func TestTakenInterruptsReachTheCommand(t *testing.T) {
 	ctx = withForceQuit(ctx, quit)
 	interrupts, release := takeInterrupts(ctx)
 	sigs := make(chan os.Signal, 1)
-	go quit.watch(sigs, cancel, &syncBuffer{}, func(int) {})
+	go quit.watch(sigs, cancel, &testlog.Buffer{}, func(int) {})
 	for range 3 {
 		sigs <- os.Interrupt
 		<-interrupts
