@@ -136,7 +136,7 @@ func New(cfg Config) *Server {
 		closing: make(chan struct{}),
 	}
 	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
-	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress})
+	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
 	// A runtime's appends change session statuses: look for their webhooks.
 	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, func(sessionID string) {
 		s.cp.sessions.notify(sessionID)

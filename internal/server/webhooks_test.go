@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -376,6 +377,11 @@ func TestWebhookEndpointFailingForLongIsDisabled(t *testing.T) {
 	d := page.Data[0]
 	if d.State != webhooks.Failed || len(d.Attempts) < 3 || d.Attempts[0].StatusCode != 500 || d.Attempts[0].ResponseExcerpt != "receiver says hello" {
 		t.Fatalf("delivery = %+v", d)
+	}
+	scrape := httptest.NewRecorder()
+	e.srv.MetricsHandler().ServeHTTP(scrape, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(scrape.Body.String(), `memstore_webhook_attempts_total{result="refused"} `+strconv.Itoa(len(d.Attempts))) {
+		t.Errorf("metrics do not count the %d refused attempts:\n%s", len(d.Attempts), scrape.Body)
 	}
 	before := len(e.received)
 	e.environment("after")

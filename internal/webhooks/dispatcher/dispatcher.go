@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/memstore/memstore/api"
@@ -40,6 +41,9 @@ type Config struct {
 	Timeout time.Duration
 	// Batch is how many deliveries one round sends at once (default 16).
 	Batch int
+	// Metrics, when set, is where the dispatcher registers its Prometheus
+	// series (memstore_webhook_attempts_total, …_attempt_duration_seconds).
+	Metrics prometheus.Registerer
 }
 
 // Dispatcher sends due deliveries. Several may run against one database:
@@ -48,6 +52,9 @@ type Dispatcher struct {
 	cfg    Config
 	client *http.Client
 	nudge  chan struct{}
+	// attempts counts attempts by result; latency times them.
+	attempts *prometheus.CounterVec
+	latency  prometheus.Histogram
 }
 
 // New builds a Dispatcher.
@@ -67,13 +74,26 @@ func New(cfg Config) *Dispatcher {
 	cfg.Policy = cfg.Policy.WithDefaults()
 	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: cfg.Egress.control}
 	transport := &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: cfg.Timeout, MaxIdleConnsPerHost: 4}
-	return &Dispatcher{
+	d := &Dispatcher{
 		cfg: cfg,
 		// Redirects are not followed: the signed request goes to the URL
 		// the endpoint names, nowhere else.
 		client: &http.Client{Transport: transport, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		nudge:  make(chan struct{}, 1),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memstore_webhook_attempts_total",
+			Help: "Webhook delivery attempts, by result: accepted (2xx), refused (any other status) or unreachable (no answer; the log says why).",
+		}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "memstore_webhook_attempt_duration_seconds",
+			Help:    "Time from sending a webhook delivery to its receiver's answer.",
+			Buckets: prometheus.DefBuckets,
+		}),
 	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(d.attempts, d.latency)
+	}
+	return d
 }
 
 // Nudge makes a running Run look for deliveries at once (after a change
@@ -153,6 +173,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 					"event_type", del.EventType, "attempt", del.Attempts+1, "outcome", webhooks.Outcome(a), "url", endpoints[del.EndpointID].URL)
 			}
 			results[i] = webhooks.Result{Seq: del.Seq, Attempt: a}
+			d.observe(a)
 		})
 	}
 	wg.Wait()
@@ -161,6 +182,20 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 		return len(ds), fmt.Errorf("record the attempts of %d webhook deliveries (they are sent again when their leases lapse): %w", len(ds), err)
 	}
 	return len(ds), nil
+}
+
+// observe counts an attempt.
+func (d *Dispatcher) observe(a api.WebhookAttempt) {
+	switch {
+	case a.StatusCode >= 200 && a.StatusCode <= 299:
+		d.attempts.WithLabelValues("accepted").Inc()
+	case a.StatusCode != 0:
+		d.attempts.WithLabelValues("refused").Inc()
+	default:
+		d.attempts.WithLabelValues("unreachable").Inc()
+		return
+	}
+	d.latency.Observe(float64(a.LatencyMS) / 1000)
 }
 
 // excerptBytes bounds the response body kept with an attempt.
