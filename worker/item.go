@@ -42,11 +42,11 @@ func (w *Worker) RunItem(ctx context.Context, it Item) error {
 	wk := it.Work
 	switch {
 	case wk.ID == "":
-		return errors.New("worker: the work item has no id")
+		return errors.New("the work item has no id")
 	case wk.EnvironmentID == "":
-		return fmt.Errorf("worker: work item %s has no environment_id", wk.ID)
+		return fmt.Errorf("work item %s has no environment_id", wk.ID)
 	case wk.Data.ID == "":
-		return fmt.Errorf("worker: work item %s names no session", wk.ID)
+		return fmt.Errorf("work item %s names no session", wk.ID)
 	}
 	return w.handle(ctx, wk, it.LastHeartbeat)
 }

@@ -210,26 +210,26 @@ func (w *Worker) Abandon() {
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Worker, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("worker: Config.Client is required")
+		return nil, errors.New("worker.Config.Client is required")
 	}
 	if cfg.Workdir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return nil, fmt.Errorf("worker: no working directory given and the current one is unknown: %w", err)
+			return nil, fmt.Errorf("no working directory given and the current one is unknown: %w", err)
 		}
 		cfg.Workdir = wd
 	}
 	wd, err := filepath.Abs(cfg.Workdir)
 	if err != nil {
-		return nil, fmt.Errorf("worker: working directory %s: %w", cfg.Workdir, err)
+		return nil, fmt.Errorf("working directory %s: %w", cfg.Workdir, err)
 	}
 	cfg.Workdir = wd
 	if info, err := os.Stat(wd); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("worker: working directory %s is not a directory; create it or pass another with --workdir", wd)
+		return nil, fmt.Errorf("working directory %s is not a directory; create it or pass another with --workdir", wd)
 	}
 	if cfg.MountRoot != "" {
 		if cfg.MountRoot, err = filepath.Abs(cfg.MountRoot); err != nil {
-			return nil, fmt.Errorf("worker: mount root: %w", err)
+			return nil, fmt.Errorf("mount root: %w", err)
 		}
 	}
 	if err := checkMemory(cfg); err != nil {
@@ -258,7 +258,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
+			return nil, err
 		}
 	}
 	return w, nil
@@ -281,7 +281,7 @@ func defaultWorkerID() string {
 // an error that says what to check.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.EnvironmentID == "" || w.cfg.EnvironmentKey == "" {
-		return errors.New("worker: an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
+		return errors.New("an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
 	}
 	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
 	// The loop owns the retries of its polls and acks: its backoff runs

@@ -7,34 +7,54 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 )
 
-func init() {
-	commands["chat"] = command{summary: "talk to an agent in the terminal (one message per line; Ctrl-C interrupts a turn; Ctrl-D ends)", run: runChat}
+func newChatCommand(s streams) *cobra.Command {
+	cli := &cliContext{streams: s}
+	var env, agentID, session string
+	var stores []string
+	cmd := &cobra.Command{
+		Use:   "chat (--agent AGENT --env ENV [--store ID[:read_only]]... | --session SESSION)",
+		Short: "talk to an agent in the terminal (one message per line; Ctrl-C interrupts a turn; Ctrl-D ends)",
+		Example: `  memstore chat --env $ENV --agent $AGENT --store $STORE
+  memstore chat --session $SESSION
+  printf 'hi\nwhat do you remember?\n' | memstore chat --env $ENV --agent $AGENT`,
+		Args: argCount(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runChat(cmd.Context(), cli, env, agentID, session, stores)
+		},
+	}
+	fs := cmd.Flags()
+	cli.conn.register(fs)
+	fs.StringVar(&env, "env", "", "environment id (for a new session)")
+	fs.StringVar(&agentID, "agent", "", "agent id (for a new session)")
+	fs.StringVar(&session, "session", "", "continue this session instead of creating one")
+	fs.StringArrayVar(&stores, "store", nil, "attach a memory store to the new session: ID, ID:read_only or ID:read_write (repeatable)")
+	cmd.RegisterFlagCompletionFunc("env", envIDs(cli))
+	cmd.RegisterFlagCompletionFunc("agent", agentIDs(cli))
+	cmd.RegisterFlagCompletionFunc("store", storeIDs(cli))
+	cmd.RegisterFlagCompletionFunc("session", sessionIDs(cli))
+	cli.explainErrors(cmd)
+	return cmd
 }
 
 // runChat is a terminal conversation with a session, new or continued
 // (see runChatSession).
-func runChat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cli := &cliContext{name: "chat", stdout: stdout, stderr: stderr}
-	fs := cli.flags()
-	env := fs.String("env", "", "environment id (for a new session)")
-	agentID := fs.String("agent", "", "agent id (for a new session)")
-	session := fs.String("session", "", "continue this session instead of creating one")
-	var stores listFlag
-	fs.Var(&stores, "store", "attach a memory store to the new session: ID, ID:read_only or ID:read_write (repeatable)")
-	_, c, err := cli.connect(fs, args, "(--agent AGENT --env ENV [--store ID[:read_only]]... | --session SESSION) [flags]", 0, 0)
+func runChat(ctx context.Context, cli *cliContext, env, agentID, session string, stores []string) error {
+	c, err := cli.client()
 	if err != nil {
 		return err
 	}
-	id := *session
+	id := session
 	if id == "" {
-		if *env == "" || *agentID == "" {
+		if env == "" || agentID == "" {
 			return fmt.Errorf("give --agent and --env to start a session (see `memstore agent list` and `memstore env list`), or --session to continue one")
 		}
-		req := api.CreateSessionRequest{Agent: api.AgentRef{ID: *agentID}, EnvironmentID: *env}
+		req := api.CreateSessionRequest{Agent: api.AgentRef{ID: agentID}, EnvironmentID: env}
 		for _, s := range stores {
 			r, err := parseStoreFlag(s)
 			if err != nil {
@@ -50,7 +70,7 @@ func runChat(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	interrupts, release := takeInterrupts(ctx)
 	defer release()
-	return runChatSession(ctx, c, id, chatTerminal{in: stdin, out: stdout, interrupts: interrupts})
+	return runChatSession(ctx, c, id, chatTerminal{in: cli.stdin, out: cli.stdout, interrupts: interrupts})
 }
 
 // printUsage prints what the session has cost in tokens.

@@ -37,10 +37,7 @@ func TestChatThroughAPipe(t *testing.T) {
 
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(12, 3, 0, 0), modeltest.Text("Hello! How can I help?"))
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(20, 4, 0, 0), modeltest.Text("Noted."))
-	old := stdin
-	stdin = strings.NewReader("hi\n\nremember the milk\n")
-	t.Cleanup(func() { stdin = old })
-	out := memstoreCLI(t, 0, append([]string{"chat", "--env", env.ID, "--agent", ag.ID}, conn...)...)
+	out := memstoreCLIInput(t, 0, "hi\n\nremember the milk\n", append([]string{"chat", "--env", env.ID, "--agent", ag.ID}, conn...)...)
 
 	for _, want := range []string{"you> agent> Hello! How can I help?\n", "you> agent> Noted.\n", "usage: 32 input tokens, 7 output tokens, 0 read from cache, 0 written to cache"} {
 		if !strings.Contains(out, want) {

@@ -77,12 +77,8 @@ func contents(t *testing.T, c *client.Client, storeID string) map[string]string 
 
 func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {
 	rs, data := cliServer(t)
-	old := stdin
-	defer func() { stdin = old }()
-	stdin = strings.NewReader("a long enough password\n")
-	memstoreCLI(t, 0, "user", "create", "ada", "--data", data)
-	stdin = strings.NewReader("short\n")
-	memstoreCLI(t, 1, "user", "passwd", "ada", "--data", data)
+	memstoreCLIInput(t, 0, "a long enough password\n", "user", "create", "ada", "--data", data)
+	memstoreCLIInput(t, 1, "short\n", "user", "passwd", "ada", "--data", data)
 	if out := memstoreCLI(t, 0, "user", "list", "--data", data); !strings.HasPrefix(out, "ada\tuser_") {
 		t.Fatalf("user list printed %q", out)
 	}

@@ -25,7 +25,7 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"demo"}, &out, &errb); code != 0 {
+	if code := run(context.Background(), []string{"demo"}, testStreams(&out, &errb)); code != 0 {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	text := out.String()
@@ -80,7 +80,9 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out = &testlog.Buffer{}
 		code := make(chan int, 1)
-		go func() { code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, out, io.Discard) }()
+		go func() {
+			code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, testStreams(out, io.Discard))
+		}()
 		waitUntil(t, "up to print its environment key", func() bool { return strings.Contains(out.String(), "environment key") })
 		return out, func() int { cancel(); return <-code }
 	}

@@ -220,7 +220,7 @@ func TestServeTakesTheAdminKeyFromTheEnvironmentAndTheStoreLimitFromAFlag(t *tes
 	stdout, stderr := &testlog.Buffer{}, &testlog.Buffer{}
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--max-memories-per-store", "1"}, stdout, stderr)
+		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--max-memories-per-store", "1"}, testStreams(stdout, stderr))
 	}()
 	p := &serveProc{stdout: stdout, stderr: stderr}
 	waitUntil(t, "memstore serve to be ready", p.ready)
@@ -250,7 +250,7 @@ func TestServeDefaults(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	var usage testlog.Buffer
-	if c := run(context.Background(), []string{"serve", "-h"}, io.Discard, &usage); c != 0 {
+	if c := run(context.Background(), []string{"serve", "-h"}, testStreams(io.Discard, &usage)); c != 0 {
 		t.Fatalf("serve -h: exit %d", c)
 	}
 	for _, want := range []string{`-addr string`, `(default "127.0.0.1:8080")`, `-data string`, `(default "./memstore-data")`} {

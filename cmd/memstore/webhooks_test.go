@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/webhooks"
 )
 
@@ -100,4 +105,79 @@ func TestWebhookVerbs(t *testing.T) {
 	memstoreCLI(t, 0, append([]string{"webhook", "deliveries", made.ID}, conn...)...)
 	memstoreCLI(t, 0, append([]string{"webhook", "delete", made.ID}, conn...)...)
 	memstoreCLI(t, 1, append([]string{"webhook", "get", made.ID}, conn...)...)
+}
+
+// `memstore worker webhook` serves a session the server announces by
+// webhook, with no poll loop, and stops when its context ends.
+func TestWorkerWebhookVerbServesASession(t *testing.T) {
+	t.Setenv("MEMSTORE_ADMIN_KEY", "")
+	t.Setenv("MEMSTORE_API_KEY", "")
+	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir(), webhooksAllowPrivate: true}, slog.New(slog.DiscardHandler), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.shutdown() })
+	ctx := context.Background()
+	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "hooked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "webhook worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The secret comes first, the worker's address after: make the
+	// endpoint, start the worker with its secret, then point the endpoint
+	// at it (an update keeps the secret).
+	placeholder := "http://127.0.0.1:9/not-yet"
+	hook, err := admin.CreateWebhook(ctx, api.WebhookEndpointParams{URL: &placeholder, EnabledEvents: []string{webhooks.SessionStatusRunStarted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	logs := &testlog.Buffer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(wctx, []string{"worker", "webhook", "--listen", "127.0.0.1:0", "--webhook-secret", hook.SigningSecret,
+			"--base-url", rs.baseURL, "--environment-id", env.ID, "--environment-key", key.Key,
+			"--workdir", t.TempDir(), "--mount-root", t.TempDir(), "--sandbox", "none"}, testStreams(io.Discard, logs))
+	}()
+	var addr string
+	waitUntil(t, "the webhook worker to listen", func() bool {
+		_, addr, _ = strings.Cut(logs.Line("worker webhook listening on"), "listening on ")
+		addr = strings.TrimSpace(addr)
+		return addr != ""
+	})
+	target := "http://" + addr
+	if _, err := admin.UpdateWebhook(ctx, hook.ID, api.WebhookEndpointParams{URL: &target}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
+		InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"echo woken"}}],"end":"terminate"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the webhook-woken worker to serve the session", func() bool {
+		items, err := admin.ListWork(ctx, env.ID, api.WorkListParams{})
+		if err != nil || len(items.Data) == 0 {
+			return false
+		}
+		s, err := admin.GetSession(ctx, sess.ID)
+		return err == nil && s.Status == api.SessionTerminated && items.Data[0].State == api.WorkStopped
+	})
+	stop()
+	if code := <-exited; code != 0 {
+		t.Fatalf("worker webhook exited %d:\n%s", code, logs)
+	}
+	if strings.Contains(logs.String(), "worker polling for work") {
+		t.Fatalf("a poll loop ran:\n%s", logs)
+	}
 }

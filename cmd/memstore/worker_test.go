@@ -259,7 +259,7 @@ func TestWorkSecretFileMustBePrivate(t *testing.T) {
 	args := []string{"worker", "run", "--base-url", s.rs.baseURL, "--environment-id", s.env.ID, "--work-id", w.ID, "--session-id", sess.ID,
 		"--workdir", t.TempDir(), "--work-secret-file", secretPath}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "chmod 600") {
+	if code := run(context.Background(), args, testStreams(&stdout, &stderr)); code != 1 || !strings.Contains(stderr.String(), "chmod 600") {
 		t.Fatalf("exit %d, stderr %q: want a refusal naming chmod 600", code, stderr.String())
 	}
 	if got := s.work(t, sess.ID); got.State != api.WorkStarting {
