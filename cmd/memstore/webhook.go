@@ -137,10 +137,10 @@ func newWorkerWebhookCommand(s streams) *cobra.Command {
 		listen, secret string
 	)
 	cmd := &cobra.Command{
-		Use:   "webhook",
-		Short: "serve the sessions webhooks announce (session.status_run_started), with no poll loop",
+		Use:     "webhook",
+		Short:   "serve the sessions webhooks announce (session.status_run_started), with no poll loop",
 		Example: `  ANTHROPIC_ENVIRONMENT_KEY=$KEY MEMSTORE_WEBHOOK_SECRET=whsec_… memstore worker webhook --environment-id $ENV --listen 0.0.0.0:8090`,
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return workerWebhook(cmd.Context(), &f, listen, secret, s.stderr)
 		},
