@@ -131,17 +131,10 @@ func (w *Worker) Drain(ctx context.Context) error {
 		case work == nil:
 			return nil
 		}
-		if work.EnvironmentID == "" {
-			work.EnvironmentID = w.cfg.EnvironmentID
-		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
-		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		_, err = env.AckWork(actx, work.EnvironmentID, work.ID)
-		cancel()
-		if err != nil {
-			ilog.Warn("acknowledging the claimed work item failed; going on with the queue", "err", err)
-			if !client.IsStatus(err, 409) && ctx.Err() == nil {
-				w.forceStop(env, *work, ilog)
+		if err := w.ack(ctx, env, env, work, ilog); err != nil {
+			if ctx.Err() == nil {
+				ilog.Warn("acknowledging the claimed work item failed; going on with the queue", "err", err)
 			}
 			continue
 		}
