@@ -159,6 +159,16 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 		t.Fatalf("deliveries of the narrow endpoint = %+v, %v", ds, err)
 	}
 
+	// Deliveries page newest first, after the last one seen.
+	first, err := f.s.ListWebhookDeliveries(f.ctx, all.ID, storage.ListQuery{Limit: 3})
+	if err != nil || len(first) != 3 {
+		t.Fatalf("first page = %+v, %v", first, err)
+	}
+	rest, err := f.s.ListWebhookDeliveries(f.ctx, all.ID, storage.ListQuery{After: first[2].ID, Limit: 10})
+	if err != nil || len(rest) != len(want)-3 || rest[0].ID >= first[2].ID || first[0].ID <= first[1].ID {
+		t.Fatalf("second page = %+v, %v (after %s)", rest, err, first[2].ID)
+	}
+
 	// Pruning takes the settled deliveries made before the cut, never a
 	// pending one.
 	f.clock.advance(time.Hour)
