@@ -47,6 +47,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
 	return cmd
 }
 
@@ -74,6 +75,9 @@ type serveOptions struct {
 	// see server.Config (zero takes its defaults).
 	bodyReadTimeout          time.Duration
 	maxPerAddress, maxPerKey int
+	// webhooksAllowPrivate lets webhook URLs point at loopback, link-local
+	// and private addresses, over plain HTTP too (development and tests).
+	webhooksAllowPrivate bool
 	// metricsAddr is where /metrics is served; "" serves none.
 	metricsAddr string
 }
@@ -193,7 +197,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	}
 	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		Model:           modelConfig(o, logger),
-		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
+		Webhooks: server.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
@@ -228,9 +233,17 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
 	}
 
+	// Webhook deliveries go out from every replica; each is sent once.
+	webhooksDone := make(chan struct{})
+	go func() {
+		srv.RunWebhooks(listenCtx, time.Second)
+		close(webhooksDone)
+	}()
+
 	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
 	if err != nil {
 		stopListening()
+		<-webhooksDone
 		ln.Close()
 		srv.Close()
 		db.Close()
@@ -258,6 +271,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 				err = serr
 			}
 			stopListening()
+			<-webhooksDone
 			srv.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr

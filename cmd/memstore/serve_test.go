@@ -28,12 +28,12 @@ type serveProc struct {
 	exited         chan struct{}
 }
 
-// serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` in
-// a child process with MEMSTORE_ADMIN_KEY set to adminKey ("" for none),
-// and returns once the server says it is ready.
-func serveProcess(t *testing.T, data, adminKey string) *serveProc {
+// serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` and
+// the extra flags in a child process with MEMSTORE_ADMIN_KEY set to
+// adminKey ("" for none), and returns once the server says it is ready.
+func serveProcess(t *testing.T, data, adminKey string, extra ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(memstoreBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json")
+	cmd := exec.Command(memstoreBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json"}, extra...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MEMSTORE_") {
 			cmd.Env = append(cmd.Env, kv)
