@@ -53,7 +53,7 @@ func newMetrics(store storage.Store) *metrics {
 		}, []string{"environment_id", "state"}),
 		memoryWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_memory_writes_total",
-			Help: "Memories written through the API, by operation (create, update, delete); an update that changes nothing is not counted.",
+			Help: "Memories written through the API or the web console, by operation (create, update, delete); an update that changes nothing is not counted.",
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.requestDuration, m.streamsOpen, m.claims, m.leaseExpiries, m.memoryWrites,
