@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/toolset"
 )
@@ -346,11 +347,6 @@ func TestExtraBinds(t *testing.T) {
 	wantFail(t, bash(t, ts, "echo 2 > /opt/tool/v"), "Read-only file system")
 }
 
-// recorder keeps the log lines New writes.
-type recorder struct{ bytes.Buffer }
-
-func (r *recorder) logger() *slog.Logger { return slog.New(slog.NewTextHandler(&r.Buffer, nil)) }
-
 // Without a working bubblewrap, auto falls back to no sandbox with one
 // warning that says how to install it, and bwrap refuses to start.
 func TestMissingOrRefusedBubblewrap(t *testing.T) {
@@ -364,8 +360,8 @@ func TestMissingOrRefusedBubblewrap(t *testing.T) {
 		{"refused", refuser, "No permissions to create new namespace"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var logs recorder
-			l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Auto, Program: c.program}, logs.logger())
+			var logs, bwrapLogs testlog.Buffer
+			l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Auto, Program: c.program}, logs.Text())
 			if l != nil || err != nil {
 				t.Fatalf("auto = %v, %v; want no sandbox and no error", l, err)
 			}
@@ -373,13 +369,12 @@ func TestMissingOrRefusedBubblewrap(t *testing.T) {
 			if strings.Count(line, "\n") != 1 || !strings.Contains(line, "level=WARN") || !strings.Contains(line, c.says) || !strings.Contains(line, "apt-get install bubblewrap") {
 				t.Errorf("auto's warning = %q", line)
 			}
-			logs.Reset()
-			l, err = sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Program: c.program}, logs.logger())
+			l, err = sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Program: c.program}, bwrapLogs.Text())
 			if l != nil || err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "--sandbox none") {
 				t.Errorf("bwrap = %v, %v; want a refusal that says why and what to do", l, err)
 			}
-			if logs.Len() != 0 {
-				t.Errorf("bwrap logged %q; its error says it all", logs.String())
+			if bwrapLogs.String() != "" {
+				t.Errorf("bwrap logged %q; its error says it all", bwrapLogs.String())
 			}
 		})
 	}

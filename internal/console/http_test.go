@@ -2,8 +2,6 @@ package console_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,6 +14,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -239,15 +238,22 @@ func TestDeletedUserIsSignedOut(t *testing.T) {
 	}
 }
 
-func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
+// signedInWithStore is a console with a store, and ada signed in to it.
+func signedInWithStore(t *testing.T) (*testserver.Server, *browserless, api.MemoryStore) {
+	t.Helper()
 	srv := startConsole(t)
-	ctx := context.Background()
-	store, err := srv.Admin(t).CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	store, err := srv.Admin(t).CreateMemoryStore(context.Background(), api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newVisitor(t, srv)
 	v.login("ada", testPassword)
+	return srv, v, *store
+}
+
+func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
+	srv, v, store := signedInWithStore(t)
+	ctx := context.Background()
 	token := v.csrf("/console/stores/" + store.ID + "/")
 	if status, page := v.do("POST", "/console/stores/"+store.ID+"/memories", url.Values{"csrf": {token}, "path": {"/a.md"}, "content": {"hello"}}); status != http.StatusSeeOther {
 		t.Fatalf("create memory: status %d\n%s", status, page)
@@ -265,14 +271,8 @@ func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
 // Console writes count in memstore_memory_writes_total as API writes do:
 // once each, and not when nothing changed or the write was refused.
 func TestConsoleMemoryWritesAreCounted(t *testing.T) {
-	srv := startConsole(t)
+	srv, v, store := signedInWithStore(t)
 	ctx := context.Background()
-	store, err := srv.Admin(t).CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := newVisitor(t, srv)
-	v.login("ada", testPassword)
 	storePage := "/console/stores/" + store.ID + "/"
 	token := v.csrf(storePage)
 	post := func(path string, form url.Values, want int) {
@@ -292,10 +292,9 @@ func TestConsoleMemoryWritesAreCounted(t *testing.T) {
 	}
 	memPage := storePage + "memories/" + m.ID
 	post(memPage, url.Values{"path": {"/a.md"}, "content": {"two"}, "sha": {m.ContentSHA256}}, http.StatusSeeOther)
-	two := sha256.Sum256([]byte("two"))
-	post(memPage, url.Values{"path": {"/a.md"}, "content": {"two"}, "sha": {hex.EncodeToString(two[:])}}, http.StatusSeeOther) // no change
-	post(memPage, url.Values{"path": {"/a.md"}, "content": {"three"}, "sha": {m.ContentSHA256}}, http.StatusConflict)          // stale
-	post(memPage+"/delete", url.Values{"sha": {hex.EncodeToString(two[:])}}, http.StatusSeeOther)
+	post(memPage, url.Values{"path": {"/a.md"}, "content": {"two"}, "sha": {testdigest.SHA256("two")}}, http.StatusSeeOther) // no change
+	post(memPage, url.Values{"path": {"/a.md"}, "content": {"three"}, "sha": {m.ContentSHA256}}, http.StatusConflict)        // stale
+	post(memPage+"/delete", url.Values{"sha": {testdigest.SHA256("two")}}, http.StatusSeeOther)
 
 	got := testserver.Scrape(t, srv.Metrics)
 	for op, want := range map[string]float64{"create": 1, "update": 1, "delete": 1} {
