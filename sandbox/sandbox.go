@@ -185,7 +185,9 @@ func probe(ctx context.Context, program string) (string, error) {
 var userArgs = []string{"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID)}
 
 // probeRun runs `true` in an empty sandbox made by bwrap with extra
-// arguments; the error holds what bwrap said.
+// arguments, masking a folder as Command masks one (a bwrap too old for
+// that is refused here, not by every session); the error holds what bwrap
+// said.
 func probeRun(ctx context.Context, bwrap string, extra []string) error {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
@@ -195,7 +197,7 @@ func probeRun(ctx context.Context, bwrap string, extra []string) error {
 	defer cancel()
 	var stderr bytes.Buffer
 	args := append([]string{"--die-with-parent", "--unshare-pid"}, extra...)
-	cmd := exec.CommandContext(ctx, bwrap, append(args, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", truePath)...)
+	cmd := exec.CommandContext(ctx, bwrap, append(args, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--perms", "0000", "--tmpfs", "/tmp", "--", truePath)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		if why := strings.TrimSpace(stderr.String()); why != "" {
