@@ -295,6 +295,7 @@ func TestWorkerMetricsAddressTakenIsRefused(t *testing.T) {
 	for _, args := range [][]string{
 		append([]string{"worker", "poll"}, local...),
 		append([]string{"worker", "run", "--work-id", "work_x", "--session-id", "sesn_x"}, local...),
+		append([]string{"worker", "webhook", "--listen", "127.0.0.1:0", "--webhook-secret", "whsec_x"}, local...),
 	} {
 		var errb bytes.Buffer
 		if code := run(context.Background(), args, testStreams(io.Discard, &errb)); code == 0 {
