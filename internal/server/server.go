@@ -49,6 +49,10 @@ type Config struct {
 	// Model configures the runtime of agents whose model is not "scripted"
 	// (the upstream Messages API and its key).
 	Model agent.ClaudeConfig
+	// TurnRetry is how often a session whose turn another server holds is
+	// tried again (default agent.DefaultTurnRetry): the longest a turn
+	// waits after its server died.
+	TurnRetry time.Duration
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -112,7 +116,8 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
-	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, s.cp.sessions.notify)
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)},
+		agent.RunnerConfig{Log: cfg.Logger, Appended: s.cp.sessions.notify, TurnRetry: cfg.TurnRetry})
 	s.routes()
 	return s
 }

@@ -47,6 +47,7 @@ type Options struct {
 type DB struct {
 	pool  *pgxpool.Pool
 	clock func() time.Time
+	turns turnLocks
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -79,7 +80,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		reason := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s; check that the server is running and the URL's host, user, password and sslmode", where, reason)
 	}
-	s := &DB{pool: pool}
+	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}}
 	if opts.Now != nil {
 		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
 	}
@@ -90,8 +91,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	return s, nil
 }
 
-// Close closes the pool.
+// Close closes the pool and the connection that holds sessions' turns.
 func (s *DB) Close() error {
+	s.turns.close()
 	s.pool.Close()
 	return nil
 }

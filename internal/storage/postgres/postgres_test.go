@@ -258,3 +258,31 @@ func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 		t.Fatalf("pollers since t0 = %d (%v), want 2 (w1 and w2; w3 is older, w9 elsewhere)", n, err)
 	}
 }
+
+// Two servers on one database: a session's turn held by one is refused to
+// the other, and a server that goes away (its connections end, as when its
+// process is killed) hands the turn over at once.
+func TestATurnHasOneHolderAcrossReplicas(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	open := func() *postgres.DB {
+		db, err := postgres.Open(t.Context(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	if _, ok, err := a.TryTurn(t.Context(), "sesn_x"); err != nil || !ok {
+		t.Fatalf("a.TryTurn = %v, %v; want the turn", ok, err)
+	}
+	if _, ok, err := b.TryTurn(t.Context(), "sesn_x"); err != nil || ok {
+		t.Fatalf("b.TryTurn while a holds it = %v, %v; want refused", ok, err)
+	}
+	a.Close()
+	release, ok, err := b.TryTurn(t.Context(), "sesn_x")
+	if err != nil || !ok {
+		t.Fatalf("b.TryTurn after a closed = %v, %v; want the turn", ok, err)
+	}
+	release()
+}

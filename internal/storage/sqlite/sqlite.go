@@ -40,6 +40,9 @@ type DB struct {
 	logs logCache
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
+	// turns are the sessions' turns taken: one process owns the file, so
+	// the turns it holds are all there are.
+	turns storage.TurnSet
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -89,6 +92,11 @@ func DSN(path string) string {
 	// on busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
+}
+
+// TryTurn implements storage.Turns.
+func (s *DB) TryTurn(ctx context.Context, sessionID string) (func(), bool, error) {
+	return s.turns.TryTurn(ctx, sessionID)
 }
 
 // Close closes the database.

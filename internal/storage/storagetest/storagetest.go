@@ -31,6 +31,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("MemoryStoreUsage", func(t *testing.T) { testMemoryStoreUsage(t, open) })
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
+	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
 }
 
 // fixedClock is a settable clock for the suite.
