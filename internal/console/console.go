@@ -54,7 +54,7 @@ type Config struct {
 type API interface {
 	WaitSession(sessionID string) <-chan struct{}
 	Closing() <-chan struct{}
-	WorkersPolling(environmentID string) int64
+	WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
 }
 

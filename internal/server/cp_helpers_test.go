@@ -37,12 +37,13 @@ func (c *cpClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// cpEnv is a real server on httptest over a real SQLite file, with an
-// admin API key and an injected clock.
+// cpEnv is a real server on httptest over a real SQLite file (or the
+// store an option puts in its Config), with an admin API key and an
+// injected clock.
 type cpEnv struct {
 	t      testing.TB
 	srv    *Server
-	db     *sqlite.DB
+	db     storage.Store
 	hs     *httptest.Server
 	clock  *cpClock
 	apiKey string
@@ -66,7 +67,7 @@ func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	if srv.cfg.PublicBaseURL == "" {
 		srv.cfg.PublicBaseURL = hs.URL
 	}
-	e := &cpEnv{t: t, srv: srv, db: db, hs: hs, clock: clock, dbPath: dbPath}
+	e := &cpEnv{t: t, srv: srv, db: cfg.Store, hs: hs, clock: clock, dbPath: dbPath}
 	t.Cleanup(func() {
 		hs.Close()
 		db.Close()

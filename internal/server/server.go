@@ -173,12 +173,6 @@ func (s *Server) WaitSession(sessionID string) <-chan struct{} {
 // then too, so a shutdown does not wait for its browser.
 func (s *Server) Closing() <-chan struct{} { return s.closing }
 
-// WorkersPolling counts the distinct workers that polled an environment in
-// the last 30 s, as the work queue stats report them.
-func (s *Server) WorkersPolling(environmentID string) int64 {
-	return s.cp.pollers.count(environmentID, s.now())
-}
-
 // CloseStreams ends every open event stream, and any opened later after
 // its first batch. A stream stays open for as long as its client likes (a
 // worker holds one for every session it serves), so http.Server.Shutdown,
