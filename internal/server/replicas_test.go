@@ -50,3 +50,22 @@ func TestQueueStatsAreTheSameOnEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// Replicas started together with one MEMSTORE_ADMIN_KEY all start: the
+// ones that lose the race to register it find it registered.
+func TestReplicasRegisterOneAdminKeyTogether(t *testing.T) {
+	rs := replicas(t, 4)
+	errs := make(chan error, len(rs))
+	for _, r := range rs {
+		go func() {
+			_, _, err := r.srv.BootstrapAdminKey(t.Context(), "sk-memstore-shared-admin")
+			errs <- err
+		}()
+	}
+	for range rs {
+		if err := <-errs; err != nil {
+			t.Fatalf("a replica failed to start: %v", err)
+		}
+	}
+	rs[3].must(200, "GET", "/v1/memory_stores", "sk-memstore-shared-admin", nil, nil)
+}
