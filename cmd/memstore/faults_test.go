@@ -215,6 +215,22 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", "none",
 		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
 	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
+	// On failure, whatever the step: what the processes said and where the
+	// session stands (a timeout alone says nothing about why).
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("worker output:\n%s\nserver output:\n%s", worker.out, server.out)
+		if s, err := admin.GetSession(ctx, sess.ID); err == nil {
+			t.Logf("session status %s", s.Status)
+		}
+		for w, err := range admin.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
+			if err == nil {
+				t.Logf("work %s state %s", w.ID, w.State)
+			}
+		}
+	}()
 
 	// Another writer changes two memories the agent never touches while
 	// the session runs, so the mid-session sync has downloads to make.
@@ -266,7 +282,10 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 		worker = startProc(t, bin, workerEnv, workerArgs...)
 	}
 
-	waitUntil(t, "the session to finish and its work to stop", func() bool {
+	// A worker killed before its first heartbeat leaves the claim's own
+	// lease (api.DefaultLeaseTTLSeconds) to lapse before the work item can
+	// be claimed again; the session then still has its script to run.
+	waitWithin(t, api.DefaultLeaseTTLSeconds*time.Second+90*time.Second, "the session to finish and its work to stop", func() bool {
 		if !edited && countType(results(), api.EventUserToolResult) > 0 {
 			editSeeds()
 		}
@@ -326,9 +345,6 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	case <-worker.done:
 	case <-time.After(30 * time.Second):
 		t.Errorf("the worker did not stop on SIGTERM")
-	}
-	if t.Failed() {
-		t.Logf("worker output:\n%s", worker.out)
 	}
 }
 

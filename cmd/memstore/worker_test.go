@@ -94,7 +94,13 @@ func (s *workerSetup) work(t *testing.T, sessionID string) api.Work {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitWithin(t, 60*time.Second, what, cond)
+}
+
+// waitWithin is waitUntil with its own limit.
+func waitWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
