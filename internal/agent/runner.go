@@ -92,6 +92,19 @@ func NewRunner(store Store, rt Runtime, cfg RunnerConfig) *Runner {
 // Wake tells the Runner that a session's log or work changed.
 func (r *Runner) Wake(sessionID string) { r.kick(sessionID, false) }
 
+// Nudge is Wake for a change another server made: it wakes the session
+// only if this Runner is driving it now (it may hold the turn, mid-step).
+// Otherwise the server that made the change drives the session itself, so
+// a change is not read again by every server sharing the database.
+func (r *Runner) Nudge(sessionID string) {
+	r.mu.Lock()
+	_, driving := r.sessions[sessionID]
+	r.mu.Unlock()
+	if driving {
+		r.kick(sessionID, false)
+	}
+}
+
 // Settle wakes a session and waits until the Runner has carried out every
 // step the log calls for now that needs no Work, so that a caller (an HTTP
 // handler, a test) sees the session's reaction; a model call goes on after

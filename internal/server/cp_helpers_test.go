@@ -70,6 +70,7 @@ func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	e := &cpEnv{t: t, srv: srv, db: cfg.Store, hs: hs, clock: clock, dbPath: dbPath}
 	t.Cleanup(func() {
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	key, _, err := srv.BootstrapAdminKey(context.Background(), "")

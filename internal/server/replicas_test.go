@@ -1,16 +1,22 @@
 package server
 
 import (
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
 )
 
 // replicas starts n servers on one PostgreSQL database, each with its own
 // handle and the real clock (the database's), as separate processes are.
-func replicas(t *testing.T, n int) []*cpEnv {
+func replicas(t testing.TB, n int, opts ...func(*Config)) []*cpEnv {
 	url := testenv.PostgresSchema(t)
 	out := make([]*cpEnv, n)
 	for i := range out {
@@ -19,7 +25,7 @@ func replicas(t *testing.T, n int) []*cpEnv {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		out[i] = newCPEnv(t, func(c *Config) { c.Store, c.Now = db, nil })
+		out[i] = newCPEnv(t, append(opts, func(c *Config) { c.Store, c.Now = db, nil })...)
 		if i > 0 {
 			out[i].apiKey = out[0].apiKey // bootstrapped once, in the shared database
 		}
@@ -68,4 +74,42 @@ func TestReplicasRegisterOneAdminKeyTogether(t *testing.T) {
 		}
 	}
 	rs[3].must(200, "GET", "/v1/memory_stores", "sk-memstore-shared-admin", nil, nil)
+}
+
+// A model call in flight on one replica is cancelled by an interrupt sent
+// through another: the replica holding the session's turn is nudged by the
+// other's write, and the turn ends once, on the holder.
+func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
+	u := modeltest.New(t)
+	cancelled := make(chan struct{})
+	u.Hang(cancelled)
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("unused"))
+	rs := replicas(t, 2, func(c *Config) { c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"} })
+	a, b := rs[0], rs[1]
+	env := a.environment("interrupts")
+	var ag api.Agent
+	a.must(200, "POST", "/v1/agents", a.apiKey, map[string]any{"name": "model", "model": map[string]string{"id": "claude-sonnet-4-5"}}, &ag)
+	sess := a.session(env.ID, ag.ID, nil)
+	a.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", a.apiKey, map[string]any{"events": []api.Event{api.UserMessage("think hard")}}, nil)
+	<-u.Arrived // replica a holds the turn, its model call in flight
+	b.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", b.apiKey, map[string]any{"events": []api.Event{api.UserInterrupt()}}, nil)
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second): // a safety bound, not a timing
+		t.Fatal("the model call on replica a went on after an interrupt sent through replica b")
+	}
+	want := "user.message session.status_running span.model_request_start user.interrupt span.model_request_end session.status_idle"
+	var got string
+	for bound := time.Now().Add(30 * time.Second); !strings.HasSuffix(got, api.EventSessionStatusIdle) && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
+		var page api.Page[api.Event]
+		b.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?limit=100", b.apiKey, nil, &page)
+		var types []string
+		for _, e := range page.Data {
+			types = append(types, e.Type)
+		}
+		got = strings.Join(types, " ")
+	}
+	if got != want || u.Count() != 1 {
+		t.Fatalf("log %s after %d model calls; want %s after 1", got, u.Count(), want)
+	}
 }
