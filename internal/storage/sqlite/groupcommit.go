@@ -93,6 +93,8 @@ func (s *DB) runCommits() {
 
 // commitBatch runs reqs in one transaction and answers each.
 func (s *DB) commitBatch(reqs []commitRequest) {
+	s.writer.Lock()
+	defer s.writer.Unlock()
 	ctx := context.Background()
 	errs := make([]error, len(reqs))
 	answer := func() {

@@ -43,6 +43,12 @@ type DB struct {
 	// turns are the sessions' turns taken: one process owns the file, so
 	// the turns it holds are all there are.
 	turns storage.TurnSet
+	// writer queues this process's write transactions (tx and the group
+	// committer's). Left to SQLite, waiting writers poll the file lock
+	// from its busy handler, and with 32 of them claiming at once some
+	// lost every round until busy_timeout failed them with SQLITE_BUSY; a
+	// Go mutex turns fair once a waiter has waited a millisecond.
+	writer sync.Mutex
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -148,6 +154,8 @@ func (s *DB) migrate(ctx context.Context) error {
 
 // tx runs fn in one write transaction, committing when fn returns nil.
 func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	s.writer.Lock()
+	defer s.writer.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
