@@ -90,18 +90,7 @@ func TestThreeReplicasOneKilledMidSession(t *testing.T) {
 	}
 	r1, r2, r3 := clients[0], clients[1], clients[2]
 
-	env, err := r1.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "replicas"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := r1.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := r1.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, key, agent := scriptedEnvironment(t, r1, "replicas")
 	store, err := r1.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +163,7 @@ func TestThreeReplicasOneKilledMidSession(t *testing.T) {
 	}
 
 	mountRoot := t.TempDir()
-	worker := startProc(t, bin, []string{"ANTHROPIC_BASE_URL=" + lb.URL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key.Key},
+	worker := startProc(t, bin, []string{"ANTHROPIC_BASE_URL=" + lb.URL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key},
 		"worker", "poll", "--mount-root", mountRoot, "--workdir", t.TempDir(), "--sandbox", "none",
 		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json")
 
@@ -233,35 +222,14 @@ func TestThreeReplicasOneKilledMidSession(t *testing.T) {
 		t.Errorf("the follower saw\n%s\nthe log is\n%s", got, want)
 	}
 	followed.Unlock()
-	answers := map[string]int{}
-	for _, e := range events {
-		if e.Type == api.EventUserToolResult {
-			answers[e.ToolUseID]++
-		}
-	}
-	for _, e := range events {
-		if e.Type == api.EventAgentToolUse && answers[e.ID] != 1 {
-			t.Errorf("tool call %s has %d results, want 1", e.ID, answers[e.ID])
-		}
-	}
-	if n := countType(events, api.EventAgentToolUse); n != 4 {
-		t.Errorf("%d tool calls, want the script's 4", n)
-	}
+	checkToolCalls(t, events, 4)
 
 	// Every acknowledged write, the agent's and the other writer's.
 	for _, st := range []struct {
 		id   string
 		want map[string]string
 	}{{store.ID, want}, {otherStore.ID, acknowledged}} {
-		got := map[string]string{}
-		for it, err := range r3.ListAllMemories(ctx, st.id, client.ListMemoriesParams{View: api.ViewFull}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m := it.Memory; m != nil {
-				got[m.Path] = *m.Content
-			}
-		}
+		got := storeContents(t, r3, st.id)
 		for p, c := range st.want {
 			if got[p] != c {
 				t.Errorf("store %s: memory %s = %q, want %q", st.id, p, got[p], c)

@@ -31,12 +31,20 @@ type workerSetup struct {
 func newWorkerSetup(t *testing.T) *workerSetup {
 	t.Helper()
 	rs, _ := cliServer(t)
-	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "cli"})
+	env, key, agent := scriptedEnvironment(t, admin, "cli")
+	return &workerSetup{rs: rs, admin: admin, env: env, key: key, agent: agent}
+}
+
+// scriptedEnvironment creates an environment with a key, and a scripted
+// agent, through admin.
+func scriptedEnvironment(t *testing.T, admin *client.Client, name string) (*api.Environment, string, *api.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func newWorkerSetup(t *testing.T) *workerSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &workerSetup{rs: rs, admin: admin, env: env, key: key.Key, agent: agent}
+	return env, key.Key, agent
 }
 
 func (s *workerSetup) session(t *testing.T, script string, resources ...api.SessionResourceParams) *api.Session {

@@ -44,16 +44,7 @@ func TestOpenUnreachableIsOneClearLine(t *testing.T) {
 // Two servers on one database: an event appended or an item queued through
 // one wakes the waiters of the other (LISTEN/NOTIFY, delivered at commit).
 func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
-	url := testenv.PostgresSchema(t)
-	open := func() *postgres.DB {
-		db, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := twoReplicas(t)
 	wakes := make(chan storage.Wake, 16)
 	if err := b.Listen(t.Context(), func(w storage.Wake) { wakes <- w }); err != nil {
 		t.Fatal(err)
@@ -263,16 +254,7 @@ func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 // the other, and a server that goes away (its connections end, as when its
 // process is killed) hands the turn over at once.
 func TestATurnHasOneHolderAcrossReplicas(t *testing.T) {
-	url := testenv.PostgresSchema(t)
-	open := func() *postgres.DB {
-		db, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := twoReplicas(t)
 	if _, ok, err := a.TryTurn(t.Context(), "sesn_x"); err != nil || !ok {
 		t.Fatalf("a.TryTurn = %v, %v; want the turn", ok, err)
 	}
@@ -285,4 +267,18 @@ func TestATurnHasOneHolderAcrossReplicas(t *testing.T) {
 		t.Fatalf("b.TryTurn after a closed = %v, %v; want the turn", ok, err)
 	}
 	release()
+}
+
+// twoReplicas opens two handles of one fresh database, as two servers do.
+func twoReplicas(t *testing.T) (a, b *postgres.DB) {
+	url := testenv.PostgresSchema(t)
+	open := func() *postgres.DB {
+		db, err := postgres.Open(t.Context(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return open(), open()
 }
