@@ -163,6 +163,11 @@ func (c *Client) With(opts ...Option) *Client {
 // BaseURL is the server address the client was built with.
 func (c *Client) BaseURL() string { return c.baseURL }
 
+// HTTPClient is the *http.Client requests go through, for a caller that
+// derives one wrapping its transport (to count requests, say) and passes
+// it back with WithHTTPClient.
+func (c *Client) HTTPClient() *http.Client { return c.http }
+
 // Stats is a snapshot of a client's traffic. Every attempt counts, retries
 // included, because that is what crossed the network.
 type Stats struct {

@@ -100,12 +100,10 @@ func setupWorker(t *testing.T, rs *testserver.Server) workerSetup {
 	t.Helper()
 	ctx := context.Background()
 	admin := adminClient(t, rs)
-	env := must(admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "e"})).ok(t)
-	key := must(admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})).ok(t)
-	agent := must(admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "a", Model: api.ModelConfig{ID: api.ScriptedModel}})).ok(t)
-	sess := must(admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID, Title: ptr("first"), Metadata: map[string]string{"k": "v"}})).ok(t)
-	worker := admin.With(client.WithBearerToken(key.Key), client.WithWorkerID("worker-a"))
-	return workerSetup{admin: admin, worker: worker, env: env, session: sess}
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	sess := must(admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: ws.Agent.ID}, EnvironmentID: ws.Env.ID, Title: ptr("first"), Metadata: map[string]string{"k": "v"}})).ok(t)
+	worker := admin.With(client.WithBearerToken(ws.Key), client.WithWorkerID("worker-a"))
+	return workerSetup{admin: admin, worker: worker, env: ws.Env, session: sess}
 }
 
 func TestSessionsAgainstServer(t *testing.T) {

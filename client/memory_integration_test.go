@@ -362,9 +362,8 @@ func TestSessionsTokenReachesOnlyItsStores(t *testing.T) {
 	unattached := must(admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "elsewhere"})).ok(t)
 	policy := must(admin.CreateMemory(ctx, ro.ID, api.CreateMemoryRequest{Path: "/rules.md", Content: "be kind"})).ok(t)
 
-	env := must(admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "e"})).ok(t)
-	key := must(admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})).ok(t)
-	agent := must(admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "a", Model: api.ModelConfig{ID: api.ScriptedModel}})).ok(t)
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	env, agent := ws.Env, ws.Agent
 	sess := must(admin.CreateSession(ctx, api.CreateSessionRequest{
 		Agent:         api.AgentRef{ID: agent.ID},
 		EnvironmentID: env.ID,
@@ -377,7 +376,7 @@ func TestSessionsTokenReachesOnlyItsStores(t *testing.T) {
 		t.Fatalf("session resources = %+v", sess.Resources)
 	}
 
-	worker := admin.With(client.WithBearerToken(key.Key))
+	worker := admin.With(client.WithBearerToken(ws.Key))
 	_, err := worker.ListMemories(ctx, rw.ID, client.ListMemoriesParams{})
 	wantAPIError(t, err, 403, api.Permission)
 

@@ -28,6 +28,11 @@ type outcome struct {
 	cutPaths, failedPaths []string
 	// incomplete: the context ended before the changes could be planned.
 	incomplete bool
+	// conflicts are local edits the server won (another writer changed
+	// the memory too).
+	conflicts int
+	// uploaded and downloaded are the content bytes moved.
+	uploaded, downloaded int64
 }
 
 // applier carries out a plan's actions for one store, re-checking each file
@@ -112,6 +117,15 @@ func (a *applier) count(act Action, r result) {
 		a.out.cutOff++
 		a.out.cutPaths = append(a.out.cutPaths, act.Path)
 	}
+}
+
+// tally adds to the outcome's conflicts and byte counts.
+func (a *applier) tally(conflicts int, uploaded, downloaded int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.out.conflicts += conflicts
+	a.out.uploaded += uploaded
+	a.out.downloaded += downloaded
 }
 
 // mark advances the state under the applier's lock.
@@ -216,6 +230,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 		}
 		a.st.log.WarnContext(ctx, "the server version of this memory overwrote the file; the agent's losing edit is kept at kept_copy (restore it by hand if it matters)",
 			"path", act.Path, "kept_copy", where)
+		a.tally(1, 0, 0)
 	}
 	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
 	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {
@@ -230,6 +245,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	}
 	a.st.fault("downloaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
+	a.tally(0, 0, int64(len(content)))
 	a.debug(ctx, act, "downloaded")
 	return done
 }
@@ -279,6 +295,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 			// next listing recognises it.
 			a.st.log.InfoContext(ctx, "the memory changed on the server after the listing, so the local edit was not uploaded; the server version wins and the next sync downloads it",
 				"path", act.Path)
+			a.tally(1, 0, 0)
 			return skipped
 		}
 	}
@@ -286,6 +303,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 		m, err = a.st.client.CreateMemory(ctx, a.st.id, api.CreateMemoryRequest{Path: act.Path, Content: content})
 		if client.IsStatus(err, http.StatusConflict) && !refused(err) {
 			a.st.emit(ctx, createConflict(act.Path, err))
+			a.tally(1, 0, 0)
 			return skipped
 		}
 	}
@@ -299,6 +317,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 	}
 	a.st.fault("uploaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
+	a.tally(0, int64(len(data)), 0)
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
 	return done
 }
@@ -354,6 +373,7 @@ func (a *applier) deleteRemote(ctx context.Context, act Action) result {
 	case client.IsStatus(err, http.StatusConflict):
 		a.st.log.InfoContext(ctx, "the memory changed on the server after the listing, so it was not deleted; the next sync restores its file",
 			"path", act.Path)
+		a.tally(1, 0, 0)
 		return skipped
 	}
 	return a.failure(ctx, act, "cannot delete this memory on the server; the next sync retries", err)

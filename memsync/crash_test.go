@@ -286,3 +286,46 @@ func TestAnAdoptedFolderUploadsWritesAtOnce(t *testing.T) {
 	m.End(e.ctx, true)
 	assertNothingLeft(t, root)
 }
+
+// The journal carries the change-feed sequence and the listing it is exact
+// at, so an adopted folder resumes following the feed where the crashed
+// worker was: its first sync reads one feed request, never a listing or a
+// snapshot, and still uploads the agent's edits and brings the server's
+// changes (a new memory, an update, a deletion).
+func TestAnAdoptedFolderResumesTheFeedWithOneRequest(t *testing.T) {
+	e := newFeedEnv(t)
+	root := t.TempDir()
+	e.put("/server-edit.md", "before")
+	e.put("/server-gone.md", "deleted on the server meanwhile")
+	crashedMount(t, e, root)
+	e.put("/remote.md", "created on the server meanwhile")
+	e.put("/server-edit.md", "changed on the server meanwhile")
+	e.remove("/server-gone.md")
+
+	m := e.session(root, sessionID("sesn_1"))
+	must(t, m.Mount(e.ctx))
+	var feed []string
+	for _, r := range m.rec.take() {
+		method, path, _ := strings.Cut(r, " ")
+		switch {
+		case strings.HasSuffix(path, "/changes"):
+			feed = append(feed, r)
+		case strings.HasSuffix(path, "/snapshot"), method == "GET" && strings.HasSuffix(path, "/memories"):
+			t.Errorf("the adopted mount sent %s; want only the change feed", r)
+		}
+	}
+	if len(feed) != 1 {
+		t.Fatalf("the adopted mount read the feed %d times (%v), want once", len(feed), feed)
+	}
+	equal(t, "server", e.server(), map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/gone.md": "deleted by the agent", "/remote.md": "created on the server meanwhile",
+		"/server-edit.md": "changed on the server meanwhile",
+	})
+	equal(t, "folder", folder(t, m.dir), map[string]string{
+		"/keep.md": "kept as is", "/edit.md": "the agent's edit", "/new/note.md": "written just before the kill",
+		"/remote.md": "created on the server meanwhile", "/server-edit.md": "changed on the server meanwhile",
+	})
+	m.End(e.ctx, true)
+	assertNothingLeft(t, root)
+}

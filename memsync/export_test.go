@@ -2,7 +2,6 @@ package memsync
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/memstore/memstore/confined"
@@ -20,14 +19,6 @@ func (s *Session) ApplyActions(ctx context.Context, actions []Action) State {
 	a.apply(ctx, actions)
 	st.state = a.next
 	return st.state.Clone()
-}
-
-// PretendCaseInsensitive makes every mount until the test ends believe its
-// filesystem ignores letter case.
-func PretendCaseInsensitive(t *testing.T) {
-	old := probeCaseInsensitive
-	probeCaseInsensitive = func(*confined.Root) (bool, error) { return true, nil }
-	t.Cleanup(func() { probeCaseInsensitive = old })
 }
 
 // SettleHashCaches gives every store of the session a fresh hash cache

@@ -3,12 +3,10 @@ package memsync_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
@@ -95,40 +95,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// logBuffer collects JSON log records from every session of a test.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// Records returns the records at level whose message contains msg.
-func (l *logBuffer) Records(t testing.TB, level slog.Level, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for line := range strings.Lines(l.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line is not JSON: %q", line)
-		}
-		if m, _ := rec["msg"].(string); rec["level"] == level.String() && strings.Contains(m, msg) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // env is a real memstore server (internal/testserver) on a clock stopped
 // at a fixed time, one store, and an admin client that plays "another
 // writer". newEnv's server has the hosted API's shape (no change feed, no
@@ -141,7 +107,7 @@ type env struct {
 	srv     *testserver.Server
 	admin   *client.Client
 	storeID string
-	logs    *logBuffer
+	logs    *testlog.Buffer
 }
 
 // instant retries like the worker does, without waiting.
@@ -163,7 +129,7 @@ func newFeedEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &logBuffer{}}
+	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &testlog.Buffer{}}
 }
 
 // sessionClient is a client for a session's sync, with the admin key (the
@@ -265,6 +231,23 @@ func interval(d time.Duration) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Interval = d }
 }
 
+// caseInsensitive makes the session believe its folders' filesystem
+// ignores letter case.
+func caseInsensitive(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+	c.ProbeCase = func(*confined.Root) (bool, error) { return true, nil }
+}
+
+// reports collects the session's sync reports into *got.
+func reports(mu *sync.Mutex, got *[]memsync.SyncReport) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.OnSync = func(r memsync.SyncReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			*got = append(*got, r)
+		}
+	}
+}
+
 func deletions(d memsync.DeletionMode) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Deletions = d }
 }
@@ -279,7 +262,7 @@ func (e *env) session(root string, opts ...mountOption) *mount {
 	cfg := memsync.SessionConfig{
 		Client: c,
 		Now:    e.clock.Now,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: e.logs.JSON(),
 	}
 	for _, o := range opts {
 		o(&cfg, &sm)

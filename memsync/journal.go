@@ -51,15 +51,40 @@ func StateDir(dir string) string {
 // folder it belongs to, so a journal is only ever applied to its own
 // folder, and the session that wrote it, so a worker can tell a session
 // re-claimed after a crash (adopt and go on) from a session that has ended
-// since (upload its edits, then remove the folder). A later field (a change
-// feed sequence) can be added without a new version: readers ignore unknown
-// fields.
+// since (upload its edits, then remove the folder). Fields added later
+// need no new version: readers ignore unknown fields, and a journal
+// without Feed is adopted with a full listing.
 type journal struct {
-	Version       int    `json:"version"`
-	MemoryStoreID string `json:"memory_store_id"`
-	Folder        string `json:"folder"`
-	SessionID     string `json:"session_id,omitempty"`
-	State         State  `json:"state"`
+	Version       int          `json:"version"`
+	MemoryStoreID string       `json:"memory_store_id"`
+	Folder        string       `json:"folder"`
+	SessionID     string       `json:"session_id,omitempty"`
+	State         State        `json:"state"`
+	Feed          *journalFeed `json:"feed,omitempty"`
+}
+
+// journalFeed is the store's copy of the server's listing and the change
+// feed sequence it is exact at (see remoteCache), so that an adopted
+// folder resumes following the feed where the crashed worker was: its
+// first sync is one feed request, not a full listing. The two are always
+// written as a pair taken at one moment; an older pair is as good as a
+// newer one, since the feed replays whatever came after it.
+type journalFeed struct {
+	Sequence int64                   `json:"sequence"`
+	Memories map[string]journalEntry `json:"memories"`
+}
+
+type journalEntry struct {
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256"`
+}
+
+func (f *journalFeed) remote() Remote {
+	r := make(Remote, len(f.Memories))
+	for p, m := range f.Memories {
+		r[p] = RemoteMemory{ID: m.ID, SHA256: m.SHA256}
+	}
+	return r
 }
 
 // journalReadLimit bounds the journal read: 10,000 memories with every
@@ -178,7 +203,14 @@ func (st *store) writeJournal(ctx context.Context, state State) {
 	if st.stateRoot == nil || (st.journaled != nil && maps.Equal(st.journaled, state)) {
 		return
 	}
-	data, err := json.Marshal(journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state})
+	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state}
+	if st.feed.on {
+		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: make(map[string]journalEntry, len(st.feed.remote))}
+		for p, m := range st.feed.remote {
+			j.Feed.Memories[p] = journalEntry{ID: m.ID, SHA256: m.SHA256}
+		}
+	}
+	data, err := json.Marshal(j)
 	if err == nil {
 		err = st.stateRoot.WriteFile(journalName, data, confined.Precondition{})
 	}

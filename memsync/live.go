@@ -167,10 +167,10 @@ func (s *Session) background(ctx context.Context, l *live) {
 			now := s.now()
 			forEachStore(s.stores, func(st *store) outcome {
 				for p := range written[st] {
-					st.writeThrough(ctx, now, p)
+					st.timed("write", func() outcome { return st.writeThrough(ctx, now, p) })
 				}
 				if due || changed[st] {
-					st.sync(ctx, now, false)
+					st.timed("sync", func() outcome { return st.sync(ctx, now, false) })
 					st.signalAdvanced()
 				}
 				return outcome{}

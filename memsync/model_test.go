@@ -17,6 +17,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -57,7 +58,7 @@ func newModel(t *rapid.T, shared *env, root string) *model {
 		t.Fatal(err)
 	}
 	e := *shared
-	e.storeID, e.logs = st.ID, &logBuffer{}
+	e.storeID, e.logs = st.ID, &testlog.Buffer{}
 	md := &model{t: t, e: &e}
 	for _, p := range modelPaths {
 		if rapid.Bool().Draw(t, "initial "+p) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/confined"
 )
 
 // Interval and time limits of a session's memory sync.
@@ -87,6 +88,35 @@ type SessionConfig struct {
 	// step is mount, sync, write (a live write-through upload), final or
 	// flush. Nil outside such tests.
 	FaultPoint func(point string)
+	// OnSync, when set, receives a report of each step that moved a
+	// store's memories (mount, sync, write, final, flush): the worker's
+	// metrics. It is called from the goroutine that ran the step and must
+	// not block.
+	OnSync func(SyncReport)
+	// ProbeCase says whether a new folder's filesystem ignores letter case;
+	// nil asks the filesystem ((*confined.Root).CaseInsensitive). Tests on
+	// a case-sensitive filesystem answer yes, to drive the way such a
+	// filesystem is mounted.
+	ProbeCase func(*confined.Root) (bool, error)
+}
+
+// SyncReport is what one step did to one store.
+type SyncReport struct {
+	MemoryStoreID string
+	// Step is mount, sync (periodic or live), write (a live upload of one
+	// written file), final (the final sync) or flush.
+	Step     string
+	Duration time.Duration
+	// Changes made and changes failed, as in StepReport.
+	Changes, Failed int
+	// Conflicts counts local edits the server won because another writer
+	// changed the memory too: the server's version overwrote the file
+	// (the edit is kept aside), or the edit was not sent because the
+	// memory changed after the listing (the next sync downloads it).
+	Conflicts int
+	// BytesUploaded and BytesDownloaded count memory content sent and
+	// written to the folder.
+	BytesUploaded, BytesDownloaded int64
 }
 
 // Session keeps the memory stores of one agent session in step with their
@@ -270,7 +300,13 @@ func (s *Session) Sync(ctx context.Context) {
 // interval old when the next sync starts.
 func (s *Session) syncAll(ctx context.Context, final bool) []outcome {
 	now := s.now()
-	outs := forEachStore(s.stores, func(st *store) outcome { return st.sync(ctx, now, final) })
+	step := "sync"
+	if final {
+		step = "final"
+	}
+	outs := forEachStore(s.stores, func(st *store) outcome {
+		return st.timed(step, func() outcome { return st.sync(ctx, now, final) })
+	})
 	s.lastSync = now
 	return outs
 }
@@ -334,10 +370,14 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 	if s.mounted {
 		if clean {
 			rep.FinalSync = s.endStep(ctx, "final sync", "the flush that follows still uploads the agent's edits",
-				func(ctx context.Context, st *store) outcome { return st.sync(ctx, s.now(), true) })
+				func(ctx context.Context, st *store) outcome {
+					return st.timed("final", func() outcome { return st.sync(ctx, s.now(), true) })
+				})
 		}
 		rep.Flush = s.endStep(ctx, "flush", "those edits are not on the server, and copies of them are kept when the folder is removed; their paths are listed",
-			func(ctx context.Context, st *store) outcome { return st.flush(ctx, s.now()) })
+			func(ctx context.Context, st *store) outcome {
+				return st.timed("flush", func() outcome { return st.flush(ctx, s.now()) })
+			})
 	}
 	for _, st := range s.stores {
 		switch st.dispose(ctx) {

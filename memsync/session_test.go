@@ -104,12 +104,29 @@ func TestTwoMountsSeeEachOthersEdits(t *testing.T) {
 func TestConflictKeepsTheServerVersionAndWarns(t *testing.T) {
 	e := newEnv(t)
 	e.put("/plan.md", "base")
-	m := e.mount(t.TempDir())
+	var mu sync.Mutex
+	var reps []memsync.SyncReport
+	m := e.mount(t.TempDir(), reports(&mu, &reps))
 	before := e.versions()
 
 	writeFile(t, m.dir, "plan.md", "the agent's edit")
 	e.put("/plan.md", "a human's edit")
 	m.Sync(e.ctx)
+
+	// Each step reports what it moved; the sync counts the conflict.
+	mu.Lock()
+	got := slices.Clone(reps)
+	mu.Unlock()
+	for i := range got {
+		got[i].Duration = 0
+	}
+	want := []memsync.SyncReport{
+		{MemoryStoreID: e.storeID, Step: "mount", Changes: 1, BytesDownloaded: int64(len("base"))},
+		{MemoryStoreID: e.storeID, Step: "sync", Changes: 1, Conflicts: 1, BytesDownloaded: int64(len("a human's edit"))},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("sync reports = %+v, want %+v", got, want)
+	}
 
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/plan.md": "a human's edit"})
 	equal(t, "server", e.server(), map[string]string{"/plan.md": "a human's edit"})
@@ -920,12 +937,11 @@ func TestCaseCollisionsAreNeverMerged(t *testing.T) {
 	// On a case-insensitive filesystem /Notes.md and /notes.md would be one
 	// file: neither is written, the others are, and the warning is said
 	// once while the collision lasts.
-	memsync.PretendCaseInsensitive(t)
 	e := newEnv(t)
 	e.put("/Notes.md", "upper")
 	e.put("/notes.md", "lower")
 	e.put("/other.md", "other")
-	m := e.session(t.TempDir())
+	m := e.session(t.TempDir(), caseInsensitive)
 	must(t, m.Mount(e.ctx))
 	// A basic listing plans the whole download before the full listing
 	// fills it.

@@ -46,6 +46,10 @@ type store struct {
 	cache           *confined.HashCache
 	state           State
 	caseInsensitive bool
+	// probeCase is SessionConfig.ProbeCase, or the filesystem's answer.
+	probeCase func(*confined.Root) (bool, error)
+	// onSync is SessionConfig.OnSync (nil: no reports).
+	onSync func(SyncReport)
 	// created: this Session made the folder (or adopted it), so End may
 	// remove it.
 	created bool
@@ -82,7 +86,13 @@ func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {
 	if now == nil {
 		now = time.Now
 	}
+	probe := cfg.ProbeCase
+	if probe == nil {
+		probe = (*confined.Root).CaseInsensitive
+	}
 	return &store{
+		probeCase:  probe,
+		onSync:     cfg.OnSync,
 		sessionID:  cfg.SessionID,
 		now:        now,
 		faultPoint: cfg.FaultPoint,
@@ -109,11 +119,6 @@ func (st *store) options(now time.Time, final bool) Options {
 		CaseInsensitive: st.caseInsensitive,
 	}
 }
-
-// probeCaseInsensitive asks whether a folder's filesystem ignores letter
-// case. A variable so that tests, on a case-sensitive filesystem, can drive
-// the case-insensitive way of mounting.
-var probeCaseInsensitive = (*confined.Root).CaseInsensitive
 
 // mountFix is the advice of every mount refusal about the parent folder.
 const mountFix = `create it and give the worker's user write access to it (for the default mount root: sudo mkdir -p /mnt/memory && sudo chown "$USER" /mnt/memory), or run the worker with --mount-root pointing at a folder it can write to`
@@ -220,16 +225,22 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 		st.log.InfoContext(ctx, "removed the temporary files of writes the crash interrupted (their content never replaced any file)", "removed", n)
 	}
 	var err error
-	if st.caseInsensitive, err = probeCaseInsensitive(st.root); err != nil {
+	if st.caseInsensitive, err = st.probeCase(st.root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
 	if j.SessionID == st.sessionID {
 		st.adopted = true
-		// The journal holds no feed sequence: a full listing starts the
-		// copy the change feed keeps current, so that live mode (the
-		// follower, write-through uploads) works on an adopted folder as
-		// on a fresh one. A server without the feed is listed as ever.
-		if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
+		// The change feed is followed on from the journal's sequence, so
+		// the sync below reads only what changed since the crash, and live
+		// mode (the follower, write-through uploads) works on an adopted
+		// folder as on a fresh one. A journal without it (written before
+		// the first download finished, or by an older worker) starts the
+		// copy from a full listing. A server without the feed is listed as
+		// ever.
+		if j.Feed != nil {
+			st.feed.reset(j.Feed.remote())
+			st.seq.Store(j.Feed.Sequence)
+		} else if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
 			st.log.DebugContext(ctx, "cannot start following the change feed; the store is listed in full at each sync instead", "error", err)
 		}
 		st.log.InfoContext(ctx, "adopting the folder an interrupted run of this session left: syncing it against its journal, so the agent's edits are uploaded and nothing is lost")
@@ -286,7 +297,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
 	}
-	if st.caseInsensitive, err = probeCaseInsensitive(root); err != nil {
+	if st.caseInsensitive, err = st.probeCase(root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
 	if st.caseInsensitive {
@@ -296,7 +307,9 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	// leaves a folder the next one adopts (what landed reads as equal to
 	// the server, the rest is downloaded), not one it must refuse.
 	st.writeJournal(ctx, State{})
+	start := time.Now()
 	o, err := st.download(ctx, now)
+	st.report("mount", start, o)
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
@@ -413,6 +426,27 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		st.log.InfoContext(ctx, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
 	}
 	return o
+}
+
+// timed runs one step of the store and reports what it did to onSync.
+func (st *store) timed(step string, fn func() outcome) outcome {
+	start := time.Now()
+	o := fn()
+	st.report(step, start, o)
+	return o
+}
+
+// report tells onSync what a step that started at start did, if the
+// store's folder exists (before, no step moves anything).
+func (st *store) report(step string, start time.Time, o outcome) {
+	if st.onSync == nil || st.root == nil {
+		return
+	}
+	st.onSync(SyncReport{
+		MemoryStoreID: st.id, Step: step, Duration: time.Since(start),
+		Changes: o.changes, Failed: o.failed, Conflicts: o.conflicts,
+		BytesUploaded: o.uploaded, BytesDownloaded: o.downloaded,
+	})
 }
 
 // fault calls the fault point of what the current step just did.

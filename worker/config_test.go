@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -42,7 +43,7 @@ func TestNewRefusesAConfigurationThatWouldFailEverySession(t *testing.T) {
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := f.config(&logBuffer{})
+			cfg := f.config(&testlog.Buffer{})
 			tc.edit(&cfg)
 			_, err := New(cfg)
 			if tc.want == nil {

@@ -6,17 +6,15 @@ package worker
 // workdir and mounts.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -77,27 +75,15 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, mountPrefix string) *fixture {
-	return newFixtureWith(t, startServer(t, mountPrefix), api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
+	return newFixtureWith(t, startServer(t, mountPrefix), testserver.ScriptedAgent())
 }
 
 // newFixtureWith is a fixture on srv whose agent is created by agentReq.
 func newFixtureWith(t *testing.T, srv *testServer, agentReq api.CreateAgentRequest) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	admin := srv.Admin(t)
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "test worker"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, agentReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, srv: srv, admin: admin, env: env, key: key.Key, agent: agent}
+	ws := testserver.NewWorkers(t, admin, agentReq)
+	return &fixture{t: t, srv: srv, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 
 // toolCall is one call of a script.
@@ -134,7 +120,7 @@ func (f *fixture) session(text string, resources ...api.SessionResourceParams) *
 
 // config is a worker configuration for this fixture with a fresh workdir,
 // beating every 20 ms so that a lease change shows at once.
-func (f *fixture) config(logs *logBuffer) Config {
+func (f *fixture) config(logs *testlog.Buffer) Config {
 	return Config{
 		Client:            testClient(f.t, f.srv),
 		EnvironmentID:     f.env.ID,
@@ -142,7 +128,7 @@ func (f *fixture) config(logs *logBuffer) Config {
 		WorkerID:          "test-worker",
 		Workdir:           f.t.TempDir(),
 		HeartbeatInterval: 20 * time.Millisecond,
-		Logger:            logs.logger(),
+		Logger:            logs.Text(),
 	}
 }
 
@@ -283,44 +269,4 @@ func runWorker(t *testing.T, w *Worker) (stop func() error) {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
-}
-
-// logBuffer collects a worker's logs as text, for assertions on the lines
-// an operator would see.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// line returns the first log line containing every one of parts, or "".
-func (l *logBuffer) line(parts ...string) string {
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := true
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return line
-		}
-	}
-	return ""
 }

@@ -91,6 +91,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 	interval := beatInterval(assumedLeaseTTL)
 	lastOK := l.clock.Now()
 	stopping := false
+	failures := 0 // transient failures since the last beat that landed
 	for {
 		beatCtx, cancel := context.WithTimeout(ctx, max(interval, minHeartbeatInterval))
 		hb, err := l.c.HeartbeatWork(beatCtx, l.env, l.work, api.WorkHeartbeatParams{ExpectedLastHeartbeat: l.expected, DesiredTTLSeconds: l.desiredTTL})
@@ -109,6 +110,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 		}
 		switch {
 		case err == nil:
+			failures = 0
 			l.expected = hb.LastHeartbeat
 			lastOK = l.clock.Now()
 			if hb.TTLSeconds > 0 {
@@ -138,12 +140,20 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 				stop(errLeaseLost)
 				return leaseLost
 			}
-			l.log.Warn("heartbeat failed; retrying", "err", err)
+			failures++
 		}
 		if l.every > 0 {
 			interval = l.every
 		}
-		if !sleep(ctx, l.clock, interval) {
+		wait := interval
+		if failures > 0 {
+			// This loop owns the beat's retries (its client makes none):
+			// a failed beat is tried again soon, backing off from 1 s up
+			// to the beat interval, one warning each.
+			wait = backoff(failures, minHeartbeatInterval, interval)
+			l.log.Warn("heartbeat failed; retrying", "attempt", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
+		}
+		if !sleep(ctx, l.clock, wait) {
 			return leaseHeld
 		}
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 func TestBeatIntervalIsHalfTheTTL(t *testing.T) {
@@ -46,7 +48,7 @@ func isWorkerRequest(r *http.Request) bool {
 // session is fetched once.
 func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"})),
@@ -95,7 +97,7 @@ func TestHeartbeatStartsBeforeTheSessionIsFetched(t *testing.T) {
 // the call.
 func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	clk := newFakeClock()
 	cfg := f.config(logs)
 	cfg.HeartbeatInterval = 0
@@ -156,7 +158,7 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].isError || strings.TrimSpace(got[0].text) != "done" {
 		t.Errorf("results = %+v", got)
 	}
-	if logs.line("lease lost") != "" {
+	if logs.Line("lease lost") != "" {
 		t.Errorf("the worker lost its lease:\n%s", logs)
 	}
 }
@@ -166,7 +168,7 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 // killed, no later call runs, the folders are removed, and RunItem returns.
 func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	f.session(script(api.ScriptEndIdle,
@@ -207,10 +209,63 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 		t.Errorf("work state %s, want stopped", st)
 	}
 	emptyDir(t, cfg.MountRoot)
-	if logs.line("the work item was stopped on the server; shutting the session down") == "" {
+	if logs.Line("the work item was stopped on the server; shutting the session down") == "" {
 		t.Errorf("no forced-stop log line:\n%s", logs)
 	}
 	if m := f.memories(st.ID); len(m) != 1 || m["/a.md"] != "a\n" {
 		t.Errorf("the store changed: %q", m)
+	}
+}
+
+// A heartbeat that fails for a reason a retry can fix is retried by the
+// lease alone, with one warning per failed beat: the client does not
+// repeat it inside the lease's backoff, nor warn about it.
+func TestFailedBeatsAreRetriedByTheLeaseAloneWithOneWarningEach(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &testlog.Buffer{}
+	cfg := f.config(logs)
+	cfg.Client = cfg.Client.With(client.WithLogger(logs.Text()))
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo ok"})))
+	// The first two beats fail; the tool result is held until the third
+	// beat landed, so the item lives through both retries.
+	var beats atomic.Int32
+	landed := make(chan struct{})
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+				switch n := beats.Add(1); {
+				case n <= 2:
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
+					return
+				case n == 3:
+					defer close(landed)
+				}
+			}
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") && isWorkerRequest(r) {
+				select {
+				case <-landed:
+				case <-time.After(30 * time.Second):
+					t.Error("the third beat never came")
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	work := f.claim()
+	if err := f.worker(cfg).RunItem(context.Background(), Item{Work: work}); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || strings.TrimSpace(got[0].text) != "ok" {
+		t.Errorf("results = %+v, want the call served despite the failed beats", got)
+	}
+	for _, attempt := range []string{"attempt=1", "attempt=2"} {
+		if logs.Line("heartbeat failed; retrying", attempt, "503") == "" {
+			t.Errorf("no warning for failed beat %s:\n%s", attempt, logs)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings, want one per failed beat (2):\n%s", n, logs)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // permanent is the one rule that sorts every failure of the worker's
@@ -56,19 +58,19 @@ func TestBackoffDoublesUpToItsCapWithJitter(t *testing.T) {
 }
 
 // A poll that fails for a reason a retry can fix (here the server answers
-// 503 until the client's own retries are spent) is retried after a
-// backoff, with a warning, and the loop goes on to serve the session: Run
-// does not end. The worker's clock is moved by hand past the backoff.
+// 503 twice) is retried by the loop alone, after a backoff, with one
+// warning per failure — the client does not repeat the poll inside the
+// loop's backoff, nor warn about it — and the loop goes on to serve the
+// session: Run does not end. The worker's clock is moved by hand past the
+// backoffs.
 func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo served"})))
 	var polls atomic.Int32
 	f.srv.Wrap(func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// The client repeats a failed GET three times on its own; the
-			// fourth failure is the worker's to handle.
-			if strings.HasSuffix(r.URL.Path, "/work/poll") && polls.Add(1) <= 4 {
+			if strings.HasSuffix(r.URL.Path, "/work/poll") && polls.Add(1) <= 2 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"try again"}}`)
@@ -79,6 +81,9 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	})
 	clk := newFakeClock()
 	cfg := f.config(logs)
+	// The client logs its retries where the worker logs: there would be
+	// any the client made.
+	cfg.Client = cfg.Client.With(client.WithLogger(logs.Text()))
 	cfg.clock = clk
 	stop := runWorker(t, f.worker(cfg))
 
@@ -88,14 +93,22 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 	if left < pollRetryBase/2 || left > pollRetryBase {
 		t.Errorf("first backoff %v, want within [%v, %v]", left, pollRetryBase/2, pollRetryBase)
 	}
-	if n := polls.Load(); n != 4 {
-		t.Errorf("%d polls before the backoff ended, want the 4 that failed", n)
+	if n := polls.Load(); n != 1 {
+		t.Errorf("%d polls before the first backoff ended, want the 1 that failed", n)
 	}
-	line := logs.line("polling for work failed; retrying")
+	line := logs.Line("polling for work failed; retrying")
 	for _, part := range []string{"level=WARN", "environment_id=" + f.env.ID, "attempt=1", "retry_in=", "503"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("retry line %q lacks %q:\n%s", line, part, logs)
 		}
+	}
+	clk.Advance(left)
+	left = clk.waitPending(t, 1)[0]
+	if n := polls.Load(); n != 2 {
+		t.Errorf("%d polls before the second backoff ended, want the 2 that failed", n)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings after two failed polls, want one each:\n%s", n, logs)
 	}
 
 	clk.Advance(left)

@@ -51,14 +51,14 @@ func checkMountRoot(root string) error {
 	fi, err := os.Stat(root)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("worker: the mount root %s does not exist; %s", root, fix)
+		return fmt.Errorf("the mount root %s does not exist; %s", root, fix)
 	case err != nil:
-		return fmt.Errorf("worker: the mount root %s cannot be looked at (%v); %s", root, err, fix)
+		return fmt.Errorf("the mount root %s cannot be looked at (%v); %s", root, err, fix)
 	case !fi.IsDir():
-		return fmt.Errorf("worker: the mount root %s is not a folder; pass a folder with --mount-root", root)
+		return fmt.Errorf("the mount root %s is not a folder; pass a folder with --mount-root", root)
 	}
 	if err := unix.Access(root, unix.W_OK|unix.X_OK); err != nil {
-		return fmt.Errorf("worker: the worker's user cannot create folders in the mount root %s (%v); %s", root, err, fix)
+		return fmt.Errorf("the worker's user cannot create folders in the mount root %s (%v); %s", root, err, fix)
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
 		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.metrics.synced,
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)

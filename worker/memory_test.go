@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
 )
@@ -68,7 +70,7 @@ func (f *fixture) versions(storeID string) []string {
 
 // memoryConfig is a worker configuration with memory on a fresh mount
 // root and the shortest sync interval.
-func (f *fixture) memoryConfig(logs *logBuffer) Config {
+func (f *fixture) memoryConfig(logs *testlog.Buffer) Config {
 	cfg := f.config(logs)
 	cfg.MountRoot = filepath.Join(f.t.TempDir(), "mnt")
 	if err := os.Mkdir(cfg.MountRoot, 0o700); err != nil {
@@ -96,7 +98,7 @@ func emptyDir(t *testing.T, dir string) {
 // to the session, and the folders are gone.
 func TestScriptedSessionWritesEditsAndIsRefusedOnAReadOnlyStore(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	notes := f.memStore("Project notes", map[string]string{"/todo.md": "- [ ] write\n- [ ] ship\n", "/about.md": "about\n"})
 	book := f.memStore("Team handbook", map[string]string{"/style.md": "short sentences\n"})
@@ -136,7 +138,7 @@ func TestScriptedSessionWritesEditsAndIsRefusedOnAReadOnlyStore(t *testing.T) {
 	}
 
 	want := map[string]string{"/todo.md": "- [x] write\n- [ ] ship\n", "/about.md": "about\n", "/decisions/d1.md": "use SQLite\n"}
-	if m := f.memories(notes.ID); !equalMaps(m, want) {
+	if m := f.memories(notes.ID); !maps.Equal(m, want) {
 		t.Errorf("notes on the server = %q, want %q", m, want)
 	}
 	if m := f.memories(book.ID); len(m) != 1 || m["/style.md"] != "short sentences\n" {
@@ -153,21 +155,9 @@ func TestScriptedSessionWritesEditsAndIsRefusedOnAReadOnlyStore(t *testing.T) {
 		t.Errorf("read-only store versions = %v", f.versions(book.ID))
 	}
 	emptyDir(t, cfg.MountRoot)
-	if logs.line("session memory finished", "clean_end=true") == "" {
+	if logs.Line("session memory finished", "clean_end=true") == "" {
 		t.Errorf("no end-of-memory log line:\n%s", logs)
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sendScript sends a new turn to a session.
@@ -193,7 +183,7 @@ func TestTwoSessionsOnTwoMountRootsShareOneStore(t *testing.T) {
 	var sides [2]*side
 	for i, own := range []string{"one", "two"} {
 		s := &side{clock: newFakeClock(), done: make(chan error, 1)}
-		s.cfg = f.memoryConfig(&logBuffer{})
+		s.cfg = f.memoryConfig(&testlog.Buffer{})
 		s.cfg.Now, s.cfg.MaxIdle = s.clock.Now, -1
 		// The interval's protocol, as the official worker runs it; live
 		// sync is TestLiveSyncCarriesAWriteToTheOtherSession's.
@@ -290,7 +280,7 @@ func countTurns(events []api.Event) int {
 // disabled, the same kind of item runs without its stores.
 func TestItemWithoutSessionsTokenFailsWhenItsSessionHasStores(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"})), attach(st, api.AccessReadWrite))
@@ -302,7 +292,7 @@ func TestItemWithoutSessionsTokenFailsWhenItsSessionHasStores(t *testing.T) {
 	if !errors.Is(err, ErrNoSessionsToken) {
 		t.Fatalf("RunItem = %v, want ErrNoSessionsToken", err)
 	}
-	line := logs.line("work item failed: the session has memory stores but the work secret carries no sessions token")
+	line := logs.Line("work item failed: the session has memory stores but the work secret carries no sessions token")
 	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID, st.ID, "fix="} {
 		if !strings.Contains(line, part) {
 			t.Errorf("log line %q lacks %q", line, part)
@@ -336,7 +326,7 @@ func TestItemWithoutSessionsTokenFailsWhenItsSessionHasStores(t *testing.T) {
 	if got := toolResults(f.events(sess.ID)); len(got) != 1 || strings.TrimSpace(got[0].text) != "without memory" {
 		t.Errorf("results = %+v", got)
 	}
-	if logs.line("memory disabled by a negative memory sync interval") == "" {
+	if logs.Line("memory disabled by a negative memory sync interval") == "" {
 		t.Errorf("no memory-disabled log line:\n%s", logs)
 	}
 }
@@ -349,7 +339,7 @@ func TestItemWithoutSessionsTokenFailsWhenItsSessionHasStores(t *testing.T) {
 // follow it.
 func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	blocked := f.memStore("Blocked", map[string]string{"/a.md": "a\n"})
 	leftover := f.memStore("Leftover", nil)
@@ -400,7 +390,7 @@ func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 			}
 		}
 	}
-	if logs.line("work item failed: a memory store could not be mounted", "session_id="+first.ID) == "" {
+	if logs.Line("work item failed: a memory store could not be mounted", "session_id="+first.ID) == "" {
 		t.Errorf("no summary line for the failed item:\n%s", logs)
 	}
 }
@@ -409,7 +399,7 @@ func TestMountFailureFailsTheItemAndTheLoopGoesOn(t *testing.T) {
 // was due), stops the item, and removes the folders.
 func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	cfg.Now = newFakeClock().Now // no sync comes due
 	cfg.MemorySyncInline = true  // and no write is uploaded at once
@@ -440,7 +430,7 @@ func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 		t.Errorf("work state %s, want stopped", s)
 	}
 	emptyDir(t, cfg.MountRoot)
-	if logs.line("session memory finished", "clean_end=false", "flush_changes=1") == "" {
+	if logs.Line("session memory finished", "clean_end=false", "flush_changes=1") == "" {
 		t.Errorf("no flush log line:\n%s", logs)
 	}
 }
@@ -454,7 +444,7 @@ func TestShutdownFlushesMemoryAndStopsTheItem(t *testing.T) {
 // the item is let go there is nothing to say.
 func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	st := f.memStore("Notes", nil)
 	sess := f.session(script(api.ScriptEndIdle,
@@ -480,7 +470,7 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	if err := syscall.Kill(shell, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the agent's shell (pid %d) outlived Abandon: %v", shell, err)
 	}
-	line := logs.line("quitting before the work item was let go")
+	line := logs.Line("quitting before the work item was let go")
 	for _, part := range []string{"level=ERROR", "work_id=" + work.ID, "session_id=" + sess.ID,
 		filepath.Join(cfg.MountRoot, "notes"), "not yet uploaded", "adopts them"} {
 		if !strings.Contains(line, part) {
@@ -512,7 +502,7 @@ func TestLiveSyncCarriesAWriteToTheOtherSession(t *testing.T) {
 	var sides [2]*side
 	for i := range sides {
 		s := &side{done: make(chan error, 1)}
-		s.cfg = f.memoryConfig(&logBuffer{})
+		s.cfg = f.memoryConfig(&testlog.Buffer{})
 		s.cfg.Now, s.cfg.MaxIdle = newFakeClock().Now, -1
 		s.sess = f.session(script(api.ScriptEndIdle, toolCall("bash", map[string]any{"command": "true"})), attach(shared, api.AccessReadWrite))
 		w := f.worker(s.cfg)
@@ -554,7 +544,7 @@ func TestLiveSyncFallsBackWithoutTheExtensions(t *testing.T) {
 	f := newFixture(t, "")
 	f.srv.Wrap(testserver.WithoutExtensions)
 	st := f.memStore("Notes", nil)
-	cfg := f.memoryConfig(&logBuffer{})
+	cfg := f.memoryConfig(&testlog.Buffer{})
 	clock := newFakeClock()
 	cfg.Now, cfg.MaxIdle = clock.Now, -1
 	sess := f.session(script(api.ScriptEndIdle,

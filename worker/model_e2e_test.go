@@ -12,6 +12,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/modeltest"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -25,7 +26,7 @@ func TestModelSessionsShareMemoryThroughTheWorker(t *testing.T) {
 	f := newFixtureWith(t, srv, api.CreateAgentRequest{Name: "note taker", Model: api.ModelConfig{ID: "claude-sonnet-4-5"},
 		Tools: []json.RawMessage{json.RawMessage(`{"type":"agent_toolset_20260401"}`)}})
 	notes := f.memStore("Notes", nil)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
 	stop := runWorker(t, f.worker(cfg))
 

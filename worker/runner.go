@@ -87,6 +87,8 @@ type runner struct {
 	clock      clock
 	log        *slog.Logger
 	faultPoint func(string) // Config.FaultPoint, or nil
+	// toolCalled counts each call run (the worker's metrics), or is nil.
+	toolCalled func(name string, isError bool)
 
 	mu        sync.Mutex
 	seen      map[string]bool  // event ids handled
@@ -411,6 +413,9 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 	start := r.clock.Now()
 	res := r.tools.Run(callCtx, c.name, c.input)
 	stopWatching()
+	if r.toolCalled != nil {
+		r.toolCalled(c.name, res.IsError)
+	}
 	r.mu.Lock()
 	r.running = nil
 	r.cancelRun(nil)

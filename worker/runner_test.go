@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // A tool result the server did not take (a 503 before it saw the request)
@@ -25,7 +26,7 @@ func TestToolResultPostIsRetried(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, "")
-			logs := &logBuffer{}
+			logs := &testlog.Buffer{}
 			// A second call follows, so the session goes on while the
 			// first result's retry waits.
 			sess := f.session(script(api.ScriptEndTerminate,
@@ -70,16 +71,16 @@ func TestToolResultPostIsRetried(t *testing.T) {
 			if f.getSession(sess.ID).Status != api.SessionTerminated {
 				t.Errorf("the session did not go on after the result landed")
 			}
-			if logs.line("posting the tool result failed; retrying", "level=WARN", "tool=bash") == "" {
+			if logs.Line("posting the tool result failed; retrying", "level=WARN", "tool=bash") == "" {
 				t.Errorf("no retry line:\n%s", logs)
 			}
-			if logs.line("could not post the tool result") != "" {
+			if logs.Line("could not post the tool result") != "" {
 				t.Errorf("the result was given up on:\n%s", logs)
 			}
 			if n := posts.Load(); !lost && n != 3 {
 				t.Errorf("%d posts, want the refused one, its retry and the second call's result", n)
 			}
-			if lost && logs.line("the tool result had reached the server after all") == "" {
+			if lost && logs.Line("the tool result had reached the server after all") == "" {
 				t.Errorf("no line saying the lost post had landed:\n%s", logs)
 			}
 		})

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/memsync"
 	"github.com/memstore/memstore/sandbox"
 )
@@ -17,7 +19,7 @@ import (
 // sandboxConfig is memoryConfig with every session's bash in bubblewrap,
 // or a skip when bubblewrap cannot run here (the sandbox package's tests
 // say why).
-func (f *fixture) sandboxConfig(logs *logBuffer) Config {
+func (f *fixture) sandboxConfig(logs *testlog.Buffer) Config {
 	f.t.Helper()
 	if _, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler)); err != nil {
 		f.t.Skipf("bubblewrap cannot run here: %v", err)
@@ -44,7 +46,7 @@ func bashCall(command string) string {
 // writes in the read-write store is synced.
 func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.sandboxConfig(logs)
 	data := t.TempDir()
 	adminKey := filepath.Join(data, "admin.key")
@@ -104,13 +106,13 @@ func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 		}
 	}
 
-	if m, want := f.memories(notes.ID), map[string]string{"/x.md": "a memory\n", "/bash.md": "from bash\n"}; !equalMaps(m, want) {
+	if m, want := f.memories(notes.ID), map[string]string{"/x.md": "a memory\n", "/bash.md": "from bash\n"}; !maps.Equal(m, want) {
 		t.Errorf("notes on the server = %q, want %q (bash's file synced, no link followed)", m, want)
 	}
 	if m := f.memories(book.ID); len(m) != 1 || len(f.versions(book.ID)) != 1 {
 		t.Errorf("the read-only store changed: %q", m)
 	}
-	line := logs.line("session sandbox", "session_id="+sess.ID)
+	line := logs.Line("session sandbox", "session_id="+sess.ID)
 	for _, part := range []string{"sandbox=bwrap", "stores=[/mnt/memory/project-notes]", "read_only_stores=[/mnt/memory/team-handbook]", "network=on", "workdir=" + cfg.Workdir} {
 		if !strings.Contains(line, part) {
 			t.Errorf("the sandbox log line %q lacks %q", line, part)
@@ -129,7 +131,7 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	f := newFixture(t, "")
 	shared := f.memStore("Shared", map[string]string{"/seed.md": "seed\n"})
 	clock := newFakeClock()
-	cfg := f.sandboxConfig(&logBuffer{})
+	cfg := f.sandboxConfig(&testlog.Buffer{})
 	cfg.Now, cfg.MaxIdle = clock.Now, -1
 	w := f.worker(cfg)
 	names := []string{"one", "two"}
@@ -197,7 +199,7 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 
 	// Without the sandbox, one mount root holds one folder per store: the
 	// second session of the store is refused while the first runs.
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	plain := f.memoryConfig(logs)
 	plain.MaxIdle = -1
 	pw := f.worker(plain)
@@ -211,7 +213,7 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another running worker serves that folder") {
 		t.Errorf("the second unsandboxed session = %v, want the mount refusal", err)
 	}
-	if logs.line("level=ERROR", "another running worker serves that folder", "session_id="+second.ID) == "" {
+	if logs.Line("level=ERROR", "another running worker serves that folder", "session_id="+second.ID) == "" {
 		t.Errorf("no refusal log line for the second session:\n%s", logs)
 	}
 	if got := toolResults(f.events(second.ID)); len(got) != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // serverState is what a session left on a server: every store's memories,
@@ -75,7 +77,7 @@ func runScenario(t *testing.T, serve func(f *fixture)) serverState {
 // versions by the same kinds of writers, and the same session end.
 func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 	ours := runScenario(t, func(f *fixture) {
-		cfg := f.config(&logBuffer{})
+		cfg := f.config(&testlog.Buffer{})
 		cfg.MemorySyncInterval = 5 * time.Second
 		stop := runWorker(t, f.worker(cfg))
 		waitForStopped(t, f)
@@ -107,7 +109,7 @@ func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 		t.Errorf("tool result errors: ours %v, SDK %v; want only the read-only write refused", ours.errors, theirs.errors)
 	}
 	for _, store := range []string{"Notes", "Book"} {
-		if !equalMaps(ours.memories[store], theirs.memories[store]) {
+		if !maps.Equal(ours.memories[store], theirs.memories[store]) {
 			t.Errorf("%s memories differ:\n ours %q\n SDK  %q", store, ours.memories[store], theirs.memories[store])
 		}
 		if !slices.Equal(ours.versions[store], theirs.versions[store]) {
@@ -115,7 +117,7 @@ func TestSameStateAsTheOfficialSDKWorker(t *testing.T) {
 		}
 	}
 	want := map[string]string{"/todo.md": "- [x] write\n", "/keep/deep.md": "deep\n", "/new/idea.md": "an idea\n", "/bash.md": "from bash\n"}
-	if !equalMaps(ours.memories["Notes"], want) {
+	if !maps.Equal(ours.memories["Notes"], want) {
 		t.Errorf("Notes = %q, want %q", ours.memories["Notes"], want)
 	}
 }

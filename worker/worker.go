@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
@@ -116,6 +118,12 @@ type Config struct {
 	// memsync.SessionConfig). Nil outside such tests.
 	FaultPoint func(point string)
 
+	// Metrics, when set, is where the worker registers its Prometheus
+	// series (items, tool calls, syncs, requests, mount time): a registry
+	// of its own, which `worker poll --metrics-addr` serves. Nil counts
+	// nothing anyone can read.
+	Metrics prometheus.Registerer
+
 	// clock paces the worker's own waits (see clock); nil is the real one.
 	// Only this package's tests set it.
 	clock clock
@@ -128,6 +136,7 @@ type Worker struct {
 	log *slog.Logger
 	// sandbox starts each session's shell; nil runs it unconfined.
 	sandbox *sandbox.Launcher
+	metrics *metrics
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
@@ -147,10 +156,12 @@ func (w *Worker) track(log *slog.Logger) (*activeItem, func()) {
 	w.mu.Lock()
 	w.active[a] = struct{}{}
 	w.mu.Unlock()
+	w.metrics.itemsActive.Inc()
 	return a, func() {
 		w.mu.Lock()
 		delete(w.active, a)
 		w.mu.Unlock()
+		w.metrics.itemsActive.Dec()
 	}
 }
 
@@ -199,26 +210,26 @@ func (w *Worker) Abandon() {
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Worker, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("worker: Config.Client is required")
+		return nil, errors.New("worker.Config.Client is required")
 	}
 	if cfg.Workdir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return nil, fmt.Errorf("worker: no working directory given and the current one is unknown: %w", err)
+			return nil, fmt.Errorf("no working directory given and the current one is unknown: %w", err)
 		}
 		cfg.Workdir = wd
 	}
 	wd, err := filepath.Abs(cfg.Workdir)
 	if err != nil {
-		return nil, fmt.Errorf("worker: working directory %s: %w", cfg.Workdir, err)
+		return nil, fmt.Errorf("working directory %s: %w", cfg.Workdir, err)
 	}
 	cfg.Workdir = wd
 	if info, err := os.Stat(wd); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("worker: working directory %s is not a directory; create it or pass another with --workdir", wd)
+		return nil, fmt.Errorf("working directory %s is not a directory; create it or pass another with --workdir", wd)
 	}
 	if cfg.MountRoot != "" {
 		if cfg.MountRoot, err = filepath.Abs(cfg.MountRoot); err != nil {
-			return nil, fmt.Errorf("worker: mount root: %w", err)
+			return nil, fmt.Errorf("mount root: %w", err)
 		}
 	}
 	if err := checkMemory(cfg); err != nil {
@@ -239,11 +250,15 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.clock.Now
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}}
+	m := newMetrics(cfg.Metrics)
+	if cfg.Metrics != nil {
+		cfg.Client = m.instrument(cfg.Client)
+	}
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, metrics: m}
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
+			return nil, err
 		}
 	}
 	return w, nil
@@ -266,16 +281,21 @@ func defaultWorkerID() string {
 // an error that says what to check.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.EnvironmentID == "" || w.cfg.EnvironmentKey == "" {
-		return errors.New("worker: an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
+		return errors.New("an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
 	}
 	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
+	// The loop owns the retries of its polls and acks: its backoff runs
+	// from 2 s to a minute, for as long as the worker runs, with one
+	// warning per failure. The client's own retries would repeat each
+	// request inside that backoff, and warn about each repeat.
+	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
 	pollFailures, ackFailures := 0, 0
 	for ctx.Err() == nil {
 		started := w.cfg.clock.Now()
 		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
+		work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -299,7 +319,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
 		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		_, err = env.AckWork(actx, work.EnvironmentID, work.ID)
+		_, err = queue.AckWork(actx, work.EnvironmentID, work.ID)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

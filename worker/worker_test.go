@@ -13,6 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The poll loop claims a session, runs its calls in order with the real
@@ -20,7 +21,7 @@ import (
 // terminates.
 func TestPollLoopServesAScriptedSession(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	sess := f.session(script(api.ScriptEndTerminate,
 		toolCall("write", map[string]any{"file_path": "notes/today.md", "content": "alpha\nbeta\n"}),
@@ -58,7 +59,7 @@ func TestPollLoopServesAScriptedSession(t *testing.T) {
 		t.Errorf("file on disk = %q, %v", b, err)
 	}
 	for _, line := range []string{"work item claimed", "session served", "work item stopped"} {
-		if logs.line(line, "work_id=", "session_id="+sess.ID) == "" {
+		if logs.Line(line, "work_id=", "session_id="+sess.ID) == "" {
 			t.Errorf("no log line %q with work_id and session_id:\n%s", line, logs)
 		}
 	}
@@ -87,7 +88,7 @@ func cutStreams(ts *testServer, n int32, d time.Duration) *atomic.Int32 {
 func TestToolCallRunsOnceAcrossReconnects(t *testing.T) {
 	f := newFixture(t, "")
 	cut := cutStreams(f.srv, 3, 150*time.Millisecond)
-	cfg := f.config(&logBuffer{})
+	cfg := f.config(&testlog.Buffer{})
 	sess := f.session(script(api.ScriptEndTerminate,
 		toolCall("bash", map[string]any{"command": "echo one >> runs.txt; sleep 0.2"}),
 		toolCall("bash", map[string]any{"command": "echo two >> runs.txt; sleep 0.2"}),
@@ -133,7 +134,7 @@ func waitStarted(t *testing.T, workdir, name string) {
 // after MaxIdle.
 func TestInterruptCancelsTheRunningCall(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	cfg.MaxIdle = 50 * time.Millisecond
 	sess := f.session(script(api.ScriptEndIdle,
@@ -163,7 +164,7 @@ func TestInterruptCancelsTheRunningCall(t *testing.T) {
 	if st := f.sessionWork(sess.ID).State; st != api.WorkStopped {
 		t.Errorf("work state %s, want stopped after the idle release", st)
 	}
-	if logs.line("tool call interrupted by the user") == "" || logs.line("session idle after its turn; releasing the work item") == "" {
+	if logs.Line("tool call interrupted by the user") == "" || logs.Line("session idle after its turn; releasing the work item") == "" {
 		t.Errorf("missing interrupt or idle log lines:\n%s", logs)
 	}
 }
@@ -174,7 +175,7 @@ func TestInterruptCancelsTheRunningCall(t *testing.T) {
 // requires_action.
 func TestShutdownDuringALongCallPostsItsResultAndStopsTheItem(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	sess := f.session(script(api.ScriptEndIdle,
 		startedMarker("started"),
@@ -205,7 +206,7 @@ func TestShutdownDuringALongCallPostsItsResultAndStopsTheItem(t *testing.T) {
 	if s.Status != api.SessionIdle || idle == nil || idle.StopReason.Type != api.StopRequiresAction {
 		t.Errorf("session %s, last idle %+v: want idle with requires_action", s.Status, idle)
 	}
-	if logs.line("session cut short", "the worker is shutting down") == "" {
+	if logs.Line("session cut short", "the worker is shutting down") == "" {
 		t.Errorf("no shutdown log line:\n%s", logs)
 	}
 }
@@ -214,7 +215,7 @@ func TestShutdownDuringALongCallPostsItsResultAndStopsTheItem(t *testing.T) {
 // session down like a shutdown, and the poll loop goes on to the next item.
 func TestStopRequestShutsTheSessionDownAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
-	cfg := f.config(&logBuffer{})
+	cfg := f.config(&testlog.Buffer{})
 	first := f.session(script(api.ScriptEndIdle, startedMarker("started")))
 	stop := runWorker(t, f.worker(cfg))
 	waitStarted(t, cfg.Workdir, "started")
@@ -242,7 +243,7 @@ func TestStopRequestShutsTheSessionDownAndTheLoopGoesOn(t *testing.T) {
 // to its new claim now, so it is neither stopped nor answered.
 func TestLostLeaseReleasesTheItemWithoutStoppingIt(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	sess := f.session(script(api.ScriptEndIdle, startedMarker("started")))
 	w := f.worker(cfg)
@@ -280,7 +281,7 @@ func TestLostLeaseReleasesTheItemWithoutStoppingIt(t *testing.T) {
 	if got := toolResults(f.events(sess.ID)); len(got) != 0 {
 		t.Errorf("results = %+v, want none after a lost lease", got)
 	}
-	if logs.line("lease lost") == "" || logs.line("work item released without stopping it") == "" || logs.line("work item stopped") != "" {
+	if logs.Line("lease lost") == "" || logs.Line("work item released without stopping it") == "" || logs.Line("work item stopped") != "" {
 		t.Errorf("log lines:\n%s", logs)
 	}
 }
@@ -289,7 +290,7 @@ func TestLostLeaseReleasesTheItemWithoutStoppingIt(t *testing.T) {
 // for a session with no memory stores.
 func TestSecretWithoutTokenUsesTheEnvironmentKey(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo ok"})))
 	work := f.claim()
 	empty := api.WorkSecret{}.Encode()
@@ -303,7 +304,7 @@ func TestSecretWithoutTokenUsesTheEnvironmentKey(t *testing.T) {
 	if f.work(work.ID).State != api.WorkStopped {
 		t.Errorf("item not stopped")
 	}
-	if logs.line("the work secret carries no sessions token; using the environment key") == "" {
+	if logs.Line("the work secret carries no sessions token; using the environment key") == "" {
 		t.Errorf("no fallback log line:\n%s", logs)
 	}
 }
@@ -323,7 +324,7 @@ func TestPermanentPollErrorsEndTheLoop(t *testing.T) {
 		{"key of another environment", other.ID, f.key, "403"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := f.config(&logBuffer{})
+			cfg := f.config(&testlog.Buffer{})
 			cfg.EnvironmentID, cfg.EnvironmentKey = tc.env, tc.key
 			err := f.worker(cfg).Run(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--environment-key") {
@@ -338,7 +339,7 @@ func TestPermanentPollErrorsEndTheLoop(t *testing.T) {
 // loop goes on to hand over the next item.
 func TestFailedOnWorkHandlerStopsTheItemAndTheLoopGoesOn(t *testing.T) {
 	f := newFixture(t, "")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	var handed atomic.Int32
 	cfg.OnWork = func(ctx context.Context, work api.Work) error {
@@ -358,7 +359,7 @@ func TestFailedOnWorkHandlerStopsTheItemAndTheLoopGoesOn(t *testing.T) {
 	if st := f.sessionWork(second.ID).State; st == api.WorkStopped {
 		t.Errorf("the item the handler took was stopped; it belongs to the handler now")
 	}
-	line := logs.line("work item failed: the on-work command failed", "session_id="+first.ID)
+	line := logs.Line("work item failed: the on-work command failed", "session_id="+first.ID)
 	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "exit status 3") {
 		t.Errorf("failure line %q, want an error naming the handler's failure:\n%s", line, logs)
 	}

@@ -1,44 +1,61 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 )
 
-// The operator verbs (env, agent, store, memory, session) talk HTTP to a
-// running server through package client, as any other user of the API
-// would. This file holds what they share: the connection flags, nested
-// verb dispatch (which worker poll | run use too), and output.
+// The operator verbs (env, agent, store, memory, session, chat) talk HTTP
+// to a running server through package client, as any other user of the
+// API would. This file holds what they share: the connection flags, the
+// shapes of their common verbs, id completion, and arguments.
 
-// verb is one action of a noun command ("env create").
-type verb struct {
-	summary string
-	run     func(ctx context.Context, cli *cliContext, args []string) error
-	// sub, when set, makes this verb a group of its own ("env key create").
-	sub map[string]verb
-}
-
-// cliContext is what a verb runs with.
+// cliContext is what the verbs of one noun run with: its streams and the
+// flags every API verb takes.
 type cliContext struct {
-	name   string // "env create", for flag errors and usage
-	stdout io.Writer
-	stderr io.Writer
-	conn   connFlags
+	streams
+	conn connFlags
 	// quiet prints only ids (-q), for shell scripts.
 	quiet bool
+	// output is --output: json, table, yaml, or "" for the default.
+	output string
+	// keyFrom is where the API key came from (a flag, a variable, a file).
+	keyFrom string
+}
+
+// newAPINoun makes a noun whose verbs call the server: the connection and
+// output flags are the noun's, so every verb takes them.
+func newAPINoun(s streams, use, short string, verbs func(cli *cliContext) []*cobra.Command) *cobra.Command {
+	cli := &cliContext{streams: s}
+	cmd := newNoun(use, short, verbs(cli)...)
+	cli.register(cmd.PersistentFlags())
+	cli.explainErrors(cmd)
+	return cmd
+}
+
+// register adds the connection and output flags to fs.
+func (cli *cliContext) register(fs *pflag.FlagSet) {
+	cli.conn.register(fs)
+	fs.BoolVarP(&cli.quiet, "quiet", "q", false, "print only the id (of each object, one per line), for scripts")
+	fs.StringVar(&cli.output, "output", "", "output format: json, table or yaml (default: table on a terminal, json otherwise)")
 }
 
 // connFlags are the flags every API verb takes.
@@ -48,7 +65,7 @@ type connFlags struct {
 	dataDir string
 }
 
-func (c *connFlags) register(fs *flag.FlagSet) {
+func (c *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.baseURL, "base-url", envOr("MEMSTORE_BASE_URL", "http://127.0.0.1:8080"), "server base URL (env MEMSTORE_BASE_URL)")
 	// No default from the environment: a usage text would print the key.
 	fs.StringVar(&c.apiKey, "api-key", "", "API key (default: env MEMSTORE_API_KEY, then MEMSTORE_ADMIN_KEY, then <data>/admin.key)")
@@ -56,181 +73,199 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 }
 
 // key resolves the API key: the flag, MEMSTORE_API_KEY, MEMSTORE_ADMIN_KEY,
-// then the admin.key a local `memstore serve` wrote.
-func (c *connFlags) key() (string, error) {
-	if k := cmp.Or(c.apiKey, os.Getenv("MEMSTORE_API_KEY"), os.Getenv("MEMSTORE_ADMIN_KEY")); k != "" {
-		return k, nil
+// then the admin.key a local `memstore serve` wrote. from says which, for
+// an error about a refused key.
+func (c *connFlags) key() (key, from string, err error) {
+	for _, k := range []struct{ value, from string }{
+		{c.apiKey, "--api-key"}, {os.Getenv("MEMSTORE_API_KEY"), "MEMSTORE_API_KEY"}, {os.Getenv("MEMSTORE_ADMIN_KEY"), "MEMSTORE_ADMIN_KEY"},
+	} {
+		if k.value != "" {
+			return k.value, k.from, nil
+		}
 	}
 	path := filepath.Join(c.dataDir, "admin.key")
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no API key: pass --api-key or set MEMSTORE_API_KEY (no %s to fall back on; `memstore serve` writes it on first start, see --data)", path)
+		return "", "", fmt.Errorf("no API key: pass --api-key or set MEMSTORE_API_KEY (no %s to fall back on; `memstore serve` writes it on first start, see --data)", path)
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the API key from %s: %w", path, err)
+		return "", "", fmt.Errorf("read the API key from %s: %w", path, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return strings.TrimSpace(string(b)), path, nil
 }
 
-// client builds the API client of a verb.
+// client builds the API client of a verb, after checking the flags that
+// decide how its answer is printed: nothing is sent before they are right.
+// It never retries: a person at the terminal (or a script) sees a failure
+// at once and decides, rather than waiting through silent attempts.
 func (cli *cliContext) client() (*client.Client, error) {
-	key, err := cli.conn.key()
+	if _, err := cli.format(); err != nil {
+		return nil, err
+	}
+	key, from, err := cli.conn.key()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cli.conn.baseURL, client.WithAPIKey(key))
-}
-
-// flags makes a verb's flag set with the connection flags registered.
-func (cli *cliContext) flags() *flag.FlagSet {
-	fs := newFlagSet(cli.name, cli.stderr)
-	cli.conn.register(fs)
-	fs.BoolVar(&cli.quiet, "q", false, "print only the id (of each object, one per line), for scripts")
-	return fs
-}
-
-// parse parses args, allowing flags after positional arguments
-// ("env get env_… --base-url …"), and checks the positional count.
-func (cli *cliContext) parse(fs *flag.FlagSet, args []string, usage string, minArgs, maxArgs int) ([]string, error) {
-	fs.Usage = func() {
-		fmt.Fprintf(cli.stderr, "Usage: memstore %s %s\n\nFlags:\n", cli.name, usage)
-		fs.PrintDefaults()
-	}
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
-		fmt.Fprintf(cli.stderr, "memstore %s: wrong number of arguments\n", cli.name)
-		fs.Usage()
-		return nil, errUsage
-	}
-	return pos, nil
-}
-
-// connect parses a verb's arguments (see parse) and builds its API client:
-// the first steps of every verb that calls the server.
-func (cli *cliContext) connect(fs *flag.FlagSet, args []string, usage string, minArgs, maxArgs int) ([]string, *client.Client, error) {
-	pos, err := cli.parse(fs, args, usage, minArgs, maxArgs)
+	cli.keyFrom = from
+	c, err := client.New(cli.conn.baseURL, client.WithAPIKey(key), client.WithRetryPolicy(client.RetryPolicy{MaxRetries: 0}))
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("--base-url %q (or MEMSTORE_BASE_URL): want the server's absolute http:// or https:// URL, such as http://127.0.0.1:8080", cli.conn.baseURL)
 	}
-	c, err := cli.client()
-	return pos, c, err
+	return c, nil
 }
 
-// idVerb is a verb whose only argument is an object's id (what names it
-// in the usage line) and that prints what call returns for it: get,
-// archive, delete. call is usually a method expression such as
-// (*client.Client).GetEnvironment.
-func idVerb[T any](summary, what string, call func(*client.Client, context.Context, string) (T, error)) verb {
-	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
-		pos, c, err := cli.connect(cli.flags(), args, "[flags] <"+what+">", 1, 1)
+// explain turns the failures of talking to the server into one line that
+// says what was tried and what to do: a server that cannot be reached, a
+// URL that is not a memstore server's root, a refused key. Other errors,
+// the server's own answers above all, pass as they are.
+func (cli *cliContext) explain(err error) error {
+	base := cli.conn.baseURL
+	var ae *api.Error
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.RequestID == "":
+		// Every memstore answer carries a request id; this one came
+		// from something else listening there.
+		return fmt.Errorf("%s does not answer as a memstore server (%s); point --base-url (or MEMSTORE_BASE_URL) at the server's root, such as http://127.0.0.1:8080", base, ae.Message)
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("the server at %s refused the API key from %s: %s; pass the right key with --api-key or MEMSTORE_API_KEY (a local server's admin key is in <data>/admin.key)", base, cli.keyFrom, ae.Message)
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound && strings.HasPrefix(ae.Message, "no route"):
+		return fmt.Errorf("the server at %s answered: %s; --base-url must be the server's root, without /v1 (such as http://127.0.0.1:8080)", base, ae.Message)
+	case errors.As(err, &ue) && !errors.Is(err, context.Canceled):
+		return fmt.Errorf("cannot reach the server at %s (%s); start it (`memstore serve` or `memstore up`) or point --base-url (or MEMSTORE_BASE_URL) at it", base, transportReason(ue.Err))
+	}
+	return err
+}
+
+// transportReason is the short cause of a failed connection: "connection
+// refused", "no such host", ….
+func transportReason(err error) string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		return "no such host " + dns.Name
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return "the connection was closed before an answer"
+	}
+	return err.Error()
+}
+
+// explainErrors makes every verb under cmd report its failures through
+// explain.
+func (cli *cliContext) explainErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		cli.explainErrors(sub)
+	}
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error { return cli.explain(run(cmd, args)) }
+	}
+}
+
+// verb makes a leaf command whose run gets the positional arguments.
+func verb(use, short, example string, args cobra.PositionalArgs, run func(ctx context.Context, args []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Example: example, Args: args,
+		RunE: func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args) }}
+}
+
+// idVerb is a verb whose only argument is an object's id and that prints
+// what call returns for it: get, archive, delete. call is usually a method
+// expression such as (*client.Client).GetEnvironment; ids complete from
+// ids.
+func idVerb[T any](cli *cliContext, name, what, short, example string, ids cobra.CompletionFunc, call func(*client.Client, context.Context, string) (T, error)) *cobra.Command {
+	cmd := verb(name+" <"+what+">", short, example, argCount(1, 1), func(ctx context.Context, args []string) error {
+		c, err := cli.client()
 		if err != nil {
 			return err
 		}
-		v, err := call(c, ctx, pos[0])
+		v, err := call(c, ctx, args[0])
 		if err != nil {
 			return err
 		}
 		return cli.print(v)
-	}}
+	})
+	cmd.ValidArgsFunction = ids
+	return cmd
 }
 
 // listVerb is the list verb of a kind of object whose only filter is
-// --archived: it prints every page of list as one JSON array.
-func listVerb[T any](summary, what string, list func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[T, error]) verb {
-	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
-		fs := cli.flags()
-		archived := fs.Bool("archived", false, "include archived "+what)
-		_, c, err := cli.connect(fs, args, "[flags]", 0, 0)
+// --archived: it prints every page of list as one listing.
+func listVerb[T any](cli *cliContext, short, what, example string, list func(c *client.Client, ctx context.Context, archived bool) iter.Seq2[T, error]) *cobra.Command {
+	var archived bool
+	cmd := verb("list", short, example, argCount(0, 0), func(ctx context.Context, _ []string) error {
+		c, err := cli.client()
 		if err != nil {
 			return err
 		}
-		return printAll(cli, list(c, ctx, *archived))
-	}}
+		return printAll(cli, list(c, ctx, archived))
+	})
+	cmd.Flags().BoolVar(&archived, "archived", false, "include archived "+what)
+	return cmd
 }
 
 // describedCreate is the create verb of an object made of a name, an
 // optional description and metadata: environments and memory stores.
 // desc is nil when --description is not given.
-func describedCreate[T any](summary, descUsage string, create func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (T, error)) verb {
-	return verb{summary: summary, run: func(ctx context.Context, cli *cliContext, args []string) error {
-		fs := cli.flags()
-		desc := fs.String("description", "", descUsage)
-		md := kvFlag{}
-		fs.Var(md, "metadata", "metadata key=value (repeatable)")
-		pos, c, err := cli.connect(fs, args, "[flags] <name>", 1, 1)
+func describedCreate[T any](cli *cliContext, short, descUsage, example string, create func(ctx context.Context, c *client.Client, name string, desc *string, md map[string]string) (T, error)) *cobra.Command {
+	var desc string
+	var md kvFlag
+	cmd := verb("create <name>", short, example, argCount(1, 1), func(ctx context.Context, args []string) error {
+		c, err := cli.client()
 		if err != nil {
 			return err
 		}
-		if *desc == "" {
-			desc = nil
+		var d *string
+		if desc != "" {
+			d = &desc
 		}
-		v, err := create(ctx, c, pos[0], desc, md)
+		v, err := create(ctx, c, args[0], d, md)
 		if err != nil {
 			return err
 		}
 		return cli.print(v)
-	}}
+	})
+	cmd.Flags().StringVar(&desc, "description", "", descUsage)
+	md = metadataFlag(cmd.Flags())
+	return cmd
 }
 
-// noun makes a top-level command out of verbs.
-func noun(name string, verbs map[string]verb) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		return dispatch(ctx, name, verbs, args, stdout, stderr)
-	}
-}
-
-func dispatch(ctx context.Context, name string, verbs map[string]verb, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		verbUsage(stderr, name, verbs)
-		if len(args) == 0 {
-			return errUsage
+// completeIDs completes the first argument with the ids of the first page
+// of a listing, each described by its name: one request, so pressing Tab
+// stays cheap. A server that cannot be reached completes nothing.
+func completeIDs[T any](cli *cliContext, page func(ctx context.Context, c *client.Client) ([]T, error), describe func(T) (id, desc string)) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return nil
+		c, err := cli.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+		defer cancel()
+		items, err := page(ctx, c)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, it := range items {
+			if id, desc := describe(it); strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id, desc))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
 	}
-	v, ok := verbs[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "memstore %s: unknown verb %q\n\n", name, args[0])
-		verbUsage(stderr, name, verbs)
-		return errUsage
-	}
-	full := name + " " + args[0]
-	if v.sub != nil {
-		return dispatch(ctx, full, v.sub, args[1:], stdout, stderr)
-	}
-	return v.run(ctx, &cliContext{name: full, stdout: stdout, stderr: stderr}, args[1:])
 }
 
-func verbUsage(w io.Writer, name string, verbs map[string]verb) {
-	fmt.Fprintf(w, "Usage: memstore %s <verb> [flags] [arguments]\n\nVerbs:\n", name)
-	names := make([]string, 0, len(verbs))
-	for n := range verbs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, verbs[n].summary)
-	}
-	fmt.Fprintf(w, "\nRun 'memstore %s <verb> -h' for a verb's flags.\n", name)
-}
-
-// printAll prints every item of a listing as one JSON array (or, with -q,
-// their ids), after the last page arrived: a listing that fails half-way
-// prints nothing but the error.
+// printAll prints every item of a listing (or, with -q, their ids), after
+// the last page arrived: a listing that fails half-way prints nothing but
+// the error.
 func printAll[T any](cli *cliContext, seq iter.Seq2[T, error]) error {
 	out := []T{}
 	for v, err := range seq {
@@ -242,47 +277,12 @@ func printAll[T any](cli *cliContext, seq iter.Seq2[T, error]) error {
 	return cli.print(out)
 }
 
-// print writes v as indented JSON: objects are shown whole, so ids and
-// one-time secrets can be copied or piped to jq. With -q it writes only the
-// id of the object, or of each object of a list, one per line.
-func (cli *cliContext) print(v any) error {
-	if !cli.quiet {
-		enc := json.NewEncoder(cli.stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(v)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var items []map[string]any
-	if b[0] == '[' {
-		err = json.Unmarshal(b, &items)
-	} else {
-		var one map[string]any
-		err = json.Unmarshal(b, &one)
-		items = append(items, one)
-	}
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
-		id, ok := it["id"].(string)
-		if !ok {
-			id, _ = it["path"].(string) // a memory_prefix in a listing
-		}
-		if _, err := fmt.Fprintln(cli.stdout, id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // kvFlag collects repeated key=value flags (--metadata team=infra).
 type kvFlag map[string]string
 
 func (m kvFlag) String() string { return "" }
+
+func (m kvFlag) Type() string { return "key=value" }
 
 func (m kvFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -293,14 +293,11 @@ func (m kvFlag) Set(s string) error {
 	return nil
 }
 
-// listFlag collects a repeated flag's values in order.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(s string) error {
-	*l = append(*l, s)
-	return nil
+// metadataFlag registers the repeatable --metadata flag on fs.
+func metadataFlag(fs *pflag.FlagSet) kvFlag {
+	md := kvFlag{}
+	fs.Var(md, "metadata", "metadata key=value (repeatable)")
+	return md
 }
 
 // textArg reads a text argument: "-" means standard input, @path a file,
@@ -322,6 +319,3 @@ func textArg(arg string, stdin io.Reader) (string, error) {
 	}
 	return arg, nil
 }
-
-// stdin is where "-" arguments read from; tests replace it.
-var stdin io.Reader = os.Stdin

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,7 +50,7 @@ func TestCLIStoreExportThenImportGivesTheSameMemories(t *testing.T) {
 			t.Fatalf("second import printed %q", out)
 		}
 	}
-	if got, want := contents(t, admin, dst.ID), contents(t, admin, src.ID); !equalMaps(got, want) {
+	if got, want := contents(t, admin, dst.ID), contents(t, admin, src.ID); !maps.Equal(got, want) {
 		t.Fatalf("after import the copy holds %v, the source %v", got, want)
 	}
 
@@ -74,26 +75,10 @@ func contents(t *testing.T, c *client.Client, storeID string) map[string]string 
 	return out
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {
 	rs, data := cliServer(t)
-	old := stdin
-	defer func() { stdin = old }()
-	stdin = strings.NewReader("a long enough password\n")
-	memstoreCLI(t, 0, "user", "create", "ada", "--data", data)
-	stdin = strings.NewReader("short\n")
-	memstoreCLI(t, 1, "user", "passwd", "ada", "--data", data)
+	memstoreCLIInput(t, 0, "a long enough password\n", "user", "create", "ada", "--data", data)
+	memstoreCLIInput(t, 1, "short\n", "user", "passwd", "ada", "--data", data)
 	if out := memstoreCLI(t, 0, "user", "list", "--data", data); !strings.HasPrefix(out, "ada\tuser_") {
 		t.Fatalf("user list printed %q", out)
 	}

@@ -27,15 +27,26 @@ func cliServer(t *testing.T) (*runningServer, string) {
 	return rs, data
 }
 
-// memstore runs the binary's entry point with args and returns stdout; it
-// fails the test unless the exit status is want.
+// memstoreCLI runs the binary's entry point with args and returns stdout;
+// it fails the test unless the exit status is want.
 func memstoreCLI(t *testing.T, want int, args ...string) string {
 	t.Helper()
+	return memstoreCLIInput(t, want, "", args...)
+}
+
+// memstoreCLIInput is memstoreCLI with input on standard input.
+func memstoreCLIInput(t *testing.T, want int, input string, args ...string) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), args, &out, &errb); code != want {
+	if code := run(context.Background(), args, streams{strings.NewReader(input), &out, &errb}); code != want {
 		t.Fatalf("memstore %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// testStreams are a command's streams with nothing on standard input.
+func testStreams(stdout, stderr io.Writer) streams {
+	return streams{strings.NewReader(""), stdout, stderr}
 }
 
 func decodeOut(t *testing.T, out string, v any) {
@@ -98,9 +109,7 @@ func TestCLIEnvironmentsAgentsAndSessions(t *testing.T) {
 		t.Fatalf("session events printed:\n%s", lines)
 	}
 	memstoreCLI(t, 0, append([]string{"session", "interrupt", sess.ID}, conn...)...)
-	defer func(old io.Reader) { stdin = old }(stdin)
-	stdin = strings.NewReader(`{"tool_calls":[]}`)
-	memstoreCLI(t, 0, append([]string{"session", "send", sess.ID, "-"}, conn...)...)
+	memstoreCLIInput(t, 0, `{"tool_calls":[]}`, append([]string{"session", "send", sess.ID, "-"}, conn...)...)
 	jsonLines := memstoreCLI(t, 0, append([]string{"session", "events", "--json", "--type", "agent.message", sess.ID}, conn...)...)
 	var last api.Event
 	decodeOut(t, strings.TrimSpace(jsonLines), &last)
@@ -124,7 +133,7 @@ func TestCLIEnvironmentsAgentsAndSessions(t *testing.T) {
 	}
 	// The environment still has a session: the server's refusal is shown.
 	var errb bytes.Buffer
-	if code := run(context.Background(), append([]string{"env", "delete", env.ID}, conn...), io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "still has sessions") {
+	if code := run(context.Background(), append([]string{"env", "delete", env.ID}, conn...), testStreams(io.Discard, &errb)); code != 1 || !strings.Contains(errb.String(), "still has sessions") {
 		t.Fatalf("env delete of an environment in use: exit %d, %s", code, errb.String())
 	}
 	memstoreCLI(t, 0, append([]string{"session", "delete", sess.ID}, conn...)...)
@@ -147,7 +156,7 @@ func TestCLIUsageErrors(t *testing.T) {
 	var errb bytes.Buffer
 	t.Setenv("MEMSTORE_API_KEY", "")
 	t.Setenv("MEMSTORE_ADMIN_KEY", "")
-	if code := run(context.Background(), []string{"env", "list", "--data", t.TempDir()}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "no API key") {
+	if code := run(context.Background(), []string{"env", "list", "--data", t.TempDir()}, testStreams(io.Discard, &errb)); code != 1 || !strings.Contains(errb.String(), "no API key") {
 		t.Fatalf("missing key: exit %d, %s", code, errb.String())
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
@@ -22,8 +24,21 @@ import (
 	"github.com/memstore/memstore/worker"
 )
 
-func init() {
-	commands["demo"] = command{summary: "see it work: a server, a worker and a scripted agent session, in a temporary folder", run: runDemo}
+func newDemoCommand(s streams) *cobra.Command {
+	var keep, verbose bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "see it work: a server, a worker and a scripted agent session, in a temporary folder",
+		Example: `  memstore demo
+  memstore demo --keep -v`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), keep, verbose, s.stdout, s.stderr)
+		},
+	}
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary folder (database and working directory) to look at afterwards")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also print the server's and the worker's logs (to stderr)")
+	return cmd
 }
 
 // The demo's scenario: two stores, one the agent may change and one it may
@@ -74,25 +89,19 @@ var demoCalls = []demoCall{
 	{what: "list the project notes", name: "glob", input: map[string]any{"pattern": "**/*.md", "path": "/mnt/memory/project-notes"}},
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", stderr)
-	keep := fs.Bool("keep", false, "keep the temporary folder (database and working directory) to look at afterwards")
-	verbose := fs.Bool("v", false, "also print the server's and the worker's logs (to stderr)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func runDemo(ctx context.Context, keep, verbose bool, stdout, stderr io.Writer) error {
 	tmp, err := os.MkdirTemp("", "memstore-demo-")
 	if err != nil {
 		return fmt.Errorf("create a temporary folder: %w", err)
 	}
-	if *keep {
+	if keep {
 		defer fmt.Fprintf(stdout, "\nThe demo's files are kept in %s\n", tmp)
 	} else {
 		defer os.RemoveAll(tmp)
 		onForceQuit(ctx, func() { fmt.Fprintf(stderr, "memstore demo: its temporary folder %s is left behind; remove it\n", tmp) })
 	}
 	raw := slog.New(slog.DiscardHandler)
-	if *verbose {
+	if verbose {
 		raw = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	d := &demo{out: stdout, tmp: tmp, names: map[string]string{}, done: make(chan struct{})}

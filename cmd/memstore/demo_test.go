@@ -14,6 +14,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The README's first command: it must run on a machine with nothing set
@@ -24,7 +25,7 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"demo"}, &out, &errb); code != 0 {
+	if code := run(context.Background(), []string{"demo"}, testStreams(&out, &errb)); code != 0 {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	text := out.String()
@@ -75,11 +76,13 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 	// from another folder.
 	t.Chdir(t.TempDir())
 	data := "memstore-data"
-	start := func() (out *syncBuffer, stop func() int) {
+	start := func() (out *testlog.Buffer, stop func() int) {
 		ctx, cancel := context.WithCancel(context.Background())
-		out = &syncBuffer{}
+		out = &testlog.Buffer{}
 		code := make(chan int, 1)
-		go func() { code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, out, io.Discard) }()
+		go func() {
+			code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, testStreams(out, io.Discard))
+		}()
 		waitUntil(t, "up to print its environment key", func() bool { return strings.Contains(out.String(), "environment key") })
 		return out, func() int { cancel(); return <-code }
 	}

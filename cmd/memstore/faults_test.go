@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // The fault-injection suite: a real server process and a real worker
@@ -106,13 +109,13 @@ func busyScript(mount string) (string, map[string]string) {
 // proc is a started process and its output.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan struct{}
 }
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), out: &testlog.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -121,6 +124,34 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.kill)
 	return p
+}
+
+// startServe starts `memstore serve args…` and waits until it answers on
+// its --addr (which args must give).
+func startServe(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	addr := args[slices.Index(args, "--addr")+1]
+	p := startProc(t, bin, env, append([]string{"serve"}, args...)...)
+	waitUntil(t, "the server to answer", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// freeAddr is a loopback address nothing listens on, for a server that
+// must come back on the same one after a restart.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // kill SIGKILLs the process (continuing it first, so a stopped process
@@ -146,23 +177,10 @@ func (p *proc) stopped() bool {
 func runFaultScenario(t *testing.T, bin, point, victim string) {
 	const adminKey = "sk-memstore-faults-admin"
 	data, mountRoot, workdir := t.TempDir(), t.TempDir(), t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	baseURL := "http://" + addr
 	startServer := func() *proc {
-		p := startProc(t, bin, []string{"MEMSTORE_ADMIN_KEY=" + adminKey}, "serve", "--addr", addr, "--data", data)
-		waitUntil(t, "the server to answer", func() bool {
-			resp, err := http.Get(baseURL + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == http.StatusOK
-		})
-		return p
+		return startServe(t, bin, []string{"MEMSTORE_ADMIN_KEY=" + adminKey}, "--addr", addr, "--data", data)
 	}
 	server := startServer()
 
@@ -171,7 +189,8 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, key, agent := scriptedEnvironment(t, admin, "faults")
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	env, key, agent := ws.Env, ws.Key, ws.Agent
 	store, err := admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)

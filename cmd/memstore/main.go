@@ -5,28 +5,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"sync"
 	"syscall"
 )
-
-// command is one subcommand: run gets the arguments after its name.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-// commands is filled by each subcommand's file in an init function, so a
-// verb and its flags live together.
-var commands = map[string]command{}
-
-// errUsage marks an error already explained on stderr (exit status 2).
-var errUsage = errors.New("usage")
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -35,7 +20,7 @@ func main() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go quit.watch(sigs, cancel, os.Stderr, os.Exit)
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], streams{os.Stdin, os.Stdout, os.Stderr}))
 }
 
 // forceQuit is what a second SIGINT or SIGTERM does. The first one cancels
@@ -46,6 +31,9 @@ func main() {
 type forceQuit struct {
 	mu    sync.Mutex
 	hooks []func()
+	// interrupts, while a command has taken them, receives each SIGINT
+	// instead.
+	interrupts chan struct{}
 }
 
 type forceQuitKey struct{}
@@ -64,11 +52,47 @@ func onForceQuit(ctx context.Context, fn func()) {
 	}
 }
 
+// takeInterrupts delivers each SIGINT (Ctrl-C) on the channel it returns
+// instead of cancelling the command, until release is called: a chat uses
+// Ctrl-C to interrupt a turn and carries on. SIGTERM still cancels.
+func takeInterrupts(ctx context.Context) (interrupts <-chan struct{}, release func()) {
+	q, ok := ctx.Value(forceQuitKey{}).(*forceQuit)
+	if !ok {
+		return nil, func() {}
+	}
+	ch := make(chan struct{}, 1)
+	q.mu.Lock()
+	q.interrupts = ch
+	q.mu.Unlock()
+	return ch, func() {
+		q.mu.Lock()
+		q.interrupts = nil
+		q.mu.Unlock()
+	}
+}
+
+// next is the next signal that is not a SIGINT taken by the command.
+func (q *forceQuit) next(sigs <-chan os.Signal) os.Signal {
+	for sig := range sigs {
+		q.mu.Lock()
+		ch := q.interrupts
+		q.mu.Unlock()
+		if sig != os.Interrupt || ch == nil {
+			return sig
+		}
+		select {
+		case ch <- struct{}{}:
+		default: // one press not yet taken is enough
+		}
+	}
+	return nil
+}
+
 // watch turns the first signal into cancel and the second into exit(1).
 // Only a command that registered a hook has something to lose, so only it
 // is told about the second signal.
 func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) {
-	sig := <-sigs
+	sig := q.next(sigs)
 	q.mu.Lock()
 	hooks := len(q.hooks) > 0
 	q.mu.Unlock()
@@ -76,7 +100,7 @@ func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stde
 		fmt.Fprintf(stderr, "memstore: %v: finishing gracefully (a worker first flushes its session's memory, up to a minute); send it again to quit at once\n", sig)
 	}
 	cancel()
-	sig = <-sigs
+	sig = q.next(sigs)
 	fmt.Fprintf(stderr, "memstore: %v again: quitting at once\n", sig)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -86,63 +110,26 @@ func (q *forceQuit) watch(sigs <-chan os.Signal, cancel context.CancelFunc, stde
 	exit(1)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+// run runs the command args name, with its standard input and outputs
+// passed in, and returns the exit status: 0 done, 1 failed, 2 misused (the
+// usage was printed).
+func run(ctx context.Context, args []string, s streams) int {
+	root := newRootCommand(s)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	var usage usageError
+	switch {
+	case err == nil:
 		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "memstore: unknown command %q\n\n", args[0])
-		usage(stderr)
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.As(err, &usage):
+		fmt.Fprintf(s.stderr, "%s: %v\n\n", cmd.CommandPath(), err)
+		fmt.Fprint(s.stderr, cmd.UsageString())
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			return 0 // -h asked for the usage, as 'memstore -h' does
-		case errors.Is(err, errUsage):
-			return 2
-		}
-		fmt.Fprintf(stderr, "memstore %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "memstore: memory stores for agent sandboxes (server and worker in one binary)")
-	fmt.Fprintln(w, "\nUsage: memstore <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'memstore <command> -h' for a command's flags.")
-}
-
-// newFlagSet makes a flag set that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("memstore "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parseFlags parses args with fs. A bad flag is a usage error (exit 2):
-// the flag package has already printed it with the usage, so it is not
-// printed again; -h stays flag.ErrHelp (exit 0).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return errUsage
-	}
-	return err
+	fmt.Fprintf(s.stderr, "%s: %v\n", cmd.CommandPath(), err)
+	return 1
 }
 
 // envOr returns the environment variable's value, or def when it is unset.

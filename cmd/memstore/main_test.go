@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The first SIGINT or SIGTERM asks the command to finish gracefully; a
@@ -21,7 +23,7 @@ func TestSecondSignalQuitsAtOnce(t *testing.T) {
 
 	sigs := make(chan os.Signal, 1)
 	exited := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	go quit.watch(sigs, cancel, &stderr, func(code int) { exited <- code })
 
 	sigs <- syscall.SIGTERM
@@ -53,11 +55,33 @@ func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
 	defer cancel()
 	quit := &forceQuit{}
 	sigs := make(chan os.Signal, 1)
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	go quit.watch(sigs, cancel, &stderr, func(int) {})
 	sigs <- os.Interrupt
 	<-ctx.Done() // watch writes before it cancels
 	if stderr.String() != "" {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
 	}
+}
+
+// While a command has taken the interrupts (a chat), each SIGINT reaches
+// it instead of cancelling it; released, SIGINT cancels again.
+func TestTakenInterruptsReachTheCommand(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quit := &forceQuit{}
+	ctx = withForceQuit(ctx, quit)
+	interrupts, release := takeInterrupts(ctx)
+	sigs := make(chan os.Signal, 1)
+	go quit.watch(sigs, cancel, &testlog.Buffer{}, func(int) {})
+	for range 3 {
+		sigs <- os.Interrupt
+		<-interrupts
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a taken SIGINT cancelled the command")
+	}
+	release()
+	sigs <- os.Interrupt
+	<-ctx.Done()
 }

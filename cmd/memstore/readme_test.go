@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // The README's shell blocks are run by TestReadmeShellBlocksRun. Every
@@ -229,7 +230,7 @@ exit 1
 		"MEMSTORE_BASE_URL=http://" + addr,
 		"ANTHROPIC_BASE_URL=http://" + addr,
 	}
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

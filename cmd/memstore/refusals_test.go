@@ -70,7 +70,7 @@ func TestWorkerRefusesBadSettingsBeforeClaimingAnything(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), tc.args, &stdout, &stderr); code != 1 {
+			if code := run(context.Background(), tc.args, testStreams(&stdout, &stderr)); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
 			}
 			for _, part := range tc.want {
@@ -135,7 +135,7 @@ func TestOperatorVerbsRefuseBadInputBeforeSendingIt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(ctx, tc.args, &stdout, &stderr); code != tc.code {
+			if code := run(ctx, tc.args, testStreams(&stdout, &stderr)); code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
 			}
 			for _, part := range tc.want {
@@ -205,7 +205,7 @@ func TestUsageNeverPrintsACredentialFromTheEnvironment(t *testing.T) {
 		{"serve", "-h"},
 	} {
 		var stdout, stderr bytes.Buffer
-		run(context.Background(), args, &stdout, &stderr)
+		run(context.Background(), args, testStreams(&stdout, &stderr))
 		if out := stdout.String() + stderr.String(); strings.Contains(out, apiKey) || strings.Contains(out, envKey) {
 			t.Errorf("memstore %s printed a key:\n%s", strings.Join(args, " "), out)
 		}

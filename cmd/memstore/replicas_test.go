@@ -19,6 +19,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // Three `memstore serve` processes on one PostgreSQL database: a session is
@@ -90,7 +91,8 @@ func TestThreeReplicasOneKilledMidSession(t *testing.T) {
 	}
 	r1, r2, r3 := clients[0], clients[1], clients[2]
 
-	env, key, agent := scriptedEnvironment(t, r1, "replicas")
+	ws := testserver.NewWorkers(t, r1, testserver.ScriptedAgent())
+	env, key, agent := ws.Env, ws.Key, ws.Agent
 	store, err := r1.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)

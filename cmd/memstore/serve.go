@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
@@ -21,8 +23,31 @@ import (
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
-func init() {
-	commands["serve"] = command{summary: "run the API server (embedded SQLite, or PostgreSQL with --database)", run: runServe}
+func newServeCommand(s streams) *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the API server (embedded SQLite, or PostgreSQL with --database)",
+		Example: `  memstore serve
+  memstore serve --addr 0.0.0.0:8080 --data /var/lib/memstore --log-format json
+  MEMSTORE_DATABASE_URL=postgres://… memstore serve`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), o, s) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
+	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the SQLite database and admin.key (env MEMSTORE_DATA)")
+	fs.StringVar(&o.database, "database", envOr("MEMSTORE_DATABASE_URL", ""), "PostgreSQL URL (postgres://user:password@host/db?sslmode=…&pool_max_conns=…&statement_timeout=…) for running several replicas; default: SQLite in the data folder (env MEMSTORE_DATABASE_URL)")
+	fs.IntVar(&o.maxMemories, "max-memories-per-store", 0, "memory count limit per store (default 10000)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
+	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
+	modelFlag(fs, &o)
+	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
+	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
+	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	return cmd
 }
 
 // serveOptions configures a server started by serve, demo or up.
@@ -45,10 +70,12 @@ type serveOptions struct {
 	// see server.Config (zero takes its defaults).
 	bodyReadTimeout          time.Duration
 	maxPerAddress, maxPerKey int
+	// metricsAddr is where /metrics is served; "" serves none.
+	metricsAddr string
 }
 
 // modelFlag registers --model-base-url on fs.
-func modelFlag(fs *flag.FlagSet, o *serveOptions) {
+func modelFlag(fs *pflag.FlagSet, o *serveOptions) {
 	fs.StringVar(&o.modelBaseURL, "model-base-url", envOr("ANTHROPIC_BASE_URL", ""), "Messages API that agents with a real model call: Anthropic's, or any compatible proxy or gateway (env ANTHROPIC_BASE_URL; the key comes from "+agent.ModelKeyVar+", then "+agent.FallbackModelKeyVar+")")
 }
 
@@ -73,30 +100,22 @@ func modelConfig(o serveOptions, logger *slog.Logger) agent.ClaudeConfig {
 	return cfg
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
-	var o serveOptions
-	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
-	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the SQLite database and admin.key (env MEMSTORE_DATA)")
-	fs.StringVar(&o.database, "database", envOr("MEMSTORE_DATABASE_URL", ""), "PostgreSQL URL (postgres://user:password@host/db?sslmode=…&pool_max_conns=…&statement_timeout=…) for running several replicas; default: SQLite in the data folder (env MEMSTORE_DATABASE_URL)")
-	fs.IntVar(&o.maxMemories, "max-memories-per-store", 0, "memory count limit per store (default 10000)")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.publicURL, "public-url", envOr("MEMSTORE_PUBLIC_URL", ""), "base URL workers reach this server at, sent in every work secret (env MEMSTORE_PUBLIC_URL; default: the listen address)")
-	fs.StringVar(&o.mountPrefix, "mount-prefix", envOr("MEMSTORE_MOUNT_PREFIX", ""), "folder under which sessions mount their memory stores, in each mount_path (env MEMSTORE_MOUNT_PREFIX; default /mnt/memory)")
-	modelFlag(fs, &o)
-	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
-	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
-	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	logger, err := newLogger(stderr, o.logFormat)
+func runServe(ctx context.Context, o serveOptions, s streams) error {
+	logger, err := newLogger(s.stderr, o.logFormat)
 	if err != nil {
 		return err
 	}
-	rs, err := startServer(ctx, o, logger, stdout)
+	rs, err := startServer(ctx, o, logger, s.stdout)
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(o.metricsAddr, rs.metrics, logger)
+		if err != nil {
+			rs.shutdown()
+			return err
+		}
+		defer stopMetrics()
 	}
 	<-ctx.Done()
 	logger.Info("shutting down", "addr", rs.addr)
@@ -120,7 +139,9 @@ type runningServer struct {
 	baseURL  string
 	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
 	// store is the server's database (up makes the first console user in it).
-	store    storage.Store
+	store storage.Store
+	// metrics is the server's /metrics handler.
+	metrics  http.Handler
 	shutdown func() error
 }
 
@@ -182,7 +203,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
 	}
 
-	con, err := console.New(console.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, API: srv})
+	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
 	if err != nil {
 		stopListening()
 		ln.Close()
@@ -203,6 +224,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		baseURL:  baseURL,
 		adminKey: key,
 		store:    db,
+		metrics:  srv.MetricsHandler(),
 		shutdown: func() error {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,12 +16,13 @@ import (
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
 
 // serveProc is `memstore serve` running in a child process.
 type serveProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testlog.Buffer
 	url            string
 	exited         chan struct{}
 }
@@ -36,7 +39,7 @@ func serveProcess(t *testing.T, data, adminKey string) *serveProc {
 		}
 	}
 	cmd.Env = append(cmd.Env, "MEMSTORE_ADMIN_KEY="+adminKey)
-	p := &serveProc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &serveProc{cmd: cmd, stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -214,10 +217,10 @@ func TestServeTakesTheAdminKeyFromTheEnvironmentAndTheStoreLimitFromAFlag(t *tes
 	data := t.TempDir()
 	t.Setenv("MEMSTORE_ADMIN_KEY", "sk-memstore-from-env")
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testlog.Buffer{}, &testlog.Buffer{}
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--max-memories-per-store", "1"}, stdout, stderr)
+		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json", "--max-memories-per-store", "1"}, testStreams(stdout, stderr))
 	}()
 	p := &serveProc{stdout: stdout, stderr: stderr}
 	waitUntil(t, "memstore serve to be ready", p.ready)
@@ -246,13 +249,30 @@ func TestServeDefaults(t *testing.T) {
 	for _, v := range []string{"MEMSTORE_ADDR", "MEMSTORE_DATA"} {
 		t.Setenv(v, "")
 	}
-	var usage syncBuffer
-	if c := run(context.Background(), []string{"serve", "-h"}, io.Discard, &usage); c != 0 {
+	var usage testlog.Buffer
+	if c := run(context.Background(), []string{"serve", "-h"}, testStreams(io.Discard, &usage)); c != 0 {
 		t.Fatalf("serve -h: exit %d", c)
 	}
 	for _, want := range []string{`-addr string`, `(default "127.0.0.1:8080")`, `-data string`, `(default "./memstore-data")`} {
 		if !strings.Contains(usage.String(), want) {
 			t.Errorf("serve -h lacks %s:\n%s", want, usage.String())
 		}
+	}
+}
+
+// --metrics-addr on a taken address is refused with the flag to change.
+func TestMetricsAddressTakenIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stop, err := serveMetrics(ln.Addr().String(), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	if err == nil {
+		stop()
+		t.Fatal("serveMetrics on a taken address succeeded")
+	}
+	if !strings.Contains(err.Error(), "--metrics-addr") || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("error = %v; want the address and the flag", err)
 	}
 }

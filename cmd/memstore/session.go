@@ -7,23 +7,45 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 )
 
-func init() {
-	commands["session"] = command{summary: "run sessions (create, list, get, send, interrupt, events, archive, delete)", run: noun("session", map[string]verb{
-		"create": {summary: "start a session of an agent on an environment, with memory stores", run: sessionCreate},
-		"list":   {summary: "list sessions", run: sessionList},
-		"get":    idVerb("show a session", "session-id", (*client.Client).GetSession),
-		"send":   {summary: "send a user message (a JSON script for the scripted model)", run: sessionSend},
-		"interrupt": idVerb("interrupt the session's turn", "session-id", func(c *client.Client, ctx context.Context, id string) (*api.SendEventsResponse, error) {
-			return c.SendEvents(ctx, id, api.UserInterrupt())
-		}),
-		"events":  {summary: "print a session's events; --follow streams new ones", run: sessionEvents},
-		"archive": idVerb("terminate and archive a session", "session-id", (*client.Client).ArchiveSession),
-		"delete":  idVerb("delete a session and its events", "session-id", (*client.Client).DeleteSession),
-	})}
+func newSessionCommand(s streams) *cobra.Command {
+	return newAPINoun(s, "session", "run sessions (create, list, get, send, interrupt, events, archive, delete)", func(cli *cliContext) []*cobra.Command {
+		ids := sessionIDs(cli)
+		return []*cobra.Command{
+			sessionCreateVerb(cli),
+			sessionListVerb(cli),
+			idVerb(cli, "get", "session-id", "show a session", "  memstore session get $SESSION", ids, (*client.Client).GetSession),
+			sessionSendVerb(cli, ids),
+			idVerb(cli, "interrupt", "session-id", "interrupt the session's turn", "  memstore session interrupt $SESSION", ids,
+				func(c *client.Client, ctx context.Context, id string) (*api.SendEventsResponse, error) {
+					return c.SendEvents(ctx, id, api.UserInterrupt())
+				}),
+			sessionEventsVerb(cli, ids),
+			idVerb(cli, "archive", "session-id", "terminate and archive a session", "  memstore session archive $SESSION", ids, (*client.Client).ArchiveSession),
+			idVerb(cli, "delete", "session-id", "delete a session and its events", "  memstore session delete $SESSION", ids, (*client.Client).DeleteSession),
+		}
+	})
+}
+
+// sessionIDs completes a session id.
+func sessionIDs(cli *cliContext) cobra.CompletionFunc {
+	return completeIDs(cli, func(ctx context.Context, c *client.Client) ([]api.Session, error) {
+		p, err := c.ListSessions(ctx, api.SessionListParams{Limit: api.MaxListLimit})
+		if err != nil {
+			return nil, err
+		}
+		return p.Data, nil
+	}, func(s api.Session) (string, string) {
+		if s.Title != nil {
+			return s.ID, *s.Title
+		}
+		return s.ID, s.Status
+	})
 }
 
 // parseStoreFlag reads --store ID[:read_only|:read_write].
@@ -41,26 +63,38 @@ func parseStoreFlag(s string) (api.SessionResourceParams, error) {
 	return api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: id, Access: access}, nil
 }
 
-func sessionCreate(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	env := fs.String("env", "", "environment id (required)")
-	agent := fs.String("agent", "", "agent id (required)")
-	title := fs.String("title", "", "title")
-	var stores, instructions listFlag
-	fs.Var(&stores, "store", "attach a memory store: ID, ID:read_only or ID:read_write (repeatable, at most 8)")
-	fs.Var(&instructions, "instructions", "per-store guidance for the agent: ID=TEXT (repeatable)")
-	message := fs.String("message", "", "first user message: the text, @file, or - for standard input")
-	md := kvFlag{}
-	fs.Var(md, "metadata", "metadata key=value (repeatable)")
-	if _, err := cli.parse(fs, args, "--env ENV --agent AGENT [--store ID[:read_only]]... [--message TEXT] [flags]", 0, 0); err != nil {
-		return err
-	}
-	if *env == "" || *agent == "" {
+func sessionCreateVerb(cli *cliContext) *cobra.Command {
+	var env, agent, title, message string
+	var stores, instructions []string
+	var md kvFlag
+	cmd := verb("create --env ENV --agent AGENT [--store ID[:read_only]]... [--message TEXT]", "start a session of an agent on an environment, with memory stores",
+		`  SESSION=$(memstore session create --env $ENV --agent $AGENT --store $STORE \
+      --message '{"tool_calls":[{"name":"read","input":{"file_path":"/mnt/memory/team-notes/todo.md"}}]}' -q)
+  memstore session create --env $ENV --agent $AGENT --store $HANDBOOK:ro --instructions "$HANDBOOK=the style guide"`,
+		noArgs, func(ctx context.Context, _ []string) error {
+			return sessionCreate(ctx, cli, env, agent, title, message, stores, instructions, md)
+		})
+	fs := cmd.Flags()
+	fs.StringVar(&env, "env", "", "environment id (required)")
+	fs.StringVar(&agent, "agent", "", "agent id (required)")
+	fs.StringVar(&title, "title", "", "title")
+	fs.StringArrayVar(&stores, "store", nil, "attach a memory store: ID, ID:read_only or ID:read_write (repeatable, at most 8)")
+	fs.StringArrayVar(&instructions, "instructions", nil, "per-store guidance for the agent: ID=TEXT (repeatable)")
+	fs.StringVar(&message, "message", "", "first user message: the text, @file, or - for standard input")
+	md = metadataFlag(fs)
+	cmd.RegisterFlagCompletionFunc("env", envIDs(cli))
+	cmd.RegisterFlagCompletionFunc("agent", agentIDs(cli))
+	cmd.RegisterFlagCompletionFunc("store", storeIDs(cli))
+	return cmd
+}
+
+func sessionCreate(ctx context.Context, cli *cliContext, env, agent, title, message string, stores, instructions []string, md kvFlag) error {
+	if env == "" || agent == "" {
 		return fmt.Errorf("--env and --agent are required (see `memstore env list` and `memstore agent list`)")
 	}
-	req := api.CreateSessionRequest{Agent: api.AgentRef{ID: *agent}, EnvironmentID: *env, Metadata: md}
-	if *title != "" {
-		req.Title = title
+	req := api.CreateSessionRequest{Agent: api.AgentRef{ID: agent}, EnvironmentID: env, Metadata: md}
+	if title != "" {
+		req.Title = &title
 	}
 	for _, s := range stores {
 		r, err := parseStoreFlag(s)
@@ -82,8 +116,8 @@ func sessionCreate(ctx context.Context, cli *cliContext, args []string) error {
 			return fmt.Errorf("--instructions %q: want STORE_ID=TEXT for a store given with --store", in)
 		}
 	}
-	if *message != "" {
-		text, err := textArg(*message, stdin)
+	if message != "" {
+		text, err := textArg(message, cli.stdin)
 		if err != nil {
 			return err
 		}
@@ -100,62 +134,80 @@ func sessionCreate(ctx context.Context, cli *cliContext, args []string) error {
 	return cli.print(s)
 }
 
-func sessionList(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	archived := fs.Bool("archived", false, "include archived sessions")
-	env := fs.String("env", "", "only sessions of this environment")
-	agent := fs.String("agent", "", "only sessions of this agent")
-	store := fs.String("store", "", "only sessions with this memory store attached")
-	var statuses listFlag
-	fs.Var(&statuses, "status", "only sessions in this status (repeatable)")
-	_, c, err := cli.connect(fs, args, "[flags]", 0, 0)
-	if err != nil {
-		return err
-	}
-	p := api.SessionListParams{Limit: api.MaxListLimit, IncludeArchived: *archived, EnvironmentID: *env, AgentID: *agent, MemoryStoreID: *store, Statuses: statuses}
-	return printAll(cli, c.ListAllSessions(ctx, p))
+func sessionListVerb(cli *cliContext) *cobra.Command {
+	var archived bool
+	var env, agent, store string
+	var statuses []string
+	cmd := verb("list", "list sessions", `  memstore session list --env $ENV --status running --status idle`,
+		argCount(0, 0), func(ctx context.Context, _ []string) error {
+			c, err := cli.client()
+			if err != nil {
+				return err
+			}
+			p := api.SessionListParams{Limit: api.MaxListLimit, IncludeArchived: archived, EnvironmentID: env, AgentID: agent, MemoryStoreID: store, Statuses: statuses}
+			return printAll(cli, c.ListAllSessions(ctx, p))
+		})
+	fs := cmd.Flags()
+	fs.BoolVar(&archived, "archived", false, "include archived sessions")
+	fs.StringVar(&env, "env", "", "only sessions of this environment")
+	fs.StringVar(&agent, "agent", "", "only sessions of this agent")
+	fs.StringVar(&store, "store", "", "only sessions with this memory store attached")
+	fs.StringArrayVar(&statuses, "status", nil, "only sessions in this status (repeatable)")
+	cmd.RegisterFlagCompletionFunc("env", envIDs(cli))
+	cmd.RegisterFlagCompletionFunc("agent", agentIDs(cli))
+	cmd.RegisterFlagCompletionFunc("store", storeIDs(cli))
+	return cmd
 }
 
-func sessionSend(ctx context.Context, cli *cliContext, args []string) error {
-	pos, err := cli.parse(cli.flags(), args, "[flags] <session-id> <text | @file | ->", 2, 2)
-	if err != nil {
-		return err
-	}
-	text, err := textArg(pos[1], stdin)
-	if err != nil {
-		return err
-	}
-	c, err := cli.client()
-	if err != nil {
-		return err
-	}
-	res, err := c.SendEvents(ctx, pos[0], api.UserMessage(text))
-	if err != nil {
-		return err
-	}
-	return cli.print(res)
+func sessionSendVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
+	cmd := verb("send <session-id> <text | @file | ->", "send a user message (a JSON script for the scripted model)",
+		`  memstore session send $SESSION '{"tool_calls":[{"name":"bash","input":{"command":"ls"}}]}'
+  memstore session send $SESSION @script.json`,
+		argCount(2, 2), func(ctx context.Context, args []string) error {
+			text, err := textArg(args[1], cli.stdin)
+			if err != nil {
+				return err
+			}
+			c, err := cli.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.SendEvents(ctx, args[0], api.UserMessage(text))
+			if err != nil {
+				return err
+			}
+			return cli.print(res)
+		})
+	cmd.ValidArgsFunction = ids
+	return cmd
 }
 
-func sessionEvents(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	follow := fs.Bool("follow", false, "keep streaming new events until the session terminates (or Ctrl-C)")
-	asJSON := fs.Bool("json", false, "print each event as one line of JSON")
-	var types listFlag
-	fs.Var(&types, "type", "only events of this type (repeatable; not with --follow)")
-	pos, err := cli.parse(fs, args, "[flags] <session-id>", 1, 1)
-	if err != nil {
-		return err
-	}
-	if *follow && len(types) > 0 {
+func sessionEventsVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
+	var follow, asJSON bool
+	var types []string
+	cmd := verb("events <session-id>", "print a session's events; --follow streams new ones", `  memstore session events $SESSION --follow
+  memstore session events $SESSION --type agent.tool_use --json`,
+		argCount(1, 1), func(ctx context.Context, args []string) error {
+			return sessionEvents(ctx, cli, args[0], follow, asJSON, types)
+		})
+	fs := cmd.Flags()
+	fs.BoolVar(&follow, "follow", false, "keep streaming new events until the session terminates (or Ctrl-C)")
+	fs.BoolVar(&asJSON, "json", false, "print each event as one line of JSON")
+	fs.StringArrayVar(&types, "type", nil, "only events of this type (repeatable; not with --follow)")
+	cmd.ValidArgsFunction = ids
+	return cmd
+}
+
+func sessionEvents(ctx context.Context, cli *cliContext, id string, follow, asJSON bool, types []string) error {
+	if follow && len(types) > 0 {
 		return fmt.Errorf("--type filters the history only; drop it to --follow")
 	}
 	c, err := cli.client()
 	if err != nil {
 		return err
 	}
-	id := pos[0]
 	print := func(e api.Event) error {
-		if *asJSON {
+		if asJSON {
 			b, err := json.Marshal(e)
 			if err != nil {
 				return err
@@ -177,7 +229,7 @@ func sessionEvents(ctx context.Context, cli *cliContext, args []string) error {
 		last = e.ID
 		ended = ended || e.Type == api.EventSessionStatusTerminated
 	}
-	if !*follow || ended {
+	if !follow || ended {
 		return nil
 	}
 	return followEvents(ctx, c, id, last, print)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/memstore/memstore/api"
@@ -32,33 +33,42 @@ func progress(cli *cliContext, total int64, what string) *progressbar.ProgressBa
 		progressbar.OptionShowCount(), progressbar.OptionSetVisibility(visible), progressbar.OptionClearOnFinish())
 }
 
-func storeExport(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	out := fs.String("o", "", "archive to write: NAME.tar.gz, NAME.tgz or NAME.zip (default <store id>.tar.gz)")
-	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id>", 1, 1)
-	if err != nil {
-		return err
+func storeExportVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
+	var out string
+	cmd := verb("export <memory-store-id>", "write a store's memories into a .tar.gz or .zip", `  memstore store export $STORE -o notes.tar.gz`,
+		argCount(1, 1), func(ctx context.Context, args []string) error {
+			c, err := cli.client()
+			if err != nil {
+				return err
+			}
+			return storeExport(ctx, cli, c, args[0], out)
+		})
+	cmd.Flags().StringVarP(&out, "file", "o", "", "archive to write: NAME.tar.gz, NAME.tgz or NAME.zip (default <store id>.tar.gz)")
+	cmd.ValidArgsFunction = ids
+	return cmd
+}
+
+func storeExport(ctx context.Context, cli *cliContext, c *client.Client, storeID, out string) error {
+	if out == "" {
+		out = storeID + ".tar.gz"
 	}
-	if *out == "" {
-		*out = pos[0] + ".tar.gz"
-	}
-	format := storearchive.FormatOf(*out)
+	format := storearchive.FormatOf(out)
 	if format == "" {
-		return fmt.Errorf("-o %s: name the archive .tar.gz, .tgz or .zip", *out)
+		return fmt.Errorf("-o %s: name the archive .tar.gz, .tgz or .zip", out)
 	}
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("create %s: %w (an existing file is never overwritten)", *out, err)
+		return fmt.Errorf("create %s: %w (an existing file is never overwritten)", out, err)
 	}
-	n, err := exportTo(ctx, cli, c, pos[0], f, format)
+	n, err := exportTo(ctx, cli, c, storeID, f, format)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(*out)
+		os.Remove(out)
 		return err
 	}
-	fmt.Fprintf(cli.stdout, "exported %d memories of %s to %s\n", n, pos[0], *out)
+	fmt.Fprintf(cli.stdout, "exported %d memories of %s to %s\n", n, storeID, out)
 	return nil
 }
 
@@ -86,17 +96,32 @@ func exportTo(ctx context.Context, cli *cliContext, c *client.Client, storeID st
 	return n, aw.Close()
 }
 
-func storeImport(ctx context.Context, cli *cliContext, args []string) error {
-	fs := cli.flags()
-	dryRun := fs.Bool("dry-run", false, "only print what would be created, changed and refused")
-	pos, c, err := cli.connect(fs, args, "[flags] <memory-store-id> <archive.tar.gz | archive.zip | file>...", 2, -1)
-	if err != nil {
-		return err
+func storeImportVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
+	var dryRun bool
+	cmd := verb("import <memory-store-id> <archive.tar.gz | archive.zip | file>...", "create or update memories from archives or files (--dry-run shows the plan)",
+		`  memstore store import $STORE notes.tar.gz --dry-run
+  memstore store import $STORE notes.tar.gz README.md`,
+		argCount(2, -1), func(ctx context.Context, args []string) error {
+			c, err := cli.client()
+			if err != nil {
+				return err
+			}
+			return storeImport(ctx, cli, c, args[0], args[1:], dryRun)
+		})
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only print what would be created, changed and refused")
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return ids(cmd, args, toComplete)
+		}
+		return nil, cobra.ShellCompDirectiveDefault // files
 	}
-	storeID := pos[0]
+	return cmd
+}
+
+func storeImport(ctx context.Context, cli *cliContext, c *client.Client, storeID string, names []string, dryRun bool) error {
 	var files []storearchive.File
 	var steps []storearchive.Step
-	for _, name := range pos[1:] {
+	for _, name := range names {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			return err
@@ -125,7 +150,7 @@ func storeImport(ctx context.Context, cli *cliContext, args []string) error {
 	steps = append(steps, storearchive.Plan(files, existing, func(path, content string) error {
 		return errors.Join(validate.Path("path", path), validate.Content("content", content))
 	})...)
-	if !*dryRun {
+	if !dryRun {
 		bar := progress(cli, int64(len(steps)), "importing")
 		for i, st := range steps {
 			steps[i] = importStep(ctx, c, storeID, st)
@@ -141,7 +166,7 @@ func storeImport(ctx context.Context, cli *cliContext, args []string) error {
 		}
 	}
 	verb := "imported into"
-	if *dryRun {
+	if dryRun {
 		verb = "dry run, nothing changed in"
 	}
 	fmt.Fprintf(cli.stdout, "%s %s: %d created, %d changed, %d already the same, %d refused\n", verb, storeID,

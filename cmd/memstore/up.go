@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -18,8 +19,24 @@ import (
 	"github.com/memstore/memstore/worker"
 )
 
-func init() {
-	commands["up"] = command{summary: "run a server and one worker in one process, ready for real sessions", run: runUp}
+func newUpCommand(s streams) *cobra.Command {
+	var o serveOptions
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "run a server and one worker in one process, ready for real sessions",
+		Example: `  memstore up
+  MEMSTORE_MODEL_API_KEY=… memstore up --data ~/memstore`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), o, f, s) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
+	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the database, admin.key, up.json and, by default, the worker's folders (env MEMSTORE_DATA)")
+	f.registerLocal(fs, "default: <data>/workdir", "")
+	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
+	modelFlag(fs, &o)
+	return cmd
 }
 
 // upState is what up remembers in <data>/up.json between starts, so that a
@@ -29,21 +46,8 @@ type upState struct {
 	EnvironmentKey string `json:"environment_key"`
 }
 
-func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("up", stderr)
-	var o serveOptions
-	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
-	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the database, admin.key, up.json and, by default, the worker's folders (env MEMSTORE_DATA)")
-	var f workerFlags
-	f.registerLocal(fs, "default: <data>/workdir", "")
-	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
-	modelFlag(fs, &o)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
-	}
+func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error {
+	stdout, stderr := s.stdout, s.stderr
 	o.logFormat = f.logFormat
 	if f.workdir == "" {
 		f.workdir = filepath.Join(o.dataDir, "workdir")

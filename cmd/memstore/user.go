@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/memstore/memstore/internal/console"
@@ -21,20 +21,50 @@ import (
 // open the data folder's database directly, next to a running server or
 // not: the API has no way to make console users, so an API key can never
 // turn itself into a console login.
-func init() {
-	commands["user"] = command{summary: "manage web console users (create, list, delete, passwd)", run: noun("user", map[string]verb{
-		"create": {summary: "add a console user; the password is read from the terminal or standard input, or --generate", run: userCreate},
-		"list":   {summary: "list console users", run: userList},
-		"delete": {summary: "delete a console user, signing them out at once", run: userDelete},
-		"passwd": {summary: "set a console user's password, signing them out everywhere", run: userPasswd},
-	})}
+func newUserCommand(s streams) *cobra.Command {
+	var data string
+	cmd := newNoun("user", "manage web console users (create, list, delete, passwd)",
+		userVerb("create <name>", "add a console user; the password is read from the terminal or standard input, or --generate",
+			`  memstore user create ada            # asks for the password twice
+  memstore user create ci --generate  # prints a generated password once`,
+			true, &data, s, userCreate),
+		userVerb("list", "list console users", "  memstore user list", false, &data, s, userList),
+		userVerb("delete <name>", "delete a console user, signing them out at once", "  memstore user delete ada", false, &data, s, userDelete),
+		userVerb("passwd <name>", "set a console user's password, signing them out everywhere", "  memstore user passwd admin --generate", true, &data, s, userPasswd),
+	)
+	cmd.PersistentFlags().StringVar(&data, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder of the server (env MEMSTORE_DATA)")
+	return cmd
 }
 
-// userFlags are the flags of every user verb: the data folder.
-func userFlags(cli *cliContext) (*flag.FlagSet, *string) {
-	fs := newFlagSet(cli.name, cli.stderr)
-	data := fs.String("data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder of the server (env MEMSTORE_DATA)")
-	return fs, data
+// userVerb makes a user verb: it opens the database of the data folder
+// and runs do with it; generate says whether the verb sets a password (and
+// so takes --generate).
+func userVerb(use, short, example string, generate bool, data *string, s streams, do func(ctx context.Context, u userContext, args []string) error) *cobra.Command {
+	u := userContext{streams: s}
+	nargs := argCount(1, 1) // the user's name
+	if !strings.Contains(use, "<name>") {
+		nargs = argCount(0, 0)
+	}
+	cmd := verb(use, short, example, nargs, func(ctx context.Context, args []string) error {
+		db, err := openUsers(ctx, *data)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		u.db = db
+		return do(ctx, u, args)
+	})
+	if generate {
+		cmd.Flags().BoolVar(&u.generate, "generate", false, "generate a password and print it")
+	}
+	return cmd
+}
+
+// userContext is what a user verb runs with.
+type userContext struct {
+	streams
+	db       *sqlite.DB
+	generate bool
 }
 
 func openUsers(ctx context.Context, data string) (*sqlite.DB, error) {
@@ -48,20 +78,20 @@ func openUsers(ctx context.Context, data string) (*sqlite.DB, error) {
 // password returns a generated password (the caller prints it once it is
 // stored), one read from the terminal without echo (asked twice), or the
 // first line of standard input.
-func password(cli *cliContext, generate bool) (string, error) {
-	if generate {
+func password(u userContext) (string, error) {
+	if u.generate {
 		return console.GeneratePassword(), nil
 	}
-	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprint(cli.stderr, "Password: ")
+	if f, ok := u.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(u.stderr, "Password: ")
 		a, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(cli.stderr)
+		fmt.Fprintln(u.stderr)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprint(cli.stderr, "Again: ")
+		fmt.Fprint(u.stderr, "Again: ")
 		b, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(cli.stderr)
+		fmt.Fprintln(u.stderr)
 		if err != nil {
 			return "", err
 		}
@@ -70,7 +100,7 @@ func password(cli *cliContext, generate bool) (string, error) {
 		}
 		return string(a), nil
 	}
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	line, err := bufio.NewReader(u.stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", err
 	}
@@ -81,96 +111,55 @@ func password(cli *cliContext, generate bool) (string, error) {
 	return line, nil
 }
 
-func userCreate(ctx context.Context, cli *cliContext, args []string) error {
-	fs, data := userFlags(cli)
-	generate := fs.Bool("generate", false, "generate a password and print it")
-	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
+func userCreate(ctx context.Context, u userContext, args []string) error {
+	if err := console.CheckUserName(args[0]); err != nil {
+		return err
+	}
+	pw, err := password(u)
 	if err != nil {
 		return err
 	}
-	db, err := openUsers(ctx, *data)
+	user, err := console.CreateUser(ctx, u.db, args[0], pw)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := console.CheckUserName(pos[0]); err != nil {
-		return err
-	}
-	pw, err := password(cli, *generate)
-	if err != nil {
-		return err
-	}
-	u, err := console.CreateUser(ctx, db, pos[0], pw)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cli.stdout, "created console user %s (%s); sign in at <server>/console/\n", u.Name, u.ID)
-	if *generate {
-		fmt.Fprintf(cli.stdout, "password: %s (shown once)\n", pw)
+	fmt.Fprintf(u.stdout, "created console user %s (%s); sign in at <server>/console/\n", user.Name, user.ID)
+	if u.generate {
+		fmt.Fprintf(u.stdout, "password: %s (shown once)\n", pw)
 	}
 	return nil
 }
 
-func userList(ctx context.Context, cli *cliContext, args []string) error {
-	fs, data := userFlags(cli)
-	if _, err := cli.parse(fs, args, "[flags]", 0, 0); err != nil {
-		return err
-	}
-	db, err := openUsers(ctx, *data)
+func userList(ctx context.Context, u userContext, _ []string) error {
+	users, err := u.db.ListUsers(ctx)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	users, err := db.ListUsers(ctx)
-	if err != nil {
-		return err
-	}
-	for _, u := range users {
-		fmt.Fprintf(cli.stdout, "%s\t%s\tcreated %s\n", u.Name, u.ID, u.CreatedAt.Format("2006-01-02 15:04:05 UTC"))
+	for _, user := range users {
+		fmt.Fprintf(u.stdout, "%s\t%s\tcreated %s\n", user.Name, user.ID, user.CreatedAt.Format("2006-01-02 15:04:05 UTC"))
 	}
 	return nil
 }
 
-func userDelete(ctx context.Context, cli *cliContext, args []string) error {
-	fs, data := userFlags(cli)
-	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
-	if err != nil {
+func userDelete(ctx context.Context, u userContext, args []string) error {
+	if err := console.DeleteUser(ctx, u.db, args[0]); err != nil {
 		return err
 	}
-	db, err := openUsers(ctx, *data)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := console.DeleteUser(ctx, db, pos[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(cli.stdout, "deleted console user %s; their open pages are signed out\n", pos[0])
+	fmt.Fprintf(u.stdout, "deleted console user %s; their open pages are signed out\n", args[0])
 	return nil
 }
 
-func userPasswd(ctx context.Context, cli *cliContext, args []string) error {
-	fs, data := userFlags(cli)
-	generate := fs.Bool("generate", false, "generate a password and print it")
-	pos, err := cli.parse(fs, args, "[flags] <name>", 1, 1)
+func userPasswd(ctx context.Context, u userContext, args []string) error {
+	pw, err := password(u)
 	if err != nil {
 		return err
 	}
-	db, err := openUsers(ctx, *data)
-	if err != nil {
+	if err := console.SetPassword(ctx, u.db, args[0], pw); err != nil {
 		return err
 	}
-	defer db.Close()
-	pw, err := password(cli, *generate)
-	if err != nil {
-		return err
-	}
-	if err := console.SetPassword(ctx, db, pos[0], pw); err != nil {
-		return err
-	}
-	fmt.Fprintf(cli.stdout, "changed the password of %s; they are signed out everywhere\n", pos[0])
-	if *generate {
-		fmt.Fprintf(cli.stdout, "password: %s (shown once)\n", pw)
+	fmt.Fprintf(u.stdout, "changed the password of %s; they are signed out everywhere\n", args[0])
+	if u.generate {
+		fmt.Fprintf(u.stdout, "password: %s (shown once)\n", pw)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/memsync"
@@ -25,15 +30,9 @@ import (
 	"github.com/memstore/memstore/worker"
 )
 
-func init() {
-	commands["worker"] = command{summary: "environment worker: poll a queue and serve its sessions, or run one claimed item", run: noun("worker", map[string]verb{
-		"poll": {summary: "claim and serve an environment's sessions until stopped", run: func(ctx context.Context, cli *cliContext, args []string) error {
-			return workerPoll(ctx, args, cli.stderr)
-		}},
-		"run": {summary: "serve one already-claimed work item (inside a per-session sandbox)", run: func(ctx context.Context, cli *cliContext, args []string) error {
-			return workerRun(ctx, args, cli.stderr)
-		}},
-	})}
+func newWorkerCommand(s streams) *cobra.Command {
+	return newNoun("worker", "environment worker: poll a queue and serve its sessions, or run one claimed item",
+		newWorkerPollCommand(s), newWorkerRunCommand(s))
 }
 
 // workerFlags are the flags of SPEC §7 shared by poll, run and up. Each
@@ -57,7 +56,7 @@ type workerFlags struct {
 }
 
 // register adds every worker flag.
-func (f *workerFlags) register(fs *flag.FlagSet) {
+func (f *workerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.baseURL, "base-url", envOr("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080"), "API base URL: a memstore server or https://api.anthropic.com (env ANTHROPIC_BASE_URL)")
 	fs.StringVar(&f.environmentID, "environment-id", os.Getenv("ANTHROPIC_ENVIRONMENT_ID"), "environment to serve, env_… (env ANTHROPIC_ENVIRONMENT_ID)")
 	// No default from the environment: a usage text would print the key.
@@ -67,7 +66,7 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 
 // registerLocal adds the flags about this host and the sessions, not the
 // connection; up has its own defaults for the two folders.
-func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootDefault string) {
+func (f *workerFlags) registerLocal(fs *pflag.FlagSet, workdirDefault, mountRootDefault string) {
 	fs.StringVar(&f.workdir, "workdir", os.Getenv("ANTHROPIC_WORKDIR"), "sessions' working directory: where relative paths and bash start (env ANTHROPIC_WORKDIR; "+workdirDefault+")")
 	fs.StringVar(&f.mountRoot, "mount-root", envOr("ANTHROPIC_MOUNT_ROOT", mountRootDefault), "folder that replaces /mnt/memory in every store's mount path; it must exist and be writable (env ANTHROPIC_MOUNT_ROOT)")
 	fs.StringVar(&f.syncInterval, "memory-sync-interval", envOr("ANTHROPIC_MEMORY_SYNC_INTERVAL", "15s"), "how often memory syncs while a session runs, checked after each tool call; at least 5s; negative disables memory (env ANTHROPIC_MEMORY_SYNC_INTERVAL)")
@@ -78,10 +77,7 @@ func (f *workerFlags) registerLocal(fs *flag.FlagSet, workdirDefault, mountRootD
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
 	fs.StringVar(&f.sandbox, "sandbox", envOr("ANTHROPIC_SANDBOX", string(sandbox.Auto)), "run each session's bash in a bubblewrap sandbox that shows only its workdir and stores: auto (when bubblewrap works here, else none with a warning), bwrap (required) or none (env ANTHROPIC_SANDBOX)")
 	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on or off (env ANTHROPIC_SANDBOX_NETWORK)")
-	fs.Func("sandbox-bind", "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more", func(s string) error {
-		f.sandboxBinds = append(f.sandboxBinds, s)
-		return nil
-	})
+	fs.StringArrayVar(&f.sandboxBinds, "sandbox-bind", nil, "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more")
 }
 
 // envKey is --environment-key, else ANTHROPIC_ENVIRONMENT_KEY.
@@ -160,8 +156,9 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	}, nil
 }
 
-// newWorker builds the worker of poll or run.
-func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker, error) {
+// newWorker builds the worker of poll or run, registering its metrics in
+// metrics when it is not nil.
+func (f *workerFlags) newWorker(stderr io.Writer, onWork string, metrics prometheus.Registerer) (*worker.Worker, error) {
 	logger, err := newLogger(stderr, f.logFormat)
 	if err != nil {
 		return nil, err
@@ -173,23 +170,50 @@ func (f *workerFlags) newWorker(stderr io.Writer, onWork string) (*worker.Worker
 	if onWork != "" {
 		cfg.OnWork = onWorkScript(onWork, cfg.Client.BaseURL(), stderr)
 	}
+	cfg.Metrics = metrics
 	return worker.New(cfg)
 }
 
-func workerPoll(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("worker poll", stderr)
+func newWorkerPollCommand(s streams) *cobra.Command {
 	var f workerFlags
-	f.register(fs)
-	onWork := fs.String("on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	var onWork, metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "poll",
+		Short: "claim and serve an environment's sessions until stopped",
+		Example: `  ANTHROPIC_ENVIRONMENT_KEY=$KEY memstore worker poll --environment-id $ENV --mount-root /tmp/mnt/memory
+  memstore worker poll --environment-id $ENV --on-work 'docker run -i … my-sandbox memstore worker run'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return workerPoll(cmd.Context(), &f, onWork, metricsAddr, s.stderr)
+		},
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	cmd.Flags().StringVar(&onWork, "on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
+	return cmd
+}
+
+func workerPoll(ctx context.Context, f *workerFlags, onWork, metricsAddr string, stderr io.Writer) error {
+	var metrics prometheus.Registerer // nil: none (a nil *Registry would not be)
+	reg := prometheus.NewRegistry()
+	if metricsAddr != "" {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = reg
 	}
-	w, err := f.newWorker(stderr, *onWork)
+	w, err := f.newWorker(stderr, onWork, metrics)
 	if err != nil {
 		return err
+	}
+	if metricsAddr != "" {
+		logger, err := newLogger(stderr, f.logFormat)
+		if err != nil {
+			return err
+		}
+		stopMetrics, err := serveMetrics(metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	onForceQuit(ctx, w.Abandon)
 	return w.Run(ctx)
@@ -245,32 +269,46 @@ func onWorkScript(script, baseURL string, stderr io.Writer) func(ctx context.Con
 	}
 }
 
-func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("worker run", stderr)
+func newWorkerRunCommand(s streams) *cobra.Command {
 	var f workerFlags
+	var r runFlags
+	cmd := &cobra.Command{
+		Use:     "run",
+		Short:   "serve one already-claimed work item (inside a per-session sandbox)",
+		Example: `  ANTHROPIC_WORK_SECRET=… memstore worker run --environment-id $ENV --work-id $WORK --session-id $SESSION`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return workerRun(cmd.Context(), &f, r, s.stderr)
+		},
+	}
+	fs := cmd.Flags()
 	f.register(fs)
-	workID := fs.String("work-id", os.Getenv("ANTHROPIC_WORK_ID"), "the claimed work item, work_… (env ANTHROPIC_WORK_ID)")
-	sessionID := fs.String("session-id", os.Getenv("ANTHROPIC_SESSION_ID"), "the item's session, sesn_… (env ANTHROPIC_SESSION_ID)")
-	secretFile := fs.String("work-secret-file", "", "file holding the work secret, readable by its owner only (default: env ANTHROPIC_WORK_SECRET)")
-	lastHeartbeat := fs.String("last-heartbeat", os.Getenv("ANTHROPIC_WORK_LAST_HEARTBEAT"), "continue a lease another process started: its last heartbeat's last_heartbeat (env ANTHROPIC_WORK_LAST_HEARTBEAT)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; every setting is a flag", fs.Arg(0))
-	}
+	fs.StringVar(&r.workID, "work-id", os.Getenv("ANTHROPIC_WORK_ID"), "the claimed work item, work_… (env ANTHROPIC_WORK_ID)")
+	fs.StringVar(&r.sessionID, "session-id", os.Getenv("ANTHROPIC_SESSION_ID"), "the item's session, sesn_… (env ANTHROPIC_SESSION_ID)")
+	fs.StringVar(&r.secretFile, "work-secret-file", "", "file holding the work secret, readable by its owner only (default: env ANTHROPIC_WORK_SECRET)")
+	fs.StringVar(&r.lastHeartbeat, "last-heartbeat", os.Getenv("ANTHROPIC_WORK_LAST_HEARTBEAT"), "continue a lease another process started: its last heartbeat's last_heartbeat (env ANTHROPIC_WORK_LAST_HEARTBEAT)")
+	return cmd
+}
+
+// runFlags are the flags of worker run beyond the worker's own: which
+// claimed item to serve.
+type runFlags struct {
+	workID, sessionID, secretFile, lastHeartbeat string
+}
+
+func workerRun(ctx context.Context, f *workerFlags, r runFlags, stderr io.Writer) error {
 	for _, req := range []struct{ flag, env, val string }{
-		{"--work-id", "ANTHROPIC_WORK_ID", *workID},
+		{"--work-id", "ANTHROPIC_WORK_ID", r.workID},
 		{"--environment-id", "ANTHROPIC_ENVIRONMENT_ID", f.environmentID},
-		{"--session-id", "ANTHROPIC_SESSION_ID", *sessionID},
+		{"--session-id", "ANTHROPIC_SESSION_ID", r.sessionID},
 	} {
 		if req.val == "" {
 			return fmt.Errorf("%s is required (or set %s): 'worker run' serves one item someone already claimed", req.flag, req.env)
 		}
 	}
 	secret := os.Getenv("ANTHROPIC_WORK_SECRET")
-	if *secretFile != "" {
-		s, err := readSecretFile(*secretFile)
+	if r.secretFile != "" {
+		s, err := readSecretFile(r.secretFile)
 		if err != nil {
 			return err
 		}
@@ -279,17 +317,17 @@ func workerRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if secret == "" && f.envKey() == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
-	w, err := f.newWorker(stderr, "")
+	w, err := f.newWorker(stderr, "", nil)
 	if err != nil {
 		return err
 	}
 	onForceQuit(ctx, w.Abandon)
-	work := api.Work{ID: *workID, EnvironmentID: f.environmentID, Data: api.WorkData{Type: "session", ID: *sessionID}}
+	work := api.Work{ID: r.workID, EnvironmentID: f.environmentID, Data: api.WorkData{Type: "session", ID: r.sessionID}}
 	if secret != "" {
 		work.Secret = &secret
 	}
-	if err := w.RunItem(ctx, worker.Item{Work: work, LastHeartbeat: *lastHeartbeat}); err != nil {
-		return fmt.Errorf("work item %s failed: %w", *workID, err)
+	if err := w.RunItem(ctx, worker.Item{Work: work, LastHeartbeat: r.lastHeartbeat}); err != nil {
+		return fmt.Errorf("work item %s failed: %w", r.workID, err)
 	}
 	return nil
 }

@@ -9,13 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // workerSetup is a server with an environment, its key, a scripted agent
@@ -35,28 +36,8 @@ func newWorkerSetup(t *testing.T) *workerSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, key, agent := scriptedEnvironment(t, admin, "cli")
-	return &workerSetup{rs: rs, admin: admin, env: env, key: key, agent: agent}
-}
-
-// scriptedEnvironment creates an environment with a key, and a scripted
-// agent, through admin.
-func scriptedEnvironment(t *testing.T, admin *client.Client, name string) (*api.Environment, string, *api.Agent) {
-	t.Helper()
-	ctx := context.Background()
-	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env, key.Key, agent
+	ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+	return &workerSetup{rs: rs, admin: admin, env: ws.Env, key: ws.Key, agent: ws.Agent}
 }
 
 func (s *workerSetup) session(t *testing.T, script string, resources ...api.SessionResourceParams) *api.Session {
@@ -117,25 +98,6 @@ func waitWithin(t *testing.T, limit time.Duration, what string, cond func() bool
 	}
 }
 
-// syncBuffer is an io.Writer safe for a process's output and a test's
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // workerEnv is the environment of a worker process for s.
 func (s *workerSetup) workerEnv(workdir string) []string {
 	env := []string{}
@@ -171,7 +133,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		`{"name":"bash","input":{"command":"touch after"}}]}`,
 		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
 
-	var out syncBuffer
+	var out testlog.Buffer
 	// Inline sync, so the draft is still local when the signal comes and
 	// the flush is what saves it (live sync would have uploaded it at once).
 	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
@@ -235,7 +197,7 @@ func TestOnWorkScriptServesTheItemThroughWorkerRun(t *testing.T) {
 	script := `cat > "$SPOOL/item.json"; env | grep '^ANTHROPIC_' | sort > "$SPOOL/env.txt"; exec "$MEMSTORE" worker run`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testlog.Buffer
 	cmd := exec.CommandContext(ctx, bin, "worker", "poll", "--on-work", script)
 	cmd.Env = append(s.workerEnv(workdir), "SPOOL="+spool, "MEMSTORE="+bin)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -297,7 +259,7 @@ func TestWorkSecretFileMustBePrivate(t *testing.T) {
 	args := []string{"worker", "run", "--base-url", s.rs.baseURL, "--environment-id", s.env.ID, "--work-id", w.ID, "--session-id", sess.ID,
 		"--workdir", t.TempDir(), "--work-secret-file", secretPath}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "chmod 600") {
+	if code := run(context.Background(), args, testStreams(&stdout, &stderr)); code != 1 || !strings.Contains(stderr.String(), "chmod 600") {
 		t.Fatalf("exit %d, stderr %q: want a refusal naming chmod 600", code, stderr.String())
 	}
 	if got := s.work(t, sess.ID); got.State != api.WorkStarting {

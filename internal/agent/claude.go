@@ -35,6 +35,13 @@ type ClaudeConfig struct {
 	HTTPClient *http.Client
 	// MaxTokens caps each reply (default 8192).
 	MaxTokens int64
+	// MaxContinuations bounds how many times one turn asks the model to
+	// go on after a reply cut off at MaxTokens (default 3; negative: never).
+	MaxContinuations int
+	// ThinkingBudget turns extended thinking on with this many tokens of
+	// each reply's MaxTokens for it; 0 leaves it off. Thinking blocks are
+	// kept either way: a proxy may turn thinking on by itself.
+	ThinkingBudget int64
 	// MaxAttempts bounds the tries of one model request when the upstream
 	// answers 429, 529, 5xx or cannot be reached (default 5).
 	MaxAttempts int
@@ -52,8 +59,9 @@ const (
 )
 
 // Claude is the runtime of every model other than "scripted": it calls the
-// Messages API through the official SDK, one request per step, and turns the
-// reply into events — text into agent.message, tool uses into
+// Messages API through the official SDK, one streamed request per step
+// (streaming is what the API asks of long replies), and turns the reply
+// into events — text into agent.message, tool uses into
 // agent.tool_use for the worker — until the model ends its turn.
 type Claude struct {
 	cfg    ClaudeConfig
@@ -64,6 +72,9 @@ type Claude struct {
 func NewClaude(cfg ClaudeConfig) *Claude {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 8192
+	}
+	if cfg.MaxContinuations == 0 {
+		cfg.MaxContinuations = 3
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -159,9 +170,10 @@ func (c *Claude) Next(v storage.SessionView) Step {
 			return Step{Emit: []api.Event{e}}
 		}
 		return Step{}
-	case t.requests > 0 && len(t.uses) == 0:
-		// A reply without tool uses always ends its turn in the same
-		// append; this only guards against a log that says otherwise.
+	case t.requests > 0 && len(t.uses) == 0 && !t.continuing:
+		// A reply without tool uses always ends its turn, or asks to go on,
+		// in the same append; this only guards against a log that says
+		// otherwise.
 		return Step{Emit: []api.Event{idle(api.StopEndTurn)}}
 	case c.cfg.APIKey == "":
 		return Step{Emit: []api.Event{sessionError("unknown_error", api.RetryExhausted,
@@ -176,10 +188,13 @@ func (c *Claude) Next(v storage.SessionView) Step {
 // may pass, and appends its outcome with the span's end.
 func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
 	params := buildRequest(v, c.cfg.MaxTokens)
+	if c.cfg.ThinkingBudget > 0 {
+		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(c.cfg.ThinkingBudget)
+	}
 	for attempt := 1; ; attempt++ {
-		msg, err := c.client.Messages.New(ctx, params)
+		msg, err := c.stream(ctx, params)
 		if err == nil {
-			return emit(replyEvents(msg, start, v.Session.Agent.Tools)...)
+			return emit(c.replyEvents(msg, start, v)...)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -203,13 +218,59 @@ func (c *Claude) request(ctx context.Context, v storage.SessionView, start strin
 	}
 }
 
+// errCutShort is a stream that ended before its message_stop.
+var errCutShort = errors.New("the reply's stream ended before message_stop")
+
+// stream makes one streaming request and accumulates its reply. A stream
+// that fails or ends part way is an error like a failed request: the
+// partial reply is dropped and the whole request made again.
+func (c *Claude) stream(ctx context.Context, params anthropic.MessageNewParams) (*anthropic.Message, error) {
+	s := c.client.Messages.NewStreaming(ctx, params)
+	defer s.Close()
+	var msg anthropic.Message
+	for s.Next() {
+		e := s.Current()
+		if err := msg.Accumulate(e); err != nil {
+			return nil, err
+		}
+		if e.Type == "message_stop" {
+			return &msg, nil
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errCutShort
+}
+
+// streamErrorStatus is the status an error type stands for: an error event
+// in the middle of a stream comes after the 200, so only its type tells
+// whether trying again may help.
+var streamErrorStatus = map[anthropic.ErrorType]int{
+	anthropic.ErrorTypeRateLimitError:      http.StatusTooManyRequests,
+	anthropic.ErrorTypeOverloadedError:     529,
+	anthropic.ErrorTypeAPIError:            http.StatusInternalServerError,
+	anthropic.ErrorTypeTimeoutError:        http.StatusGatewayTimeout,
+	anthropic.ErrorTypeInvalidRequestError: http.StatusBadRequest,
+	anthropic.ErrorTypeAuthenticationError: http.StatusUnauthorized,
+	anthropic.ErrorTypePermissionError:     http.StatusForbidden,
+	anthropic.ErrorTypeNotFoundError:       http.StatusNotFound,
+}
+
 // classify turns a failed request into a session.error: its type, a
 // message that says what to fix, how long the upstream asked to wait, and
 // whether trying again may help.
 func classify(err error, model string) (kind, text string, wait time.Duration, retry bool) {
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) {
-		return "model_request_failed_error", fmt.Sprintf("the model API could not be reached (%v); check the server's --model-base-url and its network", err), 0, true
+		return "model_request_failed_error", fmt.Sprintf("the model API call failed (%v); check the server's --model-base-url and its network", err), 0, true
+	}
+	status := ae.StatusCode
+	if status < 400 {
+		status = streamErrorStatus[ae.Type()]
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
 	}
 	detail := ae.Message
 	if detail == "" {
@@ -218,7 +279,7 @@ func classify(err error, model string) (kind, text string, wait time.Duration, r
 	if ae.Response != nil {
 		wait = retryAfter(ae.Response.Header)
 	}
-	switch s := ae.StatusCode; {
+	switch s := status; {
 	case s == http.StatusTooManyRequests:
 		return "model_rate_limited_error", "the model API is rate limiting this server's key (429: " + detail + ")", wait, true
 	case s == 529:
@@ -252,23 +313,29 @@ func retryAfter(h http.Header) time.Duration {
 }
 
 // replyEvents turns a reply into the events that record it, ending with
-// the span's end and, unless the model asked for tools, the turn's end.
-func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMessage) []api.Event {
-	perms := toolPermissions(agentTools)
+// the span's end and, unless the model asked for tools, the turn's end —
+// or, for a reply cut off at max_tokens, a request to go on while the turn
+// has continuations left.
+func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.SessionView) []api.Event {
+	perms := toolPermissions(v.Session.Agent.Tools)
+	cut := msg.StopReason == anthropic.StopReasonMaxTokens
 	var (
 		out  []api.Event
 		uses int
 	)
-	for _, b := range msg.Content {
+	for i, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			if b.Text != "" {
 				out = append(out, api.Event{Type: api.EventAgentMessage, Content: api.TextContent(b.Text)})
 			}
 		case "thinking", "redacted_thinking":
-			out = append(out, api.Event{Type: api.EventAgentThinking})
+			if b.Type == "thinking" && b.Signature == "" {
+				continue // cut off before its signature: the API would refuse it back
+			}
+			out = append(out, thinkingEvent(b))
 		case "tool_use":
-			if msg.StopReason == anthropic.StopReasonMaxTokens {
+			if cut && i == len(msg.Content)-1 {
 				continue // cut off mid-input: it cannot run
 			}
 			perm, ok := perms[b.Name]
@@ -289,10 +356,15 @@ func replyEvents(msg *anthropic.Message, start string, agentTools []json.RawMess
 		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
 	}))
 	switch {
-	case msg.StopReason == anthropic.StopReasonMaxTokens:
+	case uses > 0:
+	case cut && scanModel(v.Log).cur.continuations < c.cfg.MaxContinuations:
+		out = append(out, sessionError("model_request_failed_error", api.RetryRetrying,
+			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off; asking it to continue (continuation %d of %d)",
+				c.cfg.MaxTokens, scanModel(v.Log).cur.continuations+1, c.cfg.MaxContinuations)))
+	case cut:
 		out = append(out, sessionError("model_request_failed_error", api.RetryExhausted,
-			"the model's reply reached max_tokens and was cut off; send a message asking it to continue, or to do less in one step"), idle(api.StopEndTurn))
-	case uses == 0:
+			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off, %d continuations did not finish it, so the turn stops here; send a message asking for less in one step (one file at a time), or to continue", c.cfg.MaxTokens, max(c.cfg.MaxContinuations, 0))), idle(api.StopEndTurn))
+	default:
 		out = append(out, idle(api.StopEndTurn))
 	}
 	return out

@@ -51,8 +51,8 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 
 	req := u.Request(0)
 	// The SDK sends the key as a bearer token.
-	if req.Header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.Params.Model) != model || req.Params.MaxTokens != 8192 {
-		t.Fatalf("request: authorization %q model %q max_tokens %d", req.Header.Get("Authorization"), req.Params.Model, req.Params.MaxTokens)
+	if req.Header.Get("Authorization") != "Bearer sk-upstream-test" || string(req.Params.Model) != model || req.Params.MaxTokens != 8192 || req.Raw["stream"] != true {
+		t.Fatalf("request: authorization %q model %q max_tokens %d stream %v", req.Header.Get("Authorization"), req.Params.Model, req.Params.MaxTokens, req.Raw["stream"])
 	}
 	sys := req.Params.System
 	if len(sys) != 2 || sys[0].Text != "You keep notes." {
@@ -179,6 +179,46 @@ func TestRateLimitIsRetriedHonouringRetryAfter(t *testing.T) {
 	}
 	if len(waits) != 1 || waits[0] != 7*time.Second || u.Count() != 2 {
 		t.Fatalf("waits %v, requests %d", waits, u.Count())
+	}
+}
+
+// A stream that fails part way — an error event after the 200, or a
+// connection cut mid-body — is retried like a failed request, and nothing
+// of the partial reply is recorded: the tool use streamed before the
+// failure goes out once, from the complete reply.
+func TestBrokenStreamsAreRetried(t *testing.T) {
+	u := modeltest.New(t)
+	h := modelHarness(t, u, toolsetWith())
+	glob := modeltest.ToolUse("toolu_1", "glob", `{"pattern":"*.md"}`)
+	u.FailMidStream("overloaded_error", "Overloaded", modeltest.Text("Looking"), glob)
+	u.CutMidStream(modeltest.Text("Looking"))
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(5, 5, 0, 0), modeltest.Text("Looking"), glob)
+	h.mustSend(api.UserMessage("find notes"))
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventSpanModelRequestEnd)) == 1 })
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start session.error session.error agent.message agent.tool_use span.model_request_end" {
+		t.Fatalf("log: %s", got)
+	}
+	errs := eventsOf(log, api.EventSessionError)
+	if errs[0].Error.Type != "model_overloaded_error" || !strings.Contains(errs[0].Error.Message, "Overloaded") ||
+		errs[1].Error.Type != "model_request_failed_error" || errs[1].Error.RetryStatus.Type != api.RetryRetrying {
+		t.Fatalf("errors: %+v %+v", errs[0].Error, errs[1].Error)
+	}
+	if use := eventsOf(log, api.EventAgentToolUse)[0]; string(use.Input) != `{"pattern":"*.md"}` || u.Count() != 3 {
+		t.Fatalf("tool use %+v after %d requests", use, u.Count())
+	}
+}
+
+// An error event that no retry cures (an invalid request) ends the turn
+// at once, saying what the API said.
+func TestStreamErrorThatCannotPassIsNotRetried(t *testing.T) {
+	u := modeltest.New(t)
+	h := modelHarness(t, u, toolsetWith())
+	u.FailMidStream("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+	h.mustSend(api.UserMessage("hello"))
+	log := h.idleAgain(0)
+	e := eventsOf(log, api.EventSessionError)
+	if len(e) != 1 || e[0].Error.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e[0].Error.Message, "start a new session") || u.Count() != 1 {
+		t.Fatalf("errors %+v after %d requests", e, u.Count())
 	}
 }
 
@@ -339,28 +379,97 @@ func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
 	}
 }
 
-// A reply cut off at max_tokens ends the turn with an error that says so,
-// and its half-written tool use is never sent to the worker; a call to a
-// tool the agent does not have is recorded as denied and answered for the
-// model, which goes on.
-func TestMaxTokensAndDisabledTools(t *testing.T) {
+// A reply cut off at max_tokens is continued: its text is kept, its
+// half-written tool use is never sent to the worker, and the next request
+// asks the model to go on after it. A call to a tool the agent does not
+// have is recorded as denied and answered for the model, which goes on.
+func TestMaxTokensContinuesAndDisabledTools(t *testing.T) {
 	u := modeltest.New(t)
 	h := modelHarness(t, u, toolsetWith(`{"name":"bash","enabled":false}`))
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_b", "bash", `{"command":"ls"}`))
-	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Here is a long"), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x"}`))
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Thinking("half a thou", ""), modeltest.Text("Here is a long"), modeltest.ToolUse("toolu_w", "write", `{"file_path":"/tmp/x"`))
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 2, 0, 0), modeltest.Text(" story."))
 	h.mustSend(api.UserMessage("go"))
 	log := h.idleAgain(0)
-	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end span.model_request_start agent.message span.model_request_end session.error session.status_idle" {
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end span.model_request_start agent.message span.model_request_end session.error span.model_request_start agent.message span.model_request_end session.status_idle" {
 		t.Fatalf("log: %s", got)
 	}
 	if use := eventsOf(log, api.EventAgentToolUse)[0]; use.EvaluatedPermission != api.PermissionDeny {
 		t.Fatalf("the disabled tool's call: %+v", use)
 	}
-	if e := eventsOf(log, api.EventSessionError)[0].Error; !strings.Contains(e.Message, "max_tokens") || e.RetryStatus.Type != api.RetryExhausted {
+	if e := eventsOf(log, api.EventSessionError)[0].Error; !strings.Contains(e.Message, "max_tokens (8192)") || !strings.Contains(e.Message, "continuation 1 of 3") || e.RetryStatus.Type != api.RetryRetrying {
 		t.Fatalf("session.error %+v", e)
 	}
 	result, _ := json.Marshal(u.Request(1).Raw["messages"].([]any)[2])
 	if !strings.Contains(string(result), "bash is not enabled for this agent") {
 		t.Fatalf("the model was told %s", result)
+	}
+	msgs := u.Request(2).Raw["messages"].([]any)
+	tail, _ := json.Marshal(msgs[len(msgs)-2:])
+	if len(msgs) != 5 || !strings.Contains(string(tail), `[{"content":[{"text":"Here is a long","type":"text"}],"role":"assistant"},{"content":[{"cache_control":{"type":"ephemeral"},"text":"Your reply was cut off at the max_tokens limit.`) {
+		t.Fatalf("the continuation request ends with %s", tail)
+	}
+}
+
+// Continuations are bounded: the last reply cut off ends the turn with an
+// error that says what happened and what to do.
+func TestMaxTokensStopsAfterTheLastContinuation(t *testing.T) {
+	u := modeltest.New(t)
+	cfg := claudeConfig(u)
+	cfg.MaxContinuations = 1
+	h := newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, nil, cfg)
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Chapter one"))
+	u.Reply(anthropic.StopReasonMaxTokens, modeltest.Usage(1, 8192, 0, 0), modeltest.Text("Chapter two"))
+	h.mustSend(api.UserMessage("write a book"))
+	log := h.idleAgain(0)
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.message span.model_request_end session.error span.model_request_start agent.message span.model_request_end session.error session.status_idle" {
+		t.Fatalf("log: %s", got)
+	}
+	e := eventsOf(log, api.EventSessionError)[1].Error
+	if e.RetryStatus.Type != api.RetryExhausted || !strings.Contains(e.Message, "1 continuations did not finish it") || !strings.Contains(e.Message, "asking for less in one step") || u.Count() != 2 {
+		t.Fatalf("session.error %+v after %d requests", e, u.Count())
+	}
+	// The next message starts a turn with continuations of its own.
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("ok"))
+	h.mustSend(api.UserMessage("just the title"))
+	if log := h.idleAgain(len(log)); len(eventsOf(log, api.EventSessionError)) != 2 {
+		t.Fatalf("log: %s", typesOf(log))
+	}
+}
+
+// Thinking blocks become agent.thinking events that keep the block (the
+// signature, redacted data opaque), and go back to the model, unchanged and
+// first in their reply, in the request after the tool results.
+func TestThinkingIsRecordedAndSentBack(t *testing.T) {
+	u := modeltest.New(t)
+	cfg := claudeConfig(u)
+	cfg.ThinkingBudget = 2048
+	h := newHarnessWith(t, api.SessionAgent{Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, nil, cfg)
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(10, 50, 0, 0),
+		modeltest.Thinking("The notes are probably under /mnt.", "sig-1"),
+		modeltest.RedactedThinking("opaque-bytes"),
+		modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
+	h.mustSend(api.UserMessage("find notes"))
+	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventAgentToolUse)) == 1 })
+	if got := typesOf(log); got != "user.message session.status_running span.model_request_start agent.thinking agent.thinking agent.tool_use span.model_request_end" {
+		t.Fatalf("log: %s", got)
+	}
+	if th, _ := u.Request(0).Raw["thinking"].(map[string]any); th["type"] != "enabled" || th["budget_tokens"] != 2048.0 {
+		t.Fatalf("thinking param %v", u.Request(0).Raw["thinking"])
+	}
+	thoughts := eventsOf(log, api.EventAgentThinking)
+	for i, want := range []string{`[{"signature":"sig-1","thinking":"The notes are probably under /mnt.","type":"thinking"}]`, `[{"data":"opaque-bytes","type":"redacted_thinking"}]`} {
+		if got, _ := json.Marshal(thoughts[i].Content); string(got) != want {
+			t.Fatalf("agent.thinking %d content %s, want %s", i, got, want)
+		}
+	}
+	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("none"))
+	h.mustSend(api.UserToolResult(eventsOf(log, api.EventAgentToolUse)[0].ID, "", false))
+	h.idleAgain(len(log))
+	assistant, _ := json.Marshal(u.Request(1).Raw["messages"].([]any)[1])
+	want := `{"content":[{"signature":"sig-1","thinking":"The notes are probably under /mnt.","type":"thinking"},{"data":"opaque-bytes","type":"redacted_thinking"},{"id":"` +
+		eventsOf(log, api.EventAgentToolUse)[0].ID + `","input":{"pattern":"**"},"name":"glob","type":"tool_use"}],"role":"assistant"}`
+	if string(assistant) != want {
+		t.Fatalf("the reply sent back:\n%s\nwant\n%s", assistant, want)
 	}
 }

@@ -25,7 +25,11 @@ type modelTurn struct {
 	suspended   bool   // idle with requires_action
 	openSpan    string // id of a span.model_request_start not yet ended
 	requests    int    // model requests started
-	uses        []*toolUse
+	// continuing: the last reply was cut off at max_tokens and the model
+	// is to go on; continuations counts those of the turn.
+	continuing    bool
+	continuations int
+	uses          []*toolUse
 }
 
 // toolUse is an agent.tool_use of the turn's latest reply.
@@ -49,6 +53,8 @@ func (u *toolUse) resolved() bool {
 //   - span.model_request_start opens a model request, its end closes it;
 //     the reply's agent.tool_use events are the calls to resolve before the
 //     next request;
+//   - a retrying session.error outside a request asks the model to go on
+//     after a reply cut off at max_tokens;
 //   - user.tool_result answers a call, user.tool_confirmation lets it run or
 //     denies it;
 //   - user.interrupt ends the turn and drops the queued messages;
@@ -80,7 +86,7 @@ func scanModel(log []api.Event) modelState {
 			}
 		case api.EventSpanModelRequestStart:
 			if t != nil {
-				t.openSpan, t.uses = e.ID, nil
+				t.openSpan, t.uses, t.continuing = e.ID, nil, false
 				t.requests++
 			}
 		case api.EventSpanModelRequestEnd:
@@ -92,6 +98,11 @@ func scanModel(log []api.Event) modelState {
 			byID[e.ID] = u
 			if t != nil {
 				t.uses = append(t.uses, u)
+			}
+		case api.EventSessionError:
+			if t != nil && t.openSpan == "" && isContinuation(e) {
+				t.continuing = true
+				t.continuations++
 			}
 		case api.EventUserToolResult:
 			if u := byID[e.ToolUseID]; u != nil {
@@ -114,6 +125,13 @@ func scanModel(log []api.Event) modelState {
 	}
 	st.pending = queued > 0
 	return st
+}
+
+// isContinuation says whether a session.error outside a model request is
+// the runtime's note that it asks the model to go on: the only retrying
+// error it records between requests.
+func isContinuation(e api.Event) bool {
+	return e.Error != nil && e.Error.RetryStatus != nil && e.Error.RetryStatus.Type == api.RetryRetrying
 }
 
 // toolPermissions reads the agent's agent_toolset_20260401 entry: each
@@ -236,6 +254,7 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 	var (
 		msgs    []anthropic.MessageParam
 		open    []string // tool uses of the last reply awaiting a result
+		inSpan  bool     // between a model request's start and its end
 		results = map[string]anthropic.ContentBlockParamUnion{}
 	)
 	// add appends blocks to the last message when it has the same role,
@@ -279,6 +298,11 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 		case api.EventAgentMessage:
 			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 			add(true, anthropic.NewTextBlock(e.Text()))
+		case api.EventAgentThinking:
+			closeReply("This call was abandoned: the user interrupted the turn before it returned.")
+			if b, ok := thinkingOf(e); ok {
+				add(true, b)
+			}
 		case api.EventAgentToolUse:
 			if len(open) > 0 && msgs[len(msgs)-1].OfAssistant == nil {
 				closeReply("This call was abandoned: the user interrupted the turn before it returned.")
@@ -306,10 +330,54 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			}
 		case api.EventSpanModelRequestStart:
 			closeReply("This call never returned a result.")
+			inSpan = true
+		case api.EventSpanModelRequestEnd:
+			inSpan = false
+		case api.EventSessionError:
+			if !inSpan && isContinuation(e) {
+				add(false, anthropic.NewTextBlock("Your reply was cut off at the max_tokens limit. Continue exactly where it stopped, without repeating what you already wrote; do less in each step if you can."))
+			}
 		}
 	}
 	closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 	return msgs
+}
+
+// thinkingBlock is the one content block of an agent.thinking event: the
+// model's thinking with its signature, or a redacted_thinking block's
+// opaque data. It is kept as the API sent it, since the API wants it back,
+// unchanged, in the requests that follow while a tool loop goes on.
+type thinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
+}
+
+// thinkingEvent records a thinking or redacted_thinking block of a reply.
+func thinkingEvent(b anthropic.ContentBlockUnion) api.Event {
+	raw, _ := json.Marshal(thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
+	var c api.ContentBlock
+	json.Unmarshal(raw, &c)
+	return api.Event{Type: api.EventAgentThinking, Content: []api.ContentBlock{c}}
+}
+
+// thinkingOf is the block an agent.thinking event recorded, for the next
+// request; an event without one (from elsewhere) adds nothing.
+func thinkingOf(e api.Event) (anthropic.ContentBlockParamUnion, bool) {
+	if len(e.Content) != 1 {
+		return anthropic.ContentBlockParamUnion{}, false
+	}
+	raw, _ := json.Marshal(e.Content[0])
+	var b thinkingBlock
+	json.Unmarshal(raw, &b)
+	switch {
+	case b.Type == "thinking" && b.Signature != "":
+		return anthropic.NewThinkingBlock(b.Signature, b.Thinking), true
+	case b.Type == "redacted_thinking" && b.Data != "":
+		return anthropic.NewRedactedThinkingBlock(b.Data), true
+	}
+	return anthropic.ContentBlockParamUnion{}, false
 }
 
 // content is the blocks of a user or assistant message.

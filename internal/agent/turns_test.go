@@ -1,9 +1,10 @@
 package agent
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -76,15 +77,18 @@ func TestATurnRunsOnOneServerAndMovesWhenItsHolderDies(t *testing.T) {
 
 			cancelled := make(chan struct{})
 			u.Hang(cancelled)
+			// The second call is answered by another upstream, once the test
+			// has checked that it came after the first server died.
+			second := modeltest.New(t)
+			second.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
+			target, _ := url.Parse(second.URL)
 			u.Queue(func(w http.ResponseWriter, r *http.Request) {
 				select {
 				case <-cancelled:
 				default:
 					t.Error("a second model call while the first server still held the turn")
 				}
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(anthropic.Message{ID: "msg_test", Type: "message", Role: "assistant", Model: "claude-test", StopReason: anthropic.StopReasonToolUse,
-					Content: []anthropic.ContentBlockUnion{modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`)}, Usage: modeltest.Usage(1, 1, 0, 0)})
+				httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
 			})
 			if err := ra.Settle(t.Context(), sess); err != nil {
 				t.Fatal(err)

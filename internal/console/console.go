@@ -44,7 +44,7 @@ type Config struct {
 	MaxMemoriesPerStore int
 	// API is the server the console runs beside (required), for what only
 	// it knows: when a session's log changes, which workers poll, and how
-	// keys are minted.
+	// keys are minted and revoked.
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
@@ -56,6 +56,7 @@ type API interface {
 	Closing() <-chan struct{}
 	WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
+	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
 }
 
 // Console serves the web console. Build it with New and mount Handler at

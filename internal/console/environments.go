@@ -106,7 +106,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, q *request) 
 	if !ids.Valid(ids.EnvironmentKey, key) {
 		return notFound("%q is not an environment key id; pick a key on the environment's page", key)
 	}
-	err := c.store.RevokeEnvironmentKey(r.Context(), env, key)
+	err := c.cfg.API.RevokeEnvironmentKey(r.Context(), env, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return c.showEnvironment(w, r, q, http.StatusNotFound, environmentView{Error: "Nothing was revoked: " + key + " is not a live key of this environment (it may have been revoked already)."})
 	}

@@ -1,10 +1,13 @@
 // Package modeltest serves a Messages API in-process for tests: the model
 // runtime's, the worker's end-to-end ones and the chat command's. It
-// speaks the official SDK's own wire types and keeps every request it gets,
-// so a test can assert exactly what the model was sent.
+// speaks the official SDK's own wire types — a JSON reply, or the Messages
+// stream (server-sent events) when the request asks for one — and keeps
+// every request it gets, so a test can assert exactly what the model was
+// sent.
 package modeltest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +60,7 @@ func New(t testing.TB) *Upstream {
 			t.Errorf("upstream: the request is not a MessageNewParams: %v", err)
 		}
 		json.Unmarshal(body, &req.Raw)
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		u.mu.Lock()
 		u.requests = append(u.requests, req)
 		var reply func(http.ResponseWriter, *http.Request)
@@ -87,13 +91,144 @@ func (u *Upstream) Queue(f func(w http.ResponseWriter, r *http.Request)) {
 	u.replies = append(u.replies, f)
 }
 
-// Reply queues a 200 with a message made of blocks.
+// Reply queues a 200 with a message made of blocks: streamed event by
+// event when the request asks for a stream, as one JSON body otherwise.
 func (u *Upstream) Reply(stop anthropic.StopReason, usage anthropic.Usage, blocks ...anthropic.ContentBlockUnion) {
 	u.Queue(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(anthropic.Message{ID: "msg_test", Type: "message", Role: "assistant", Model: "claude-test",
-			Content: blocks, StopReason: stop, Usage: usage})
+		if !streaming(r) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(message(stop, usage, blocks))
+			return
+		}
+		s := startStream(w, stop, usage)
+		for i, b := range blocks {
+			s.block(i, b)
+		}
+		s.end(stop, usage)
 	})
+}
+
+// FailMidStream queues a stream that sends blocks and then an error event
+// in the API's envelope, as the API does when it fails after the 200.
+func (u *Upstream) FailMidStream(errType, message string, blocks ...anthropic.ContentBlockUnion) {
+	u.Queue(func(w http.ResponseWriter, r *http.Request) {
+		s := startStream(w, "", anthropic.Usage{})
+		for i, b := range blocks {
+			s.block(i, b)
+		}
+		s.raw("error", fmt.Sprintf(`{"type":"error","error":{"type":%q,"message":%q}}`, errType, message))
+	})
+}
+
+// CutMidStream queues a stream that sends blocks and then loses its
+// connection, as a proxy that drops it would.
+func (u *Upstream) CutMidStream(blocks ...anthropic.ContentBlockUnion) {
+	u.Queue(func(w http.ResponseWriter, r *http.Request) {
+		s := startStream(w, "", anthropic.Usage{})
+		for i, b := range blocks {
+			s.block(i, b)
+		}
+		panic(http.ErrAbortHandler) // closes the connection mid-body
+	})
+}
+
+// StallMidStream queues a stream that starts, sends blocks, and then
+// stalls until the client goes away (closing cancelled).
+func (u *Upstream) StallMidStream(cancelled chan struct{}, blocks ...anthropic.ContentBlockUnion) {
+	u.Queue(func(w http.ResponseWriter, r *http.Request) {
+		s := startStream(w, "", anthropic.Usage{})
+		for i, b := range blocks {
+			s.block(i, b)
+		}
+		<-r.Context().Done()
+		close(cancelled)
+	})
+}
+
+func streaming(r *http.Request) bool {
+	var p struct {
+		Stream bool `json:"stream"`
+	}
+	json.NewDecoder(r.Body).Decode(&p)
+	return p.Stream
+}
+
+func message(stop anthropic.StopReason, usage anthropic.Usage, blocks []anthropic.ContentBlockUnion) anthropic.Message {
+	return anthropic.Message{ID: "msg_test", Type: "message", Role: "assistant", Model: "claude-test",
+		Content: blocks, StopReason: stop, Usage: usage}
+}
+
+// stream writes the Messages stream's events, each flushed as it goes.
+type stream struct {
+	w http.ResponseWriter
+}
+
+func startStream(w http.ResponseWriter, stop anthropic.StopReason, usage anthropic.Usage) stream {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	s := stream{w}
+	// As the API does, message_start carries the input side of the usage
+	// and no content; message_delta brings the totals.
+	start := message("", anthropic.Usage{InputTokens: usage.InputTokens, CacheReadInputTokens: usage.CacheReadInputTokens,
+		CacheCreationInputTokens: usage.CacheCreationInputTokens, OutputTokens: 1}, []anthropic.ContentBlockUnion{})
+	s.send("message_start", anthropic.MessageStartEvent{Message: start})
+	return s
+}
+
+// block streams block i: its start with the content empty, its content
+// in two deltas (a thinking block's signature in a third), its stop.
+func (s stream) block(i int, b anthropic.ContentBlockUnion) {
+	start := anthropic.ContentBlockStartEventContentBlockUnion{Type: b.Type, ID: b.ID, Name: b.Name, Data: b.Data}
+	var deltas []anthropic.RawContentBlockDeltaUnion
+	switch b.Type {
+	case "text":
+		for _, part := range halves(b.Text) {
+			deltas = append(deltas, anthropic.RawContentBlockDeltaUnion{Type: "text_delta", Text: part})
+		}
+	case "thinking":
+		for _, part := range halves(b.Thinking) {
+			deltas = append(deltas, anthropic.RawContentBlockDeltaUnion{Type: "thinking_delta", Thinking: part})
+		}
+		deltas = append(deltas, anthropic.RawContentBlockDeltaUnion{Type: "signature_delta", Signature: b.Signature})
+	case "tool_use":
+		start.Input = map[string]any{}
+		for _, part := range halves(string(b.Input)) {
+			deltas = append(deltas, anthropic.RawContentBlockDeltaUnion{Type: "input_json_delta", PartialJSON: part})
+		}
+	}
+	s.send("content_block_start", anthropic.ContentBlockStartEvent{Index: int64(i), ContentBlock: start})
+	for _, d := range deltas {
+		s.send("content_block_delta", anthropic.ContentBlockDeltaEvent{Index: int64(i), Delta: d})
+	}
+	s.send("content_block_stop", anthropic.ContentBlockStopEvent{Index: int64(i)})
+}
+
+func (s stream) end(stop anthropic.StopReason, usage anthropic.Usage) {
+	s.send("message_delta", anthropic.MessageDeltaEvent{Delta: anthropic.MessageDeltaEventDelta{StopReason: stop},
+		// The API's totals here are cumulative: they are the message's.
+		Usage: anthropic.MessageDeltaUsage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
+			CacheReadInputTokens: usage.CacheReadInputTokens, CacheCreationInputTokens: usage.CacheCreationInputTokens}})
+	s.send("message_stop", anthropic.MessageStopEvent{})
+}
+
+func (s stream) send(event string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	s.raw(event, string(data))
+}
+
+func (s stream) raw(event, data string) {
+	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data)
+	s.w.(http.Flusher).Flush()
+}
+
+// halves splits s in two, so that every block arrives in more than one
+// delta.
+func halves(s string) []string {
+	r := []rune(s)
+	return []string{string(r[:len(r)/2]), string(r[len(r)/2:])}
 }
 
 // Fail queues an error answer in the API's envelope.
@@ -143,6 +278,16 @@ func Text(s string) anthropic.ContentBlockUnion {
 // ToolUse is a tool_use block of a reply; input is its JSON.
 func ToolUse(id, name, input string) anthropic.ContentBlockUnion {
 	return anthropic.ContentBlockUnion{Type: "tool_use", ID: id, Name: name, Input: json.RawMessage(input)}
+}
+
+// Thinking is a thinking block of a reply, with its signature.
+func Thinking(thinking, signature string) anthropic.ContentBlockUnion {
+	return anthropic.ContentBlockUnion{Type: "thinking", Thinking: thinking, Signature: signature}
+}
+
+// RedactedThinking is a redacted_thinking block of a reply.
+func RedactedThinking(data string) anthropic.ContentBlockUnion {
+	return anthropic.ContentBlockUnion{Type: "redacted_thinking", Data: data}
 }
 
 // Usage is a reply's token usage.

@@ -92,7 +92,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := s.store.CreateAgent(r.Context(), a); err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "agent created", "request_id", requestID(r.Context()), "agent_id", a.ID, "model", a.Model.ID)
+	s.log.InfoContext(r.Context(), "agent created", "agent_id", a.ID, "model", a.Model.ID)
 	writeJSON(w, http.StatusOK, a)
 	return nil
 }

@@ -63,13 +63,19 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	if secret == "" {
 		return Principal{}, apiErrorf(api.Authentication, "missing credentials: send an API key in the x-api-key header (or Authorization: Bearer <token>); `memstore serve` prints the admin key on first start and writes it to <data>/admin.key")
 	}
-	c, err := s.store.CredentialByHash(r.Context(), HashSecret(secret))
+	hash, now := HashSecret(secret), s.now()
+	c, ok, generation := s.credentials.get(hash, now)
+	if ok {
+		return Principal{Credential: c}, nil
+	}
+	c, err := s.store.CredentialByHash(r.Context(), hash)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Principal{}, apiErrorf(api.Authentication, "invalid credentials: the key or token is unknown or revoked; check for a typo or mint a new one")
 	}
 	if err != nil {
 		return Principal{}, err
 	}
+	s.credentials.put(hash, c, now, generation)
 	return Principal{Credential: c}, nil
 }
 

@@ -118,16 +118,26 @@ func BenchmarkListFullStore(b *testing.B) {
 // get from the memory API (creates/s, guarded updates/s, over HTTP) and what
 // raw SQLite gives 8 concurrent writers doing one insert of the same
 // content per transaction on the same settings — the floor the server is
-// compared with. One op is the whole measurement; run it with
+// compared with. The three alternate in short rounds, so that a change in
+// the shared machine's load or disk latency during the run weighs on each
+// figure alike. One op is the whole measurement; run it with
 //
 //	go test -run '^$' -bench WriteThroughput -benchtime 1x ./internal/server/
 func BenchmarkWriteThroughput(b *testing.B) {
-	const clients = 8
-	writes := testenv.Scale(800, 4000)
+	const clients, rounds = 8, 8
+	writes := testenv.Scale(800, 4000) / rounds
 	body := strings.Repeat("a line of memory text\n", 50) // ~1 KB
-	var raw, creates, updates float64
+	var raw, creates, updates throughput
 	for b.Loop() {
-		raw = rawSQLiteInserts(b, clients, writes, body)
+		raw, creates, updates = throughput{}, throughput{}, throughput{}
+		rawDB, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(b.TempDir(), "raw.db")))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rawDB.Close()
+		if _, err := rawDB.Exec(`CREATE TABLE t (id TEXT PRIMARY KEY, body BLOB NOT NULL)`); err != nil {
+			b.Fatal(err)
+		}
 
 		e := benchEnv(b)
 		// One kept-alive connection per client, as 8 workers would have.
@@ -135,37 +145,60 @@ func BenchmarkWriteThroughput(b *testing.B) {
 		var st api.MemoryStore
 		e.ok("POST", "/v1/memory_stores", map[string]any{"name": "bench"}, &st)
 		mems := make([]api.Memory, clients)
-		creates = concurrently(clients, writes, func(c, i int) error {
-			res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/c%d/m%d.md", c, i), Content: body})
-			if res.status != http.StatusOK {
-				return fmt.Errorf("create: %d: %s", res.status, res.body)
-			}
-			if i == 0 {
+		for round := range rounds {
+			raw.add(concurrently(clients, writes, func(c, i int) error {
+				tx, err := rawDB.Begin()
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Exec(`INSERT INTO t (id, body) VALUES (?, ?)`, fmt.Sprintf("%d-%d-%d", round, c, i), []byte(body)); err != nil {
+					tx.Rollback()
+					return err
+				}
+				return tx.Commit()
+			}))
+			creates.add(concurrently(clients, writes, func(c, i int) error {
+				res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/c%d/r%d/m%d.md", c, round, i), Content: body})
+				if res.status != http.StatusOK {
+					return fmt.Errorf("create: %d: %s", res.status, res.body)
+				}
+				if round == 0 && i == 0 {
+					return json.Unmarshal(res.body, &mems[c])
+				}
+				return nil
+			}))
+			updates.add(concurrently(clients, writes, func(c, i int) error {
+				res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories/"+mems[c].ID, map[string]any{
+					"content":      fmt.Sprintf("version %d.%d\n%s", round, i, body),
+					"precondition": map[string]string{"type": "content_sha256", "content_sha256": mems[c].ContentSHA256},
+				})
+				if res.status != http.StatusOK {
+					return fmt.Errorf("update: %d: %s", res.status, res.body)
+				}
 				return json.Unmarshal(res.body, &mems[c])
-			}
-			return nil
-		})
-		updates = concurrently(clients, writes, func(c, i int) error {
-			res := e.do("POST", "/v1/memory_stores/"+st.ID+"/memories/"+mems[c].ID, map[string]any{
-				"content":      fmt.Sprintf("version %d\n%s", i, body),
-				"precondition": map[string]string{"type": "content_sha256", "content_sha256": mems[c].ContentSHA256},
-			})
-			if res.status != http.StatusOK {
-				return fmt.Errorf("update: %d: %s", res.status, res.body)
-			}
-			return json.Unmarshal(res.body, &mems[c])
-		})
+			}))
+		}
 	}
-	b.ReportMetric(raw, "raw_sqlite_inserts/s")
-	b.ReportMetric(creates, "creates/s")
-	b.ReportMetric(updates, "guarded_updates/s")
-	b.ReportMetric(creates/raw, "creates/raw")
-	b.ReportMetric(updates/raw, "updates/raw")
+	b.ReportMetric(raw.perSecond(), "raw_sqlite_inserts/s")
+	b.ReportMetric(creates.perSecond(), "creates/s")
+	b.ReportMetric(updates.perSecond(), "guarded_updates/s")
+	b.ReportMetric(creates.perSecond()/raw.perSecond(), "creates/raw")
+	b.ReportMetric(updates.perSecond()/raw.perSecond(), "updates/raw")
 }
 
+// throughput sums the calls and the time of several rounds.
+type throughput struct {
+	calls   int
+	elapsed time.Duration
+}
+
+func (t *throughput) add(r throughput) { t.calls += r.calls; t.elapsed += r.elapsed }
+
+func (t throughput) perSecond() float64 { return float64(t.calls) / t.elapsed.Seconds() }
+
 // concurrently runs n calls of op spread over clients goroutines and returns
-// the calls per second.
-func concurrently(clients, n int, op func(client, i int) error) float64 {
+// how many ran and how long they took together.
+func concurrently(clients, n int, op func(client, i int) error) throughput {
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	start := time.Now()
@@ -187,30 +220,5 @@ func concurrently(clients, n int, op func(client, i int) error) float64 {
 	if err := <-errs; err != nil {
 		panic(err)
 	}
-	return float64(n/clients*clients) / elapsed.Seconds()
-}
-
-// rawSQLiteInserts is the floor: clients goroutines inserting n rows of body
-// into a plain table, one transaction per insert, through the same driver
-// and settings as memstore's database.
-func rawSQLiteInserts(b *testing.B, clients, n int, body string) float64 {
-	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(b.TempDir(), "raw.db")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE t (id TEXT PRIMARY KEY, body BLOB NOT NULL)`); err != nil {
-		b.Fatal(err)
-	}
-	return concurrently(clients, n, func(c, i int) error {
-		tx, err := db.Begin()
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`INSERT INTO t (id, body) VALUES (?, ?)`, fmt.Sprintf("%d-%d", c, i), []byte(body)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	})
+	return throughput{calls: n / clients * clients, elapsed: elapsed}
 }

@@ -41,7 +41,7 @@ func (s *Server) memoryChanged(storeID string) {
 // versions after the cursor, oldest first. With wait_ms and nothing to
 // return it waits for the store's next change, up to wait_ms.
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 // file to disk as it arrives. The sequence the snapshot is at goes in
 // api.SequenceHeader, before the first byte of the body.
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err != nil {
 		// The status is out; leaving out the end line tells the client the
 		// stream is incomplete.
-		s.log.WarnContext(r.Context(), "snapshot cut short", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "error", err)
+		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", err)
 		return nil
 	}
 	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: count, Sequence: seq}); err != nil {

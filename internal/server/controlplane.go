@@ -161,7 +161,7 @@ func (s *Server) workersPolling(ctx context.Context, env string) (int64, error) 
 func (s *Server) settle(ctx context.Context, sessionID string) {
 	s.cp.sessions.notify(sessionID)
 	if err := s.cp.runner.Settle(ctx, sessionID); err != nil && ctx.Err() == nil {
-		s.log.ErrorContext(ctx, "the session's agent did not settle", "request_id", requestID(ctx), "session_id", sessionID, "err", err)
+		s.log.ErrorContext(ctx, "the session's agent did not settle", "session_id", sessionID, "err", err)
 	}
 }
 

@@ -128,3 +128,26 @@ func TestArchivedEnvironmentHandsOutNoWork(t *testing.T) {
 		}
 	}
 }
+
+// A key revoked behind this server's back — by another server on the same
+// PostgreSQL database — is refused once the verified-credential cache's
+// time to live has passed; until then this server still trusts what it
+// verified. Nothing else is refused meanwhile.
+func TestKeyRevokedElsewhereRefusedWithinCredentialTTL(t *testing.T) {
+	e := newCPEnv(t)
+	env := e.environment("e")
+	var k api.EnvironmentKey
+	e.must(200, "POST", "/v1/environments/"+env.ID+"/keys", e.apiKey, map[string]string{"name": "w"}, &k)
+	poll := "/v1/environments/" + env.ID + "/work/poll"
+	e.must(200, "GET", poll, k.Key, nil, nil) // verified, and cached
+
+	if err := e.db.RevokeEnvironmentKey(context.Background(), env.ID, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.must(200, "GET", poll, k.Key, nil, nil)
+	e.clock.advance(credentialTTL)
+	if r := e.call("GET", poll, k.Key, nil); r.status != 401 || r.errType() != string(api.Authentication) {
+		t.Fatalf("key revoked elsewhere, %v later: %d %s; want 401", credentialTTL, r.status, r.body)
+	}
+	e.must(200, "GET", "/v1/environments/"+env.ID, e.apiKey, nil, nil)
+}

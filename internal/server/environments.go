@@ -97,7 +97,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := s.store.CreateEnvironment(r.Context(), e); err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment created", "request_id", requestID(r.Context()), "environment_id", e.ID)
+	s.log.InfoContext(r.Context(), "environment created", "environment_id", e.ID)
 	writeJSON(w, http.StatusOK, e)
 	return nil
 }
@@ -215,7 +215,7 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment archived", "request_id", requestID(r.Context()), "environment_id", id)
+	s.log.InfoContext(r.Context(), "environment archived", "environment_id", id)
 	writeJSON(w, http.StatusOK, e)
 	return nil
 }
@@ -228,13 +228,15 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return err
 	}
-	switch err := s.store.DeleteEnvironment(r.Context(), id); {
+	err = s.store.DeleteEnvironment(r.Context(), id)
+	s.credentials.forget() // its keys are revoked
+	switch {
 	case errors.Is(err, storage.ErrEnvironmentInUse):
 		return apiErrorf(api.Conflict, "environment %s still has sessions; delete them first (GET /v1/sessions?environment_id=%s lists them), or archive the environment instead", id, id)
 	case err != nil:
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment deleted", "request_id", requestID(r.Context()), "environment_id", id)
+	s.log.InfoContext(r.Context(), "environment deleted", "environment_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.EnvironmentDeletedType})
 	return nil
 }
@@ -266,7 +268,7 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment key created", "request_id", requestID(r.Context()), "environment_id", e.ID, "key_id", k.ID)
+	s.log.InfoContext(r.Context(), "environment key created", "environment_id", e.ID, "key_id", k.ID)
 	writeJSON(w, http.StatusOK, k)
 	return nil
 }
@@ -320,12 +322,20 @@ func (s *Server) revokeEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if _, err := s.environment(r.Context(), env); err != nil {
 		return err
 	}
-	if err := s.store.RevokeEnvironmentKey(r.Context(), env, key); err != nil {
+	if err := s.RevokeEnvironmentKey(r.Context(), env, key); err != nil {
 		return orMissing(err, "environment key", key, "GET /v1/environments/"+env+"/keys")
 	}
-	s.log.InfoContext(r.Context(), "environment key revoked", "request_id", requestID(r.Context()), "environment_id", env, "key_id", key)
+	s.log.InfoContext(r.Context(), "environment key revoked", "environment_id", env, "key_id", key)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: key, Type: api.EnvironmentKeyDeletedType})
 	return nil
+}
+
+// RevokeEnvironmentKey revokes a live key of an environment and forgets
+// the credentials this server verified, so that the key is refused from
+// the next request on. The API and the console both revoke through it.
+func (s *Server) RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error {
+	defer s.credentials.forget()
+	return s.store.RevokeEnvironmentKey(ctx, environmentID, keyID)
 }
 
 // MintEnvironmentKey makes a key for an existing environment, stored

@@ -110,7 +110,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 			return err
 		}
 		if queued {
-			s.log.InfoContext(ctx, "work re-queued for session", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", work.EnvironmentID, "work_id", work.ID)
+			s.log.InfoContext(ctx, "work re-queued for session", "session_id", sess.ID, "environment_id", work.EnvironmentID, "work_id", work.ID)
 			s.cp.queues.notify(work.EnvironmentID)
 		}
 	}
@@ -167,7 +167,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	if err := rc.Flush(); err != nil {
 		return nil
 	}
-	log := s.log.With("request_id", requestID(ctx), "session_id", sess.ID)
+	s.metrics.streamsOpen.Inc()
+	defer s.metrics.streamsOpen.Dec()
+	log := s.log.With("session_id", sess.ID)
 	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keepalive.Stop()
 	for {

@@ -1,42 +1,24 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testlog"
 )
-
-// syncBuffer is a log destination that handlers on several goroutines may
-// write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A whole worker's round — keys minted, a session claimed, its sessions
 // token used on the queue, the session and a store — leaves no key, token
 // or work secret in the log, and every access line names the credential
 // that made the request by id.
 func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
-	var out syncBuffer
+	var out testlog.Buffer
 	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
 	env := e.environment("e")
 	envKey := e.envKey(env.ID)
@@ -86,5 +68,52 @@ func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no access line carries the request-id of the token's write")
+	}
+}
+
+// Every line a request logs carries its request id, added by the logger
+// from the request's context: the access line and the handler's own lines
+// (here "memory created"), none of which names it by hand.
+func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
+	var out testlog.Buffer
+	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
+	var st api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "notes"}, &st)
+	write := e.must(200, "POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, api.CreateMemoryRequest{Path: "/a.md", Content: "x"}, nil)
+	id := write.header.Get("request-id")
+	msgs := map[any]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %s", line)
+		}
+		if rec["request_id"] == id {
+			msgs[rec["msg"]]++
+		}
+	}
+	if msgs["memory created"] != 1 || msgs["http request"] != 1 {
+		t.Fatalf("lines carrying the write's request id %s: %v; want its access line and \"memory created\" once each\n%s", id, msgs, out.String())
+	}
+}
+
+// A handler served beside the API (the console) that logs through the
+// server's Logger gets the request id on its lines too.
+func TestLinesOfHandlersBesideTheAPICarryTheRequestID(t *testing.T) {
+	var out testlog.Buffer
+	srv := New(Config{Store: newCPEnv(t).db, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	defer srv.Close()
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.Logger().InfoContext(r.Context(), "console page served")
+	})
+	hs := httptest.NewServer(srv.HandlerWithConsole(console))
+	defer hs.Close()
+	res, err := http.Get(hs.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	recs := out.Records(t, slog.LevelInfo, "console page served")
+	if len(recs) != 1 || recs[0]["request_id"] != res.Header.Get("request-id") || res.Header.Get("request-id") == "" {
+		t.Fatalf("console lines = %v; want one carrying request id %q", recs, res.Header.Get("request-id"))
 	}
 }

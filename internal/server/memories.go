@@ -61,7 +61,7 @@ type createMemoryBody struct {
 }
 
 func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, true, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, storeParams, writing.answering(api.ViewBasic))
 	if err != nil {
 		return err
 	}
@@ -85,14 +85,15 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return storeError(err, req.storeID)
 	}
 	s.memoryChanged(req.storeID)
-	s.log.InfoContext(r.Context(), "memory created", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
+	s.metrics.memoryWrites.WithLabelValues("create").Inc()
+	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
 		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, withView(m, req.view))
 	return nil
 }
 
 func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, false, api.ViewFull)
+	req, err := s.memoryPreamble(r, p, memoryParams, reading.answering(api.ViewFull))
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ type updateMemoryBody struct {
 }
 
 func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, true, api.ViewBasic)
+	req, err := s.memoryPreamble(r, p, memoryParams, writing.answering(api.ViewBasic))
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,8 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	if changed {
 		s.memoryChanged(req.storeID)
-		s.log.InfoContext(r.Context(), "memory updated", "request_id", requestID(r.Context()), "memory_store_id", req.storeID,
+		s.metrics.memoryWrites.WithLabelValues("update").Inc()
+		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
 			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	}
 	writeJSON(w, http.StatusOK, withView(m, req.view))
@@ -163,7 +165,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, memoryParams, true, "")
+	req, err := s.memoryPreamble(r, p, memoryParams, writing)
 	if err != nil {
 		return err
 	}
@@ -181,13 +183,14 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
 	s.memoryChanged(req.storeID)
-	s.log.InfoContext(r.Context(), "memory deleted", "request_id", requestID(r.Context()), "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
+	s.metrics.memoryWrites.WithLabelValues("delete").Inc()
+	s.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: req.id, Type: "memory_deleted"})
 	return nil
 }
 
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}

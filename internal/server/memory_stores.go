@@ -66,21 +66,41 @@ type memoryRequest struct {
 	view    string // "" when the endpoint takes no view
 }
 
+// memoryUse is what an endpoint under a memory store does: read, or
+// write too, and the view its answers default to ("" when it takes no view
+// parameter, as the listings read it with their limit).
+type memoryUse struct {
+	write bool
+	view  string
+}
+
+// reading and writing are the two uses; answering adds a view.
+var (
+	reading = memoryUse{}
+	writing = memoryUse{write: true}
+)
+
+// answering is u for an endpoint that answers with memories in view def
+// unless the request asks for another.
+func (u memoryUse) answering(def string) memoryUse {
+	u.view = def
+	return u
+}
+
 // memoryPreamble is the opening shared by the endpoints a sessions token
 // may reach under a memory store, in the order the API answers: the URL's
 // ids (params is storeParams, memoryParams or versionParams), so a
 // mistyped id is a 404 naming it whoever asks; then p's access to the
-// store (to change it, if write); then view, with default def (not read
-// when def is "", as the listings read it with their limit).
-func (s *Server) memoryPreamble(r *http.Request, p Principal, params func(*http.Request) (string, string, error), write bool, def string) (req memoryRequest, err error) {
+// store for use; then the view, if use answers with one.
+func (s *Server) memoryPreamble(r *http.Request, p Principal, params func(*http.Request) (string, string, error), use memoryUse) (req memoryRequest, err error) {
 	if req.storeID, req.id, err = params(r); err != nil {
 		return req, err
 	}
-	if err = s.memoryStoreAccess(r.Context(), p, req.storeID, write); err != nil {
+	if err = s.memoryStoreAccess(r.Context(), p, req.storeID, use.write); err != nil {
 		return req, err
 	}
-	if def != "" {
-		req.view, err = viewParam(r, def)
+	if use.view != "" {
+		req.view, err = viewParam(r, use.view)
 	}
 	return req, err
 }
@@ -161,7 +181,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "memory store created", "request_id", requestID(r.Context()), "memory_store_id", st.ID, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store created", "memory_store_id", st.ID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -220,7 +240,7 @@ func toPage[T any](p storage.Page[T]) api.Page[T] {
 }
 
 func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -268,7 +288,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store updated", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store updated", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -285,7 +305,7 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store archived", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -301,7 +321,7 @@ func (s *Server) deleteMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err := s.store.DeleteMemoryStore(r.Context(), id); err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store deleted", "request_id", requestID(r.Context()), "memory_store_id", id, "credential_id", p.ID)
+	s.log.InfoContext(r.Context(), "memory store deleted", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: "memory_store_deleted"})
 	return nil
 }

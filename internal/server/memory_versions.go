@@ -40,7 +40,7 @@ func versionView(v api.MemoryVersion, view string) api.MemoryVersion {
 }
 
 func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, storeParams, false, "")
+	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 }
 
 func (s *Server) getMemoryVersion(w http.ResponseWriter, r *http.Request, p Principal) error {
-	req, err := s.memoryPreamble(r, p, versionParams, false, api.ViewFull)
+	req, err := s.memoryPreamble(r, p, versionParams, reading.answering(api.ViewFull))
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (s *Server) redactMemoryVersion(w http.ResponseWriter, r *http.Request, p P
 	if err != nil {
 		return s.versionError(r, err, storeID, versionID)
 	}
-	s.log.InfoContext(r.Context(), "memory version redacted", "request_id", requestID(r.Context()), "memory_store_id", storeID,
+	s.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", storeID,
 		"memory_version_id", versionID, "memory_id", v.MemoryID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, v)
 	return nil

@@ -72,6 +72,23 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // requestLog is what the access log learns while the request is handled.
 type requestLog struct {
 	credentialID string // set by authed once the credential is known
+	// route is the pattern of the innermost mux that routed the request
+	// (set by withRoute): the metrics' label, which never holds a raw id.
+	route string
+}
+
+// withRoute records, after mux has served the request, the pattern it
+// matched. ServeMux sets Pattern on the request it was handed, which is
+// not the one the outer middleware holds; so it goes into the requestLog.
+// The outermost withRoute runs last and keeps an inner, more precise
+// pattern (the API's, inside the console's "/").
+func withRoute(mux http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r)
+		if rl, ok := r.Context().Value(requestLogKey).(*requestLog); ok && rl.route == "" {
+			rl.route = r.Pattern
+		}
+	})
 }
 
 // noteCredential records who made the request, for its access log line.
@@ -91,6 +108,8 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		rl := &requestLog{}
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestLogKey, rl)))
+		took := time.Since(start)
+		s.metrics.observe(rl.route, rec.status, took)
 		if r.URL.Path == "/healthz" {
 			return
 		}
@@ -99,12 +118,11 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			level = slog.LevelError
 		}
 		attrs := []any{
-			"request_id", requestID(r.Context()),
 			"method", r.Method,
 			"path", r.URL.Path,
 			"status", rec.status,
 			"bytes", rec.bytes,
-			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+			"duration_ms", float64(took.Microseconds()) / 1000,
 		}
 		if rl.credentialID != "" {
 			attrs = append(attrs, "credential_id", rl.credentialID)
@@ -127,7 +145,7 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.ErrorContext(r.Context(), "handler panic", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				s.writeError(w, r, errPanic)
 			}
 		}()
@@ -144,4 +162,24 @@ func (s *Server) withBodyCap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// requestIDHandler adds the request id carried by a record's context to
+// the record, so every line logged with the request's context names it
+// without each call site having to.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
 }

@@ -51,14 +51,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The database is away (restarting, failing over): the request
 		// changed nothing, and the pool reconnects by itself, so the
 		// client is told to retry.
-		s.log.WarnContext(r.Context(), "database unavailable", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.WarnContext(r.Context(), "database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = apiErrorf(api.Internal, "the database is unavailable; retry shortly")
 		ae.StatusCode = http.StatusServiceUnavailable
 		w.Header().Set("x-should-retry", "true")
 	default:
-		rid := requestID(r.Context())
-		s.log.ErrorContext(r.Context(), "request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path, "err", err)
-		ae = apiErrorf(api.Internal, "internal error; the server log has the details under request_id %s", rid)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apiErrorf(api.Internal, "internal error; the server log has the details under request_id %s", requestID(r.Context()))
 	}
 	status := ae.Type.Status()
 	if ae.StatusCode != 0 {

@@ -63,8 +63,12 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// metrics are served by MetricsHandler.
+	metrics *metrics
 	// limits counts the requests in flight per address and per credential.
 	limits *limiter
+	// credentials caches what authenticate verified (credcache.go).
+	credentials credentialCache
 	// storeChanges wakes the change feed's long polls when a store's
 	// memories change.
 	storeChanges notifier
@@ -82,6 +86,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = slog.New(requestIDHandler{cfg.Logger.Handler()})
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -110,6 +115,8 @@ func New(cfg Config) *Server {
 		now:   func() time.Time { return cfg.Now().UTC() },
 		mux:   http.NewServeMux(),
 		cp:    newControlPlane(),
+
+		metrics: newMetrics(cfg.Store),
 
 		limits:       newLimiter(cfg.MaxRequestsPerAddress, cfg.MaxRequestsPerKey),
 		storeChanges: notifier{chans: map[string]chan struct{}{}},
@@ -153,15 +160,20 @@ func (s *Server) Handler() http.Handler {
 // and panic recovery, but not the API's credentials or its body cap: it
 // signs people in with its own cookie and caps its own forms.
 func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
-	var h http.Handler = s.withBodyDeadline(s.withBodyCap(s.mux))
+	var h http.Handler = s.withBodyDeadline(s.withBodyCap(withRoute(s.mux)))
 	if console != nil {
 		top := http.NewServeMux()
 		top.Handle("/console/", console)
 		top.Handle("/", h)
-		h = top
+		h = withRoute(top)
 	}
 	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
 }
+
+// Logger is the server's logger, which adds the request id a context
+// carries to each line logged with it: the logger for handlers served
+// beside the API (the console), so their lines name their request too.
+func (s *Server) Logger() *slog.Logger { return s.log }
 
 // WaitSession returns a channel closed at the next change of a session's
 // event log, for a view that follows it (the console's live session page).

@@ -115,6 +115,45 @@ func mountPaths(prefix string, names, storeIDs []string) []string {
 	return out
 }
 
+// reference is how a new session names an object it needs: the body's
+// field, the object's kind, id prefix and listing, what the field is for
+// (said when it is missing) and why an archived object is refused.
+type reference struct {
+	field, kind, prefix, list string
+	need, archived            string
+}
+
+var (
+	sessionAgent = reference{field: "agent", kind: "agent", prefix: ids.Agent, list: listAgents,
+		need: "send the id of an agent (create one with POST /v1/agents)", archived: "new sessions cannot use it"}
+	sessionEnvironment = reference{field: "environment_id", kind: "environment", prefix: ids.Environment, list: listEnvironments,
+		need: "the self-hosted environment whose workers will serve the session", archived: "new sessions cannot start on it"}
+)
+
+// live gets the object ref names by id through get, refusing a missing
+// id, a malformed one, one that names nothing, and an archived object
+// (archivedAt), each with what to do.
+func live[T any](ctx context.Context, ref reference, id string, get func(context.Context, string) (T, error), archivedAt func(T) *time.Time) (T, error) {
+	var zero T
+	if id == "" {
+		return zero, apiErrorf(invalidRequest, "%s is required: %s", ref.field, ref.need)
+	}
+	if err := checkIDIn(ref.field, ref.prefix, ref.kind, id); err != nil {
+		return zero, err
+	}
+	v, err := get(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return zero, missing(ref.field, ref.kind, id, ref.list)
+	}
+	if err != nil {
+		return zero, err
+	}
+	if archivedAt(v) != nil {
+		return zero, apiErrorf(invalidRequest, "%s %s is archived; %s", ref.kind, id, ref.archived)
+	}
+	return v, nil
+}
+
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := requireAPIKey(p); err != nil {
 		return err
@@ -128,41 +167,17 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	if req.Agent.Type != "" {
 		return apiErrorf(invalidRequest, "agent.type %q is not supported: name the agent by id, or as {\"type\":\"agent\",\"id\":\"agent_…\"}; memstore has no per-session overrides", req.Agent.Type)
 	}
-	if req.Agent.ID == "" {
-		return apiErrorf(invalidRequest, "agent is required: send the id of an agent (create one with POST /v1/agents)")
-	}
-	if err := checkIDIn("agent", ids.Agent, "agent", req.Agent.ID); err != nil {
-		return err
-	}
-	ag, err := s.store.GetAgent(ctx, req.Agent.ID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return missing("agent", "agent", req.Agent.ID, listAgents)
-	}
+	ag, err := live(ctx, sessionAgent, req.Agent.ID, s.store.GetAgent, func(a api.Agent) *time.Time { return a.ArchivedAt })
 	if err != nil {
 		return err
-	}
-	if ag.ArchivedAt != nil {
-		return apiErrorf(invalidRequest, "agent %s is archived; new sessions cannot use it", ag.ID)
 	}
 	if req.Agent.Version != 0 && req.Agent.Version != ag.Version {
 		return apiErrorf(notFound, "agent %s has no version %d; its current version is %d", ag.ID, req.Agent.Version, ag.Version)
 	}
 
-	if req.EnvironmentID == "" {
-		return apiErrorf(invalidRequest, "environment_id is required: the self-hosted environment whose workers will serve the session")
-	}
-	if err := checkIDIn("environment_id", ids.Environment, "environment", req.EnvironmentID); err != nil {
-		return err
-	}
-	env, err := s.store.GetEnvironment(ctx, req.EnvironmentID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return missing("environment_id", "environment", req.EnvironmentID, listEnvironments)
-	}
+	env, err := live(ctx, sessionEnvironment, req.EnvironmentID, s.store.GetEnvironment, func(e api.Environment) *time.Time { return e.ArchivedAt })
 	if err != nil {
 		return err
-	}
-	if env.ArchivedAt != nil {
-		return apiErrorf(invalidRequest, "environment %s is archived; new sessions cannot start on it", env.ID)
 	}
 
 	if req.Title != nil {
@@ -220,7 +235,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 			return orMissing(err, "session", sess.ID, listSessions)
 		}
 	}
-	s.log.InfoContext(ctx, "session created", "request_id", requestID(ctx), "session_id", sess.ID, "environment_id", env.ID,
+	s.log.InfoContext(ctx, "session created", "session_id", sess.ID, "environment_id", env.ID,
 		"work_id", work.ID, "agent_id", ag.ID, "memory_stores", len(res))
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
@@ -409,7 +424,7 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	s.cp.sessions.notify(id)
 	s.cp.runner.Wake(id) // a model call in flight is abandoned
-	s.log.InfoContext(ctx, "session archived", "request_id", requestID(ctx), "session_id", id)
+	s.log.InfoContext(ctx, "session archived", "session_id", id)
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
 }
@@ -424,12 +439,14 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteSession(r.Context(), id); err != nil {
+	err = s.store.DeleteSession(r.Context(), id)
+	s.credentials.forget() // its tokens are revoked
+	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
 	s.cp.sessions.notify(id)
 	s.cp.runner.Wake(id) // a model call in flight is abandoned
-	s.log.InfoContext(r.Context(), "session deleted", "request_id", requestID(r.Context()), "session_id", id)
+	s.log.InfoContext(r.Context(), "session deleted", "session_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
 	return nil
 }

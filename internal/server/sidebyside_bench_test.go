@@ -31,10 +31,11 @@ import (
 
 // BenchmarkSideBySide runs the official SDK's EnvironmentWorker and
 // memstore's worker, one after the other, against the same in-process
-// memstore server and the same 2,000 × 4 KB store, and prints the issue's
+// memstore server and the same 2,000 × 4 KB store (and a store of 8,000
+// for the idle sync and the delay it adds), and prints the issue's
 // figures for both with their ratio. The server's mount prefix is a
 // temporary folder, which the official worker uses verbatim, so neither
-// needs /mnt/memory. It takes about a minute (the official worker's
+// needs /mnt/memory. It takes a few minutes (the official worker's
 // shortest sync interval is 5 s of real time); run it with
 //
 //	go test -run '^$' -bench SideBySide -benchtime 1x ./internal/server/
@@ -65,6 +66,21 @@ func (c *trafficCounter) wrap(h http.Handler) http.Handler {
 		c.bytes += cw.n
 		c.mu.Unlock()
 	})
+}
+
+// settle returns once no request has been counted for quiet.
+func (c *trafficCounter) settle(quiet time.Duration) {
+	last := int64(-1)
+	for {
+		c.mu.Lock()
+		n := c.requests
+		c.mu.Unlock()
+		if n == last {
+			return
+		}
+		last = n
+		time.Sleep(quiet)
+	}
 }
 
 func (c *trafficCounter) take() (int64, int64) {
@@ -135,7 +151,7 @@ func heapWatch() (stop func() uint64) {
 }
 
 func sideBySide(b *testing.B) {
-	const memories, size = 2000, 4096
+	const memories, bigMemories, size = 2000, 8000, 4096
 	ctx := context.Background()
 	dir := b.TempDir()
 	mnt := filepath.Join(dir, "mnt", "memory")
@@ -184,6 +200,22 @@ func sideBySide(b *testing.B) {
 			}
 		}
 	}
+	// The delay row is also measured on a store of 8,000, written by 8
+	// writers at once so that group commit makes the seeding quick.
+	big, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "Bench 8000"})
+	must(err)
+	var seed sync.WaitGroup
+	for w := range 8 {
+		seed.Go(func() {
+			for i := w; i < bigMemories; i += 8 {
+				_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: big.ID, Path: fmt.Sprintf("/d%02d/m%04d.md", i%80, i), Content: body, By: actor, MaxMemories: bigMemories})
+				if err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	seed.Wait()
 	start := time.Now()
 	must(exec.Command("cp", "-r", src, filepath.Join(dir, "copy")).Run())
 	cp := time.Since(start)
@@ -241,7 +273,7 @@ func sideBySide(b *testing.B) {
 			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
 			must(err)
 			waitTurns(b, c, sess.ID, 2)
-			time.Sleep(500 * time.Millisecond) // memstore's sync runs beside the agent: let it finish
+			counter.settle(500 * time.Millisecond) // each worker's sync may outlast the turn: let it finish
 			f.idleReqs, f.idleBytes = counter.take()
 			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
 			must(err)
@@ -256,6 +288,7 @@ func sideBySide(b *testing.B) {
 	}
 	off, ms := run("official", stores[:1], true), run("memstore", stores[:1], true)
 	off8, ms8 := run("official", stores, false), run("memstore", stores, false)
+	offBig, msBig := run("official", []string{big.ID}, true), run("memstore", []string{big.ID}, true)
 	ratio := func(m, o float64) string {
 		if o == 0 {
 			return "—"
@@ -267,9 +300,17 @@ func sideBySide(b *testing.B) {
 	fmt.Printf("%-44s %-18v %-18v %s\n", "mount (session created → first tool result)", off.mount.Round(time.Millisecond), ms.mount.Round(time.Millisecond), ratio(ms.mount.Seconds(), off.mount.Seconds()))
 	fmt.Printf("%-44s %-18s %-18s %s\n", "mount requests / bytes", fmt.Sprintf("%d / %.1f MB", off.mountReqs, float64(off.mountBytes)/1e6),
 		fmt.Sprintf("%d / %.1f MB", ms.mountReqs, float64(ms.mountBytes)/1e6), ratio(float64(ms.mountBytes), float64(off.mountBytes))+" bytes")
-	fmt.Printf("%-44s %-18s %-18s %s\n", "idle sync requests / bytes", fmt.Sprintf("%d / %d B", off.idleReqs, off.idleBytes),
-		fmt.Sprintf("%d / %d B", ms.idleReqs, ms.idleBytes), ratio(float64(ms.idleBytes), float64(off.idleBytes))+" bytes")
-	fmt.Printf("%-44s %-18v %-18v %s\n", "delay a due sync adds to the next call, 2,000", off.syncDelay.Round(time.Millisecond), ms.syncDelay.Round(time.Millisecond), "—")
+	bySize := []struct {
+		n       string
+		off, ms sideFigures
+	}{{"2,000", off, ms}, {"8,000", offBig, msBig}}
+	for _, row := range bySize {
+		fmt.Printf("%-44s %-18s %-18s %s\n", "idle sync requests / bytes, "+row.n, fmt.Sprintf("%d / %d B", row.off.idleReqs, row.off.idleBytes),
+			fmt.Sprintf("%d / %d B", row.ms.idleReqs, row.ms.idleBytes), ratio(float64(row.ms.idleBytes), float64(row.off.idleBytes))+" bytes")
+	}
+	for _, row := range bySize {
+		fmt.Printf("%-44s %-18v %-18v %s\n", "delay a due sync adds to the next call, "+row.n, row.off.syncDelay.Round(time.Millisecond), row.ms.syncDelay.Round(time.Millisecond), "—")
+	}
 	fmt.Printf("%-44s %-18v %-18v %s\n", "mount of 8 stores × 2,000", off8.mount.Round(time.Millisecond), ms8.mount.Round(time.Millisecond), ratio(ms8.mount.Seconds(), off8.mount.Seconds()))
 	mb := func(n uint64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
 	fmt.Printf("%-44s %-18s %-18s %s\n", "heap peak during the 8-store mount²", mb(off8.heapPeak), mb(ms8.heapPeak), ratio(float64(ms8.heapPeak), float64(off8.heapPeak)))

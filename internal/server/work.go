@@ -64,12 +64,16 @@ func wireWork(w storage.Work) api.Work {
 // expire settles env's lapsed leases before a queue operation reads them,
 // and lets the runtime react for every item that stopped on the way.
 func (s *Server) expire(ctx context.Context, env string) error {
-	stopped, err := s.store.ExpireLeases(ctx, env)
+	lapsed, err := s.store.ExpireLeases(ctx, env)
 	if err != nil {
 		return err
 	}
-	for _, w := range stopped {
-		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "request_id", requestID(ctx), "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
+	for _, w := range lapsed {
+		s.metrics.leaseExpiries.WithLabelValues(env, string(w.State)).Inc()
+		if w.State != api.WorkStopped {
+			continue
+		}
+		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
 		s.settle(ctx, w.Data.ID)
 	}
 	return nil
@@ -154,7 +158,8 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 			out := wireWork(claimed)
 			enc := api.WorkSecret{SessionsToken: secret, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
 			out.Secret = &enc
-			s.log.InfoContext(ctx, "work claimed", "request_id", requestID(ctx), "environment_id", env, "work_id", claimed.ID,
+			s.metrics.claims.WithLabelValues(env).Inc()
+			s.log.InfoContext(ctx, "work claimed", "environment_id", env, "work_id", claimed.ID,
 				"session_id", claimed.Data.ID, "worker_id", claimed.WorkerID)
 			writeJSON(w, http.StatusOK, out)
 			return nil
@@ -273,7 +278,7 @@ func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Princip
 		ae := apiErrorf(invalidRequest, "heartbeat precondition failed: expected_last_heartbeat %q does not match the lease of work item %s (state %s, last heartbeat %s); this worker no longer holds it, so stop serving the item without stopping it", expected, work, cur.State, last)
 		ae.StatusCode = http.StatusPreconditionFailed
 		ae.Details = api.HeartbeatPreconditionDetails{ErrorCode: api.HeartbeatPreconditionFailed, CurrentState: cur}.Map()
-		s.log.InfoContext(ctx, "stale heartbeat refused", "request_id", requestID(ctx), "environment_id", env, "work_id", work, "state", cur.State)
+		s.log.InfoContext(ctx, "stale heartbeat refused", "environment_id", env, "work_id", work, "state", cur.State)
 		return ae
 	case err != nil:
 		return err
@@ -337,7 +342,7 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	case err != nil:
 		return err
 	}
-	s.log.InfoContext(ctx, "work stop requested", "request_id", requestID(ctx), "environment_id", env, "work_id", work,
+	s.log.InfoContext(ctx, "work stop requested", "environment_id", env, "work_id", work,
 		"session_id", got.Data.ID, "force", req.Force, "state", got.State)
 	if got.State == api.WorkStopped {
 		s.settle(ctx, got.Data.ID)

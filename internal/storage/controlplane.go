@@ -95,7 +95,8 @@ type WorkQueue interface {
 	EnsureWork(ctx context.Context, sessionID string, w Work) (Work, bool, error)
 	// ExpireLeases settles an environment's lapsed leases: an item whose
 	// lease ran out goes back to the queue (its token stops working), except
-	// a stopping one, which is stopped. It returns the items it stopped.
+	// a stopping one, which is stopped. It returns every item it settled, in
+	// its new state (queued or stopped).
 	ExpireLeases(ctx context.Context, environmentID string) ([]Work, error)
 	// ClaimWork claims the oldest claimable item of c.EnvironmentID for
 	// c.WorkerID, atomically (two concurrent claims never get the same

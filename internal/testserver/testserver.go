@@ -8,10 +8,12 @@ package testserver
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,7 +58,9 @@ type Server struct {
 	// Store is the server's database, for tests that set up what has no
 	// API (console users).
 	Store storage.Store
-	wrap  atomic.Pointer[func(http.Handler) http.Handler]
+	// Metrics is the server's /metrics handler (serve --metrics-addr).
+	Metrics http.Handler
+	wrap    atomic.Pointer[func(http.Handler) http.Handler]
 }
 
 // Start starts a server for t.
@@ -93,6 +97,7 @@ func Start(t testing.TB, o Options) *Server {
 		con = c.Handler()
 	}
 	h = srv.HandlerWithConsole(con)
+	s.Metrics = srv.MetricsHandler()
 	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +175,69 @@ func (w hideExtensions) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Scrape GETs /metrics from h over a real HTTP server and returns each
+// sample of the Prometheus text format by its series, written as the
+// format writes it: name{label="value",...}.
+func Scrape(t testing.TB, h http.Handler) map[string]float64 {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	res, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, %v", res.StatusCode, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("not a sample line: %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// Workers is what a worker needs on a server: an environment, a key for
+// it, and an agent for its sessions.
+type Workers struct {
+	Env   *api.Environment
+	Key   string
+	Agent *api.Agent
+}
+
+// ScriptedAgent asks for an agent that runs the script each user.message
+// carries (api.ScriptedModel): no model, no network.
+func ScriptedAgent() api.CreateAgentRequest {
+	return api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}}
+}
+
+// NewWorkers creates, through admin, an environment with a key and the
+// agent agent asks for.
+func NewWorkers(t testing.TB, admin *client.Client, agent api.CreateAgentRequest) Workers {
+	t.Helper()
+	ctx := context.Background()
+	env, err := admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "workers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, env.ID, api.CreateEnvironmentKeyRequest{Name: "test worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.CreateAgent(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Workers{Env: env, Key: key.Key, Agent: a}
 }

@@ -78,9 +78,9 @@ func ChangeIn(ctx context.Context, rows Rows, environmentID, workID string, rule
 }
 
 // ExpireIn settles the lapsed leases of an environment in rows: each item
-// goes back to the queue or stops (Expire). It returns the items stopped
+// goes back to the queue or stops (Expire). It returns every item settled
 // and whether any went back to the queue (pollers may want waking).
-func ExpireIn(ctx context.Context, rows Rows, environmentID string) (stopped []storage.Work, requeued bool, err error) {
+func ExpireIn(ctx context.Context, rows Rows, environmentID string) (settled []storage.Work, requeued bool, err error) {
 	now, err := rows.Now(ctx)
 	if err != nil {
 		return nil, false, err
@@ -94,16 +94,13 @@ func ExpireIn(ctx context.Context, rows Rows, environmentID string) (stopped []s
 			continue
 		}
 		w, wasStopped := Expire(w, now)
-		if wasStopped {
-			stopped = append(stopped, w)
-		} else {
-			requeued = true
-		}
+		settled = append(settled, w)
+		requeued = requeued || !wasStopped
 		if err := rows.SaveWork(ctx, w); err != nil {
 			return nil, false, err
 		}
 	}
-	return stopped, requeued, nil
+	return settled, requeued, nil
 }
 
 // Update is the rule of an UpdateWork: fn edits the item (its metadata),

@@ -111,17 +111,17 @@ func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (
 // ExpireLeases implements storage.WorkQueue. Items another replica is
 // settling or changing are skipped (SKIP LOCKED): it decides them.
 func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
-	var stopped []storage.Work
+	var settled []storage.Work
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var requeued bool
 		var err error
-		stopped, requeued, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
+		settled, requeued, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
 		if err == nil && requeued {
 			err = notifyWake(ctx, tx, storage.TopicQueue, environmentID)
 		}
 		return err
 	})
-	return stopped, err
+	return settled, err
 }
 
 // ClaimWork implements storage.WorkQueue. Each poller locks the oldest

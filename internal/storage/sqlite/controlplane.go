@@ -85,6 +85,16 @@ func notFound(err error) error {
 	return err
 }
 
+// inList is the "(?, ?, …)" of an IN with one placeholder per value, and
+// the values as query arguments: how this package writes every IN list.
+func inList[T any](vals []T) (marks string, args []any) {
+	args = make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
+}
+
 // limitArg turns a page size into a LIMIT, where 0 means no limit.
 func limitArg(n int) int {
 	if n <= 0 {
@@ -369,10 +379,9 @@ func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Se
 		args = append(args, q.MemoryStoreID)
 	}
 	if len(q.Statuses) > 0 {
-		where = append(where, "status IN (?"+strings.Repeat(", ?", len(q.Statuses)-1)+")")
-		for _, st := range q.Statuses {
-			args = append(args, st)
-		}
+		marks, statuses := inList(q.Statuses)
+		where = append(where, "status IN "+marks)
+		args = append(args, statuses...)
 	}
 	order := "DESC"
 	if q.Asc {
@@ -567,10 +576,9 @@ func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQu
 		args = append(args, q.BeforeSeq)
 	}
 	if len(q.Types) > 0 {
-		where = append(where, "type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
-		for _, t := range q.Types {
-			args = append(args, t)
-		}
+		marks, types := inList(q.Types)
+		where = append(where, "type IN "+marks)
+		args = append(args, types...)
 	}
 	order := "ASC"
 	if q.Desc {

@@ -77,78 +77,86 @@ func (s *DB) runCommits() {
 		case <-s.commits.quit:
 			return
 		}
-		reqs := []commitRequest{first}
-	gather:
-		for len(reqs) < maxBatch {
-			select {
-			case r := <-s.commits.requests:
-				reqs = append(reqs, r)
-			default:
-				break gather
-			}
-		}
-		s.commitBatch(reqs)
+		s.commitBatch(first)
 	}
 }
 
-// commitBatch runs reqs in one transaction and answers each.
-func (s *DB) commitBatch(reqs []commitRequest) {
+// commitBatch opens a transaction with first and keeps taking the writes
+// that wait, including those that arrived while the previous ones ran,
+// until none waits or maxBatch is reached; then it commits and answers
+// each. Under load a batch thus grows to whatever arrives during its own
+// execution, not only to what was queued when it started.
+func (s *DB) commitBatch(first commitRequest) {
 	s.writer.Lock()
 	defer s.writer.Unlock()
 	ctx := context.Background()
-	errs := make([]error, len(reqs))
-	answer := func() {
+	reqs := []commitRequest{first}
+	// errs[i] is what reqs[i] did on its own; finish answers each with
+	// that, or with the batch's error when it has none (not run yet, or
+	// run but not committed).
+	var errs []error
+	finish := func(batchErr error) {
 		for i, r := range reqs {
-			r.done <- errs[i]
-		}
-	}
-	failAll := func(err error) {
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = err
+			err := batchErr
+			if i < len(errs) && errs[i] != nil {
+				err = errs[i]
 			}
+			r.done <- err
 		}
-		answer()
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		failAll(err)
+		finish(err)
 		return
 	}
 	// The savepoint statements run as prepared statements too: three per
 	// write would otherwise be parsed each time.
 	q := s.cached(tx)
-	for i, r := range reqs {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err // given up while waiting: never run
-			continue
-		}
-		if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+	for i := 0; i < len(reqs); i++ {
+		own, err := runInSavepoint(ctx, tx, q, reqs[i])
+		errs = append(errs, own)
+		if err != nil {
 			tx.Rollback()
-			failAll(fmt.Errorf("sqlite: open a savepoint: %w", err))
+			finish(err)
 			return
 		}
-		if errs[i] = runGuarded(ctx, r.fn, tx); errs[i] != nil {
-			// Undo this write alone. If SQLite already rolled the whole
-			// transaction back (some errors do), the savepoint is gone and
-			// the batch fails as one: nothing of it is committed.
-			if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
-				tx.Rollback()
-				failAll(fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", errs[i], err))
-				return
+		if len(reqs) < maxBatch {
+			select {
+			case next := <-s.commits.requests:
+				reqs = append(reqs, next)
+			default:
 			}
-		}
-		if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
-			tx.Rollback()
-			failAll(fmt.Errorf("sqlite: release a savepoint: %w", err))
-			return
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		failAll(fmt.Errorf("sqlite: commit: %w", err))
+		finish(fmt.Errorf("sqlite: commit: %w", err))
 		return
 	}
-	answer()
+	finish(nil)
+}
+
+// runInSavepoint runs r inside a savepoint of tx and returns r's own
+// outcome; a failed write is undone alone. err is set when the
+// transaction itself is lost, and the whole batch with it.
+func runInSavepoint(ctx context.Context, tx *sql.Tx, q cachedQ, r commitRequest) (own, err error) {
+	if err := r.ctx.Err(); err != nil {
+		return err, nil // given up while waiting: never run
+	}
+	if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+		return nil, fmt.Errorf("sqlite: open a savepoint: %w", err)
+	}
+	if own = runGuarded(ctx, r.fn, tx); own != nil {
+		// If SQLite already rolled the whole transaction back (some
+		// errors do), the savepoint is gone and the batch fails as one:
+		// nothing of it is committed.
+		if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+			return own, fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", own, err)
+		}
+	}
+	if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
+		return own, fmt.Errorf("sqlite: release a savepoint: %w", err)
+	}
+	return own, nil
 }
 
 // runGuarded calls fn, turning a panic into an error so that one bad write

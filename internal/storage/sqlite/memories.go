@@ -82,6 +82,25 @@ func writableStore(ctx context.Context, tx queryer, id string) (count int, err e
 	return count, nil
 }
 
+// takeSequence claims a store's next change-feed sequence (see migration
+// 0007) and moves its memory count by delta, returning both after the
+// change and whether the store is archived: one statement where a check,
+// the claim and the count took three, which matters because the group
+// committer runs writes one after another. A write refused after it is
+// undone with the write's savepoint.
+func takeSequence(ctx context.Context, tx queryer, storeID string, delta int) (seq int64, count int, archived bool, err error) {
+	var archivedAt sql.NullString
+	err = tx.QueryRowContext(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1, memory_count = memory_count + ? WHERE id = ? RETURNING last_sequence, memory_count, archived_at`,
+		delta, storeID).Scan(&seq, &count, &archivedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, storage.ErrNotFound
+	}
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("take the next change sequence of memory store %s: %w", storeID, err)
+	}
+	return seq, count, archivedAt.Valid, nil
+}
+
 func encodeMetadata(m map[string]string) (string, error) {
 	if m == nil {
 		m = map[string]string{}
@@ -291,34 +310,28 @@ func getMemory(ctx context.Context, q queryer, storeID, memoryID string) (api.Me
 // file where p needs a directory (an ancestor of p), or is a file inside p
 // (a descendant): the three ways two paths cannot coexist in one store.
 func pathConflict(ctx context.Context, tx queryer, storeID, p, self string) error {
+	// One query, since the committer runs writes one after another: the
+	// path itself and each ancestor ("/a", "/a/b" for "/a/b/c") are point
+	// lookups on the (store_id, path) index, the first descendant a range
+	// seek on it. The path itself is reported first, then the shallowest
+	// ancestor, then a descendant.
+	marks, paths := inList(append([]string{p}, storage.Ancestors(p)...))
+	args := append([]any{p, storeID, self}, paths...)
+	lo, hi := storage.SubtreeRange(p + "/")
+	args = append(args, storeID, self, lo, hi)
 	var id, at string
-	check := func(query string, args ...any) (bool, error) {
-		err := tx.QueryRowContext(ctx, query, args...).Scan(&id, &at)
-		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	// The path itself and each ancestor ("/a", "/a/b" for "/a/b/c"): point
-	// lookups on the (store_id, path) index.
-	candidates := []any{storeID, self, p}
-	marks := "?"
-	for _, a := range storage.Ancestors(p) {
-		candidates = append(candidates, a)
-		marks += ", ?"
-	}
-	found, err := check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path IN (`+marks+`) ORDER BY path = ? DESC, path LIMIT 1`, append(candidates, p)...)
-	if err == nil && !found {
-		lo, hi := storage.SubtreeRange(p + "/")
-		found, err = check(`SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1`, storeID, self, lo, hi)
-	}
+	err := tx.QueryRowContext(ctx, `SELECT id, path FROM (
+		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN `+marks+`
+		UNION ALL
+		SELECT id, path, 2 FROM (SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1)
+	) ORDER BY rank, path LIMIT 1`, args...).Scan(&id, &at)
 	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
 	case err != nil:
 		return err
-	case found:
-		return &storage.PathConflictError{Path: at, MemoryID: id}
 	}
-	return nil
+	return &storage.PathConflictError{Path: at, MemoryID: id}
 }
 
 type versionRow struct {
@@ -329,21 +342,18 @@ type versionRow struct {
 	size                      *int64
 	by                        api.Actor
 	at                        time.Time
+	seq                       int64
 }
 
-// insertVersion writes a version under its store's next change-feed
-// sequence (see migration 0007).
+// insertVersion writes a version under the change-feed sequence its write
+// took (takeSequence).
 func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 	var content any
 	if v.content != nil {
 		content = []byte(*v.content)
 	}
-	var seq int64
-	if err := tx.QueryRowContext(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1 WHERE id = ? RETURNING last_sequence`, v.storeID).Scan(&seq); err != nil {
-		return fmt.Errorf("take the next change sequence of memory store %s: %w", v.storeID, err)
-	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, storage.ActorID(v.by), seq)
+		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, formatTime(v.at), v.by.Type, storage.ActorID(v.by), v.seq)
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
 	}
@@ -359,12 +369,20 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 	if limit <= 0 {
 		limit = api.DefaultMaxMemories
 	}
+	// Hashed here, in the caller's goroutine: the committer runs writes
+	// one after another.
+	sha, size := storage.ContentHash(in.Content), int64(len(in.Content))
 	var m api.Memory
 	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
+		now := s.now()
+		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
 		tx := s.cached(sqlTx)
-		count, err := writableStore(ctx, tx, in.StoreID)
+		seq, count, archived, err := takeSequence(ctx, tx, in.StoreID, +1)
 		if err != nil {
 			return err
+		}
+		if archived {
+			return storage.ErrStoreArchived
 		}
 		// The conflict comes first: a client retrying a create whose
 		// response it lost learns the memory's id even when the store has
@@ -372,22 +390,16 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		if err := pathConflict(ctx, tx, in.StoreID, in.Path, ""); err != nil {
 			return err
 		}
-		if count >= limit {
+		if count > limit {
 			return &storage.StoreFullError{Limit: limit}
 		}
-		now := s.now()
-		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
-		sha, size := storage.ContentHash(in.Content), int64(len(in.Content))
 		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: memID, op: api.OperationCreated,
-			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now}); err != nil {
+			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now, seq: seq}); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			memID, in.StoreID, in.Path, sha, size, verID, formatTime(now), formatTime(now)); err != nil {
 			return fmt.Errorf("create memory: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET memory_count = memory_count + 1 WHERE id = ?`, in.StoreID); err != nil {
-			return err
 		}
 		content := in.Content
 		m = api.Memory{ID: memID, Type: "memory", MemoryStoreID: in.StoreID, Path: in.Path, Content: &content,
@@ -431,11 +443,15 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 				return err
 			}
 		}
+		seq, _, _, err := takeSequence(ctx, tx, in.StoreID, 0)
+		if err != nil {
+			return err
+		}
 		now := s.now()
 		verID := ids.NewAt(ids.MemoryVersion, now)
 		size := int64(len(newContent))
 		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: cur.ID, op: api.OperationModified,
-			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now}); err != nil {
+			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now, seq: seq}); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`,
@@ -464,16 +480,19 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 		if expectedSHA256 != "" && expectedSHA256 != cur.sha {
 			return &storage.PreconditionFailedError{CurrentSHA256: cur.sha}
 		}
+		seq, _, _, err := takeSequence(ctx, tx, storeID, -1)
+		if err != nil {
+			return err
+		}
 		now := s.now()
 		if err := insertVersion(ctx, tx, versionRow{id: ids.NewAt(ids.MemoryVersion, now), storeID: storeID, memoryID: memoryID,
-			op: api.OperationDeleted, path: &cur.path, by: by, at: now}); err != nil {
+			op: api.OperationDeleted, path: &cur.path, by: by, at: now, seq: seq}); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, memoryID); err != nil {
 			return fmt.Errorf("delete memory %s: %w", memoryID, err)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE memory_stores SET memory_count = memory_count - 1 WHERE id = ?`, storeID)
-		return err
+		return nil
 	})
 }
 

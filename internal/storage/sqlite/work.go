@@ -147,12 +147,12 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	if err != nil || !slices.ContainsFunc(lapsed, func(w storage.Work) bool { return workqueue.Lapsed(w, s.now()) }) {
 		return nil, err
 	}
-	var stopped []storage.Work
+	var settled []storage.Work
 	err = s.tx(ctx, func(tx *sql.Tx) (err error) {
-		stopped, _, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
+		settled, _, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
 		return err
 	})
-	return stopped, err
+	return settled, err
 }
 
 // claimable lists the item a claim may take at now. The WHERE clause

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// chatTerminal is what a chat talks through: lines typed (a terminal in
+// its ordinary line mode, or a pipe), the screen, and Ctrl-C presses. The
+// chat verb wires them to standard input and output and SIGINT; tests
+// drive them directly.
+type chatTerminal struct {
+	in         io.Reader
+	out        io.Writer
+	interrupts <-chan struct{}
+}
+
+// chat is a conversation with one session: it owns the screen, reads the
+// lines typed, and follows the session's events.
+type chat struct {
+	c          *client.Client
+	id         string
+	out        io.Writer
+	lines      <-chan string // closed at the end of input (Ctrl-D)
+	interrupts <-chan struct{}
+	events     <-chan api.Event // closed when the session is gone
+
+	// calls are the tool calls shown waiting for their result; asking are
+	// those that wait for the user's confirmation.
+	calls  map[string]api.Event
+	asking map[string]api.Event
+}
+
+// runChat talks with session id through term until the input ends, Ctrl-C
+// is pressed at the prompt, or the session terminates; then it prints the
+// session's token usage.
+func runChatSession(ctx context.Context, c *client.Client, id string, term chatTerminal) error {
+	// The stream starts with the events after it connects, so it connects
+	// before the first message goes out.
+	st, err := c.StreamEvents(ctx, id, client.StreamEventsParams{})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan api.Event)
+	go followChat(ctx, c, id, st, events)
+	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
+		calls: map[string]api.Event{}, asking: map[string]api.Event{}}
+	fmt.Fprintf(term.out, "session %s — one message per line; Ctrl-C interrupts a turn, Ctrl-C at the prompt or Ctrl-D ends.\nContinue it later with: memstore chat --session %s\n", id, id)
+	if err := ch.converse(ctx); err != nil {
+		return err
+	}
+	return printUsage(c, id, term.out)
+}
+
+// readLines delivers the lines of in, closing the channel at its end. The
+// goroutine outlives the chat only while in is still open, as a terminal's
+// input is until the process exits.
+func readLines(in io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		s := bufio.NewScanner(in)
+		s.Buffer(make([]byte, 64<<10), 1<<20)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	}()
+	return lines
+}
+
+// converse is the prompt loop: each line typed is a message, and the turn
+// it starts is followed to its end before the next prompt.
+func (ch *chat) converse(ctx context.Context) error {
+	for {
+		fmt.Fprint(ch.out, "you> ")
+		var text string
+		select {
+		case line, ok := <-ch.lines:
+			if !ok {
+				fmt.Fprintln(ch.out)
+				return nil
+			}
+			if text = strings.TrimSpace(line); text == "" {
+				continue
+			}
+		case <-ch.interrupts:
+			fmt.Fprintln(ch.out)
+			return nil
+		case e, ok := <-ch.events:
+			// Something happened without us (another client's message).
+			if !ok {
+				return nil
+			}
+			fmt.Fprintln(ch.out)
+			ch.show(e)
+			continue
+		case <-ctx.Done():
+			return nil
+		}
+		if _, err := ch.c.SendEvents(ctx, ch.id, api.UserMessage(text)); err != nil {
+			return err
+		}
+		over, err := ch.turn(ctx)
+		if err != nil || over {
+			return err
+		}
+	}
+}
+
+// turn follows a turn until the session is idle again, asking for the
+// confirmations it waits for; Ctrl-C interrupts it. over says the session
+// has terminated.
+func (ch *chat) turn(ctx context.Context) (over bool, err error) {
+	for {
+		select {
+		case e, ok := <-ch.events:
+			if !ok {
+				return true, nil
+			}
+			ch.show(e)
+			switch e.Type {
+			case api.EventSessionStatusTerminated, api.EventSessionDeleted:
+				return true, nil
+			case api.EventSessionStatusIdle:
+				if e.StopReason == nil || e.StopReason.Type != api.StopRequiresAction {
+					ch.unanswered()
+					return false, nil
+				}
+				asked, err := ch.confirm(ctx, e.StopReason.EventIDs)
+				if err != nil || !asked {
+					// Nothing to ask: the calls wait for a worker.
+					return false, err
+				}
+			}
+		case <-ch.interrupts:
+			fmt.Fprintln(ch.out, "\n  interrupting the turn (Ctrl-C at the prompt ends the chat)")
+			if _, err := ch.c.SendEvents(ctx, ch.id, api.UserInterrupt()); err != nil {
+				return false, fmt.Errorf("the turn could not be interrupted: %w", err)
+			}
+		case <-ctx.Done():
+			return true, nil
+		}
+	}
+}
+
+// confirm asks about each call of ids that awaits the user's verdict and
+// posts it: y allows; an empty answer, n or Ctrl-C denies; anything else
+// denies with that text as the message for the model. asked says whether
+// there was any to ask about.
+func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err error) {
+	for _, id := range ids {
+		call, ok := ch.asking[id]
+		if !ok {
+			continue
+		}
+		delete(ch.asking, id)
+		asked = true
+		fmt.Fprintf(ch.out, "  allow %s? [y/N/message] ", callSummary(call))
+		answer := ""
+		select {
+		case line, ok := <-ch.lines:
+			if !ok {
+				fmt.Fprintln(ch.out)
+			}
+			answer = strings.TrimSpace(line)
+		case <-ch.interrupts:
+			fmt.Fprintln(ch.out)
+		case <-ctx.Done():
+			return false, nil
+		}
+		verdict := api.Event{Type: api.EventUserToolConfirmation, ToolUseID: id, Result: api.PermissionDeny}
+		switch strings.ToLower(answer) {
+		case "y", "yes":
+			verdict.Result = api.PermissionAllow
+		case "", "n", "no":
+		default:
+			verdict.DenyMessage = &answer
+		}
+		if verdict.Result == api.PermissionDeny {
+			delete(ch.calls, id)
+			fmt.Fprintf(ch.out, "  ✗ %s → denied\n", callSummary(call))
+		}
+		if _, err := ch.c.SendEvents(ctx, ch.id, verdict); err != nil {
+			return asked, err
+		}
+	}
+	return asked, nil
+}
+
+// show prints an event as the conversation shows it: the agent's text as
+// it arrives, each tool call on one line with its result, thinking and
+// errors on a line each.
+func (ch *chat) show(e api.Event) {
+	switch e.Type {
+	case api.EventAgentMessage:
+		fmt.Fprintln(ch.out, "agent> "+e.Text())
+	case api.EventAgentThinking:
+		fmt.Fprintln(ch.out, "  thinking "+thinkingSummary(e))
+	case api.EventAgentToolUse:
+		switch e.EvaluatedPermission {
+		case api.PermissionDeny:
+			fmt.Fprintf(ch.out, "  ✗ %s → not enabled for this agent\n", callSummary(e))
+			return
+		case api.PermissionAsk:
+			ch.asking[e.ID] = e
+		}
+		ch.calls[e.ID] = e
+	case api.EventUserToolResult:
+		call, ok := ch.calls[e.ToolUseID]
+		if !ok {
+			return
+		}
+		delete(ch.calls, e.ToolUseID)
+		mark := "✓"
+		if e.IsError != nil && *e.IsError {
+			mark = "✗"
+		}
+		fmt.Fprintf(ch.out, "  %s %s → %s\n", mark, callSummary(call), oneLine(e.Text(), 80))
+	case api.EventSessionError:
+		if e.Error != nil {
+			status := ""
+			if e.Error.RetryStatus != nil {
+				status = " (" + e.Error.RetryStatus.Type + ")"
+			}
+			fmt.Fprintln(ch.out, "  error  "+e.Error.Message+status)
+		}
+	case api.EventSessionStatusIdle:
+		if e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
+			var waiting []string
+			for _, id := range e.StopReason.EventIDs {
+				if _, asking := ch.asking[id]; !asking {
+					waiting = append(waiting, id)
+				}
+			}
+			if len(waiting) > 0 {
+				fmt.Fprintf(ch.out, "  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)\n", strings.Join(waiting, ", "))
+			}
+		}
+	case api.EventSessionStatusTerminated:
+		fmt.Fprintln(ch.out, "  the session terminated")
+	}
+}
+
+// unanswered shows the calls a turn ended without (an interrupt abandoned
+// them) and forgets them.
+func (ch *chat) unanswered() {
+	for id, call := range ch.calls {
+		fmt.Fprintf(ch.out, "  ✗ %s → no result (the turn ended)\n", callSummary(call))
+		delete(ch.calls, id)
+		delete(ch.asking, id)
+	}
+}
+
+// callSummary is a tool call in a few words: its name and input.
+func callSummary(e api.Event) string {
+	return e.Name + " " + oneLine(string(e.Input), 80)
+}
+
+// thinkingSummary is the start of an agent.thinking event's thinking.
+func thinkingSummary(e api.Event) string {
+	if len(e.Content) == 1 {
+		var b struct {
+			Thinking string `json:"thinking"`
+		}
+		raw, _ := json.Marshal(e.Content[0])
+		json.Unmarshal(raw, &b)
+		if b.Thinking != "" {
+			return oneLine(b.Thinking, 100)
+		}
+	}
+	return "(redacted)"
+}
+
+// oneLine is s on one line, cut to n characters.
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", " ⏎ ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n]) + "…"
+	}
+	return s
+}
+
+// followChat delivers the session's events, reconnecting where it left
+// off, until the session is gone or ctx ends; then it closes events.
+func followChat(ctx context.Context, c *client.Client, id string, st *client.EventStream, events chan<- api.Event) {
+	defer close(events)
+	for {
+		for st.Next() {
+			e := st.Event()
+			select {
+			case events <- e:
+			case <-ctx.Done():
+				st.Close()
+				return
+			}
+			if e.Type == api.EventSessionStatusTerminated || e.Type == api.EventSessionDeleted {
+				st.Close()
+				return
+			}
+		}
+		last := st.LastEventID()
+		st.Close()
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			var err error
+			if st, err = c.StreamEvents(ctx, id, client.StreamEventsParams{LastEventID: last}); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}

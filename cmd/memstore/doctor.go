@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/sandbox"
+)
+
+// `memstore doctor` checks a worker host before its worker runs: with the
+// same flags and variables as `worker poll`, it looks at what a session
+// needs from this host and from the server, and says for each what is
+// wrong and how to fix it.
+
+func newDoctorCommand(s streams) *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "check that this host can run a worker: mount root, filesystem, sandbox, server, key, clock",
+		Long: `memstore doctor checks a worker host: the mount root (exists, writable, owner), its
+filesystem (case sensitivity, symlinks refused through openat/O_NOFOLLOW), the sandbox
+(bubblewrap), the server (reachable), the environment key (valid for the environment)
+and the clock (against the server's). It takes worker poll's flags and variables, so the
+same settings are checked; it exits 0 when the host is ready and 1 when it is not.`,
+		Example: `  ANTHROPIC_ENVIRONMENT_KEY=$KEY memstore doctor --environment-id $ENV --mount-root /var/lib/memstore-worker/memory
+  memstore doctor --base-url https://memstore.example.com --sandbox bwrap`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := doctor{flags: f, now: time.Now}
+			return d.report(cmd.Context(), s.stdout)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// doctor runs the checks; now is the clock the skew is measured with.
+type doctor struct {
+	flags workerFlags
+	now   func() time.Time
+}
+
+// finding is the outcome of one check.
+type finding struct {
+	mark   string // checkOK, checkWarn, checkFail or checkSkip
+	name   string
+	detail string
+	fix    string // what to do; "" when nothing
+}
+
+const (
+	checkOK   = "✓"
+	checkWarn = "!" // works, with a cost worth knowing
+	checkFail = "✗"
+	checkSkip = "-" // not checked: an earlier check failed
+)
+
+func ok(name, detail string) finding { return finding{checkOK, name, detail, ""} }
+
+func warn(name, detail, fix string) finding { return finding{checkWarn, name, detail, fix} }
+
+func fail(name, detail, fix string) finding { return finding{checkFail, name, detail, fix} }
+
+// report prints every finding and returns an error when the host is not
+// ready (a ✗).
+func (d doctor) report(ctx context.Context, w io.Writer) error {
+	failed := 0
+	for _, f := range d.checks(ctx) {
+		fmt.Fprintf(w, "%s %-16s %s\n", f.mark, f.name, f.detail)
+		if f.fix != "" {
+			fmt.Fprintf(w, "  %-16s fix: %s\n", "", f.fix)
+		}
+		if f.mark == checkFail {
+			failed++
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(w, "not ready: %d check(s) failed\n", failed)
+		return fmt.Errorf("this host is not ready for a worker: %d check(s) failed (above, each with its fix)", failed)
+	}
+	fmt.Fprintln(w, "ready: a worker can run here with these settings")
+	return nil
+}
+
+func (d doctor) checks(ctx context.Context) []finding {
+	out := d.mountChecks()
+	out = append(out, d.sandboxCheck(ctx))
+	server, date := d.serverCheck(ctx)
+	out = append(out, server)
+	if server.mark != checkOK {
+		return append(out,
+			finding{checkSkip, "environment key", "not checked: the server cannot be reached", ""},
+			finding{checkSkip, "clock", "not checked: the server cannot be reached", ""})
+	}
+	return append(out, d.keyCheck(ctx), d.clockCheck(date))
+}
+
+// mountChecks looks at the mount root, then, in a scratch folder inside
+// it, at what the filesystem does with letter case and symlinks.
+func (d doctor) mountChecks() []finding {
+	root := d.flags.mountRoot
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return []finding{fail("mount root", fmt.Sprintf("%s: %v", root, err), "pass an absolute folder with --mount-root")}
+	}
+	info, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return []finding{fail("mount root", abs+" does not exist",
+			fmt.Sprintf("mkdir -p %s && chown %s %s (the worker's user), or pass another folder with --mount-root (ANTHROPIC_MOUNT_ROOT)", abs, currentUser(), abs))}
+	case err != nil:
+		return []finding{fail("mount root", fmt.Sprintf("%s cannot be looked at: %v", abs, err), "give the worker's user access to it, or pass another folder with --mount-root")}
+	case !info.IsDir():
+		return []finding{fail("mount root", abs+" is not a folder", "pass a folder with --mount-root")}
+	}
+	scratch, err := os.MkdirTemp(abs, ".memstore-doctor-")
+	if err != nil {
+		return []finding{fail("mount root", fmt.Sprintf("%s is not writable by %s: %v", abs, currentUser(), err),
+			fmt.Sprintf("chown %s %s, or pass a folder the worker's user may write with --mount-root", currentUser(), abs))}
+	}
+	defer os.RemoveAll(scratch)
+	out := []finding{ownerFinding(abs, info)}
+	r, err := confined.Open(scratch)
+	if err != nil {
+		return append(out, fail("filesystem", fmt.Sprintf("a folder in %s cannot be opened for confined access: %v", abs, err), "put the mount root on a local Linux filesystem (ext4, xfs, btrfs, tmpfs)"))
+	}
+	insensitive, err := r.CaseInsensitive()
+	switch {
+	case err != nil:
+		out = append(out, fail("letter case", err.Error(), "put the mount root on a local Linux filesystem (ext4, xfs, btrfs, tmpfs)"))
+	case insensitive:
+		out = append(out, warn("letter case", "the filesystem ignores letter case: two memories such as /Notes.md and /notes.md cannot both be synced",
+			"put the mount root on a case-sensitive filesystem"))
+	default:
+		out = append(out, ok("letter case", "names that differ in case are different files"))
+	}
+	return append(out, symlinkFinding(r, scratch))
+}
+
+// ownerFinding says who owns the mount root: a worker that does not own
+// it can write there (the caller checked) but leaves folders another user
+// controls the parent of.
+func ownerFinding(dir string, info os.FileInfo) finding {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Getuid() {
+		return finding{checkOK, "mount root", dir + ": a folder, writable, owned by " + currentUser(), ""}
+	}
+	owner := strconv.Itoa(int(st.Uid))
+	if u, err := user.LookupId(owner); err == nil {
+		owner = u.Username
+	}
+	return warn("mount root", fmt.Sprintf("%s: a folder, writable, but owned by %s, not %s (the worker's user)", dir, owner, currentUser()),
+		fmt.Sprintf("chown %s %s, so no other user controls what the sessions' folders sit in", currentUser(), dir))
+}
+
+// symlinkFinding checks that the worker's file access (package confined:
+// openat with O_NOFOLLOW at every step) refuses symlinks planted in a
+// mount, so an agent cannot make a sync read or write outside it.
+func symlinkFinding(r *confined.Root, scratch string) finding {
+	const name = "symlinks"
+	outside, err := os.MkdirTemp("", "memstore-doctor-outside-")
+	if err != nil {
+		return fail(name, "cannot make a folder to test with: "+err.Error(), "free space in "+os.TempDir())
+	}
+	defer os.RemoveAll(outside)
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("kept"), 0o600); err != nil {
+		return fail(name, "cannot make a file to test with: "+err.Error(), "free space in "+os.TempDir())
+	}
+	if err := errors.Join(os.Symlink(secret, filepath.Join(scratch, "file-link")), os.Symlink(outside, filepath.Join(scratch, "dir-link"))); err != nil {
+		return fail(name, "the filesystem cannot hold symlinks to test with: "+err.Error(), "put the mount root on a local Linux filesystem (ext4, xfs, btrfs, tmpfs)")
+	}
+	if err := r.WriteFile("note.md", []byte("note"), confined.Precondition{Absent: true}); err != nil {
+		return fail(name, "a plain file cannot be written through openat: "+err.Error(), "put the mount root on a local Linux filesystem (ext4, xfs, btrfs, tmpfs)")
+	}
+	_, readLink := r.ReadFile("file-link", 1<<10)
+	writeThrough := r.WriteFile("dir-link/secret", []byte("changed"), confined.Precondition{})
+	after, _ := os.ReadFile(secret)
+	if readLink == nil || writeThrough == nil || string(after) != "kept" {
+		return fail(name, "a symlink in a mount was followed out of it", "run the worker on Linux with a local filesystem for the mount root; do not use a network or FUSE filesystem that ignores O_NOFOLLOW")
+	}
+	return ok(name, "refused inside mounts (openat with O_NOFOLLOW): a sync cannot be led out of its folder")
+}
+
+// sandboxCheck says whether each session's bash can run in a bubblewrap
+// sandbox here, and what --sandbox makes of that.
+func (d doctor) sandboxCheck(ctx context.Context) finding {
+	mode, err := sandbox.ParseMode(d.flags.sandbox)
+	if err != nil {
+		return fail("sandbox", err.Error(), "pass --sandbox auto, bwrap or none")
+	}
+	if mode == sandbox.None {
+		return warn("sandbox", "none: agents' bash runs unconfined, as the worker's user", "use --sandbox auto (or bwrap) with bubblewrap installed")
+	}
+	_, err = sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
+	switch {
+	case err == nil:
+		return ok("sandbox", "bubblewrap works: each session's bash sees only its workdir and its stores")
+	case mode == sandbox.Bwrap:
+		return fail("sandbox", "--sandbox bwrap, but "+err.Error(), "")
+	}
+	return warn("sandbox", "--sandbox auto falls back to none: "+err.Error(), "")
+}
+
+// serverCheck asks the server's /healthz, and returns the answer's Date
+// for the clock check.
+func (d doctor) serverCheck(ctx context.Context) (finding, time.Time) {
+	base := strings.TrimRight(d.flags.baseURL, "/")
+	fix := "start the server, or point --base-url (ANTHROPIC_BASE_URL) at it"
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return fail("server", fmt.Sprintf("--base-url %q: %v", d.flags.baseURL, err), "pass the server's http:// or https:// URL"), time.Time{}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		reason := err.Error()
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			reason = transportReason(ue.Err)
+		}
+		return fail("server", fmt.Sprintf("%s cannot be reached (%s)", base, reason), fix), time.Time{}
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fail("server", fmt.Sprintf("%s/healthz answered %s", base, res.Status), "point --base-url at the server's root (without /v1), and check its log"), time.Time{}
+	}
+	date, _ := http.ParseTime(res.Header.Get("Date"))
+	return ok("server", base+" answers"), date
+}
+
+// keyCheck asks the environment's queue statistics with the environment
+// key: a read that only a key of that environment may make, and that
+// claims nothing.
+func (d doctor) keyCheck(ctx context.Context) finding {
+	const name = "environment key"
+	env, key := d.flags.environmentID, d.flags.envKey()
+	if env == "" || key == "" {
+		return fail(name, "no environment id or no environment key given", "pass --environment-id (ANTHROPIC_ENVIRONMENT_ID) and set ANTHROPIC_ENVIRONMENT_KEY (memstore env key create ENV mints one)")
+	}
+	c, err := client.New(d.flags.baseURL, client.WithBearerToken(key), client.WithRetryPolicy(client.RetryPolicy{MaxRetries: 0}))
+	if err != nil {
+		return fail(name, err.Error(), "pass the server's http:// or https:// URL with --base-url")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.WorkStats(ctx, env)
+	var ae *api.Error
+	switch {
+	case err == nil:
+		return ok(name, "valid for "+env)
+	case errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized:
+		return fail(name, "the server does not know the key (a typo, or revoked): "+ae.Message, "mint a new one with memstore env key create "+env+" and set ANTHROPIC_ENVIRONMENT_KEY to it")
+	case errors.As(err, &ae) && (ae.StatusCode == http.StatusForbidden || ae.StatusCode == http.StatusNotFound):
+		return fail(name, "not a key of "+env+": "+ae.Message, "check --environment-id, or mint a key of "+env+" with memstore env key create "+env)
+	}
+	return fail(name, err.Error(), "check the server's log for the request")
+}
+
+// maxSkew is the clock difference with the server a worker tolerates:
+// leases last a minute and heartbeats are sent well within it.
+const maxSkew = 10 * time.Second
+
+// clockCheck compares this host's clock with the server's Date header
+// (whole seconds, hence the allowance).
+func (d doctor) clockCheck(serverDate time.Time) finding {
+	if serverDate.IsZero() {
+		return warn("clock", "the server sent no Date header to compare with", "")
+	}
+	skew := d.now().Sub(serverDate)
+	if skew < 0 {
+		skew = -skew
+	}
+	if skew > maxSkew+time.Second {
+		dir := "ahead of"
+		if d.now().Before(serverDate) {
+			dir = "behind"
+		}
+		return fail("clock", fmt.Sprintf("%s %s the server's", skew.Round(time.Second), dir),
+			"synchronise this host's clock (timedatectl set-ntp true, or chrony/ntpd), and the server's")
+	}
+	return ok("clock", "within "+maxSkew.String()+" of the server's")
+}
+
+// currentUser names the user this process runs as.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
+}

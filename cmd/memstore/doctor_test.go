@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
+)
+
+// doctorHost is a server with an environment and its key, and a mount
+// root, as a worker host would have them.
+type doctorHost struct {
+	base, env, key, otherEnv, mountRoot string
+}
+
+func newDoctorHost(t *testing.T) doctorHost {
+	t.Helper()
+	for _, v := range []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_ENVIRONMENT_ID", "ANTHROPIC_ENVIRONMENT_KEY", "ANTHROPIC_MOUNT_ROOT", "ANTHROPIC_SANDBOX"} {
+		t.Setenv(v, "")
+	}
+	rs, _ := cliServer(t)
+	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var envs [2]*api.Environment
+	for i := range envs {
+		if envs[i], err = admin.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: "host"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := admin.CreateEnvironmentKey(ctx, envs[0].ID, api.CreateEnvironmentKeyRequest{Name: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doctorHost{base: rs.baseURL, env: envs[0].ID, key: key.Key, otherEnv: envs[1].ID, mountRoot: t.TempDir()}
+}
+
+func (h doctorHost) args(over ...string) []string {
+	return append([]string{"doctor", "--base-url", h.base, "--environment-id", h.env, "--environment-key", h.key, "--mount-root", h.mountRoot, "--sandbox", "none"}, over...)
+}
+
+// runDoctor runs memstore doctor and returns its exit status and report.
+func runDoctor(t *testing.T, args []string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, testStreams(&stdout, &stderr))
+	return code, stdout.String()
+}
+
+func TestDoctorPassesOnAGoodHost(t *testing.T) {
+	h := newDoctorHost(t)
+	code, out := runDoctor(t, h.args())
+	if code != 0 {
+		t.Fatalf("exit %d on a good host:\n%s", code, out)
+	}
+	for _, want := range []string{"✓ mount root", "✓ letter case", "✓ symlinks", "✓ server", "✓ environment key  valid for " + h.env, "✓ clock", "! sandbox", "ready:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if left, _ := os.ReadDir(h.mountRoot); len(left) != 0 {
+		t.Errorf("doctor left %v in the mount root", left)
+	}
+}
+
+// Each bad host fails the check that names its problem, with the fix.
+func TestDoctorNamesTheFixOfEachBadHost(t *testing.T) {
+	h := newDoctorHost(t)
+	missing := filepath.Join(t.TempDir(), "memory")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing mount root", h.args("--mount-root", missing), []string{"✗ mount root       " + missing + " does not exist", "fix: mkdir -p " + missing}},
+		{"wrong key", h.args("--environment-key", "sk-memstore-env-wrong"), []string{"✗ environment key  the server does not know the key", "fix: mint a new one with memstore env key create " + h.env}},
+		{"another environment's id", h.args("--environment-id", h.otherEnv), []string{"✗ environment key  not a key of " + h.otherEnv, "fix: check --environment-id"}},
+		{"no key", h.args("--environment-key", ""), []string{"✗ environment key  no environment id or no environment key", "ANTHROPIC_ENVIRONMENT_KEY"}},
+		{"unreachable server", h.args("--base-url", "http://127.0.0.1:1"), []string{"✗ server           http://127.0.0.1:1 cannot be reached (connection refused)", "fix: start the server", "- environment key  not checked"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runDoctor(t, tc.args)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, out)
+			}
+			for _, want := range append(tc.want, "not ready: 1 check(s) failed") {
+				if !strings.Contains(out, want) {
+					t.Errorf("the report lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("doctor created the missing mount root %s", missing)
+	}
+}
+
+// The clock check compares with the server's Date header, on an injected
+// clock.
+func TestDoctorClockSkew(t *testing.T) {
+	server := time.Date(2026, 5, 1, 9, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		local time.Time
+		mark  string
+		want  string
+	}{
+		{server.Add(3 * time.Second), checkOK, "within 10s"},
+		{server.Add(2 * time.Minute), checkFail, "2m0s ahead of the server's"},
+		{server.Add(-time.Hour), checkFail, "1h0m0s behind the server's"},
+	} {
+		d := doctor{now: func() time.Time { return tc.local }}
+		if f := d.clockCheck(server); f.mark != tc.mark || !strings.Contains(f.detail, tc.want) || (tc.mark == checkFail && !strings.Contains(f.fix, "timedatectl")) {
+			t.Errorf("local %v: %+v, want %s %q", tc.local, f, tc.mark, tc.want)
+		}
+	}
+}

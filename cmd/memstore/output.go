@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
+)
+
+// The output formats of --output. JSON shows objects whole, as the API
+// sent them, so ids and one-time secrets can be copied or piped to jq;
+// YAML is the same for reading; a table is a line per object for people.
+const (
+	outputJSON  = "json"
+	outputTable = "table"
+	outputYAML  = "yaml"
+)
+
+// format is the chosen output format: --output, else a table when a person
+// reads stdout (a terminal) and JSON when a program does.
+func (cli *cliContext) format() (string, error) {
+	switch cli.output {
+	case outputJSON, outputTable, outputYAML:
+		return cli.output, nil
+	case "":
+		if f, ok := cli.stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return outputTable, nil
+		}
+		return outputJSON, nil
+	}
+	return "", usageError{fmt.Errorf("--output %q: use json, table or yaml", cli.output)}
+}
+
+// print writes v, an API object or a list of them, in the output format;
+// with -q it writes only the id of the object, or of each object of a
+// list, one per line.
+func (cli *cliContext) print(v any) error {
+	if cli.quiet {
+		return printIDs(cli.stdout, v)
+	}
+	format, err := cli.format()
+	if err != nil {
+		return err
+	}
+	switch format {
+	case outputTable:
+		return printTable(cli.stdout, v)
+	case outputYAML:
+		return printYAML(cli.stdout, v)
+	}
+	enc := json.NewEncoder(cli.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// objects turns v into the JSON objects the API would send: one, or each
+// of a list.
+func objects(v any) ([]map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var items []map[string]any
+	if b[0] == '[' {
+		err = json.Unmarshal(b, &items)
+	} else {
+		var one map[string]any
+		err = json.Unmarshal(b, &one)
+		items = append(items, one)
+	}
+	return items, err
+}
+
+func printIDs(w io.Writer, v any) error {
+	items, err := objects(v)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		id, ok := it["id"].(string)
+		if !ok {
+			id, _ = it["path"].(string) // a memory_prefix in a listing
+		}
+		if _, err := fmt.Fprintln(w, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printYAML(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return err
+	}
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(tree); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// tableColumns are the fields a table shows, in this order, when at least
+// one object has them: what tells objects apart, not everything they hold
+// (JSON and YAML show that).
+var tableColumns = []string{"id", "path", "name", "title", "description", "status", "operation", "memory_id", "session_id",
+	"environment_id", "content_size_bytes", "created_at", "updated_at", "archived_at"}
+
+// maxCell is the widest a table cell gets before it is cut with "…".
+const maxCell = 48
+
+// printTable writes objects as a table: a header and a line per object.
+// An object with none of the table's columns (a deletion's answer) shows
+// its id and type.
+func printTable(w io.Writer, v any) error {
+	items, err := objects(v)
+	if err != nil {
+		return err
+	}
+	var cols []string
+	for _, c := range tableColumns {
+		if slices.ContainsFunc(items, func(it map[string]any) bool { _, ok := it[c]; return ok }) {
+			cols = append(cols, c)
+		}
+	}
+	if len(cols) <= 1 {
+		cols = append(cols, "type")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.ToUpper(strings.Join(cols, "\t")))
+	for _, it := range items {
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = cell(it[c])
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cell is one value on one line of a table: "-" for nothing, nested
+// values as compact JSON, long ones cut.
+func cell(v any) string {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		s = v
+	default:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return "?"
+		}
+		s = strings.TrimSpace(buf.String())
+	}
+	s = strings.NewReplacer("\n", " ⏎ ", "\t", " ").Replace(s)
+	if r := []rune(s); len(r) > maxCell {
+		s = string(r[:maxCell-1]) + "…"
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
