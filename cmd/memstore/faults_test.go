@@ -297,16 +297,7 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 		if !edited && countType(results(), api.EventUserToolResult) > 0 {
 			editSeeds()
 		}
-		s, err := admin.GetSession(ctx, sess.ID)
-		if err != nil || s.Status != api.SessionTerminated {
-			return false
-		}
-		for w, err := range admin.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
-			if err != nil || w.State != api.WorkStopped {
-				return false
-			}
-		}
-		return true
+		return sessionFinished(admin, env.ID, sess.ID)
 	})
 
 	// 0 edits lost: the server holds the agent's last content of every
@@ -376,4 +367,20 @@ func storeContents(t *testing.T, c *client.Client, storeID string) map[string]st
 		}
 	}
 	return got
+}
+
+// sessionFinished reports whether a session is terminated and every work
+// item of its environment stopped, as c sees them.
+func sessionFinished(c *client.Client, environmentID, sessionID string) bool {
+	ctx := context.Background()
+	s, err := c.GetSession(ctx, sessionID)
+	if err != nil || s.Status != api.SessionTerminated {
+		return false
+	}
+	for w, err := range c.ListAllWork(ctx, environmentID, api.WorkListParams{}) {
+		if err != nil || w.State != api.WorkStopped {
+			return false
+		}
+	}
+	return true
 }

@@ -192,18 +192,7 @@ func TestThreeReplicasOneKilledMidSession(t *testing.T) {
 		t.Fatal("replica 2 acknowledged no write before it was killed")
 	}
 
-	waitUntil(t, "the session to finish and its work to stop", func() bool {
-		s, err := r1.GetSession(ctx, sess.ID)
-		if err != nil || s.Status != api.SessionTerminated {
-			return false
-		}
-		for w, err := range r3.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
-			if err != nil || w.State != api.WorkStopped {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "the session to finish and its work to stop", func() bool { return sessionFinished(r1, env.ID, sess.ID) })
 
 	// The log, read through replica 1: each event once, each tool call
 	// answered once, and the follower on replica 3 saw exactly it.
