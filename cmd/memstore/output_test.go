@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/memstore/memstore/api"
@@ -119,5 +121,30 @@ func TestVersion(t *testing.T) {
 		{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-05-01T09:30:00Z"}}}
 	if got, want := versionLine(info), "memstore v1.2.3 (commit abc123+changes, 2026-05-01T09:30:00Z) go1.26.1"; got != want {
 		t.Errorf("versionLine = %q, want %q", got, want)
+	}
+}
+
+// Every verb's --help has a summary and an example, in the one format the
+// usage template gives.
+func TestEveryVerbHasHelpWithAnExample(t *testing.T) {
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+		if cmd.HasSubCommands() || !cmd.IsAvailableCommand() || cmd.Parent().Name() == "completion" {
+			return // cobra's completion verbs explain themselves in their long help
+		}
+		if cmd.Short == "" || cmd.Example == "" {
+			t.Errorf("%s: no summary or no example for --help", cmd.CommandPath())
+		}
+	}
+	root := newRootCommand(testStreams(io.Discard, io.Discard))
+	root.InitDefaultCompletionCmd()
+	walk(root)
+
+	help := memstoreCLI(t, 0, "memory", "diff", "--help") // help goes to stderr, nothing to stdout
+	if help != "" {
+		t.Errorf("--help wrote to stdout: %q", help)
 	}
 }

@@ -101,6 +101,18 @@ func readmeChecks() map[string]func(t *testing.T, r readmeRun) {
 			}
 		},
 		"memstore session create": checkCLIWalkThrough,
+		"memstore version": func(t *testing.T, r readmeRun) {
+			if !strings.HasPrefix(r.stdout, "memstore ") {
+				t.Errorf("memstore version, installed with go install, printed:\n%s", r.stdout)
+			}
+		},
+		"memstore memory diff": func(t *testing.T, r readmeRun) {
+			for _, want := range []string{"milk\neggs", "OPERATION", "modified", "+eggs\n"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("the memory history walk-through's output lacks %q:\n%s", want, r.stdout)
+				}
+			}
+		},
 	}
 }
 

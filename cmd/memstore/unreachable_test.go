@@ -56,7 +56,7 @@ func TestCLIConnectionFailuresAreOneLineWithTheFix(t *testing.T) {
 		{"server down", []string{"store", "list", "--base-url", down, "--api-key", "k"},
 			[]string{"cannot reach the server at " + down, "connection refused", "memstore serve", "--base-url"}},
 		{"server drops the connection", []string{"store", "list", "--base-url", "http://" + ln.Addr().String(), "--api-key", "k"},
-			[]string{"cannot reach the server at http://" + ln.Addr().String(), "closed before an answer"}},
+			[]string{"cannot reach the server at http://" + ln.Addr().String(), "memstore serve"}},
 		{"not a memstore server", []string{"store", "list", "--base-url", other.URL, "--api-key", "k"},
 			[]string{other.URL + " does not answer as a memstore server", "404", "--base-url"}},
 		{"the API's path in the URL", []string{"store", "list", "--base-url", rs.baseURL + "/v1", "--api-key", rs.adminKey},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -126,7 +127,7 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
   worker           works in %s; mounts /mnt/memory/… under %s
   sandbox          %s
 
-Next, in another terminal (the CLI finds this server and its admin key through these):
+Next, in another terminal (the CLI finds this server and its admin key through these):%s
   export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
   memstore agent create notes-bot
   memstore store create notes
@@ -135,8 +136,17 @@ To talk to Claude instead (start up with MEMSTORE_MODEL_API_KEY set):
   memstore agent create claude-notes --model claude-sonnet-4-5
   memstore chat --env %s --agent <agent id> --store <store id>
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, rs.baseURL, console.Prefix, consoleUser, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
+`, rs.baseURL, keyWhere, rs.baseURL, console.Prefix, consoleUser, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, installHint(), rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
 	return w.Run(ctx)
+}
+
+// installHint says how to put memstore on the PATH when it is not there,
+// as after `go run ./cmd/memstore up`: the next steps call it by name.
+func installHint() string {
+	if _, err := exec.LookPath("memstore"); err == nil {
+		return ""
+	}
+	return "\n  go install ./cmd/memstore && export PATH=\"$(go env GOPATH)/bin:$PATH\"   # memstore is not on your PATH yet"
 }
 
 // upConsoleUser makes the first console user, "admin" with a generated

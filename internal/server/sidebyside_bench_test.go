@@ -68,21 +68,6 @@ func (c *trafficCounter) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// settle returns once no request has been counted for quiet.
-func (c *trafficCounter) settle(quiet time.Duration) {
-	last := int64(-1)
-	for {
-		c.mu.Lock()
-		n := c.requests
-		c.mu.Unlock()
-		if n == last {
-			return
-		}
-		last = n
-		time.Sleep(quiet)
-	}
-}
-
 func (c *trafficCounter) take() (int64, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -224,8 +209,10 @@ func sideBySide(b *testing.B) {
 
 	// run serves one session of the stores with a worker of the given kind
 	// and measures it. The session's first turn is one bash call. With
-	// turns, the second, sent once the worker's shortest sync interval has
-	// passed, is two, and the third, sent at once, two more.
+	// turns, delayRounds times: a turn of two calls sent once the worker's
+	// shortest sync interval has passed (a sync is due), then one of two
+	// more sent at once (none is); the delay is the difference of the
+	// median gaps between the two calls of each kind of turn.
 	run := func(kind string, stores []string, turns bool) sideFigures {
 		var f sideFigures
 		env, err := c.CreateEnvironment(ctx, api.CreateEnvironmentRequest{Name: kind})
@@ -268,18 +255,27 @@ func sideBySide(b *testing.B) {
 		f.mountReqs, f.mountBytes = counter.take()
 		if turns {
 			two := `{"tool_calls":[{"name":"bash","input":{"command":"true"}},{"name":"bash","input":{"command":"true"}}]}`
-			time.Sleep(5*time.Second + 100*time.Millisecond)
-			counter.take()
-			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
-			must(err)
-			waitTurns(b, c, sess.ID, 2)
-			counter.settle(500 * time.Millisecond) // each worker's sync may outlast the turn: let it finish
-			f.idleReqs, f.idleBytes = counter.take()
-			_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
-			must(err)
-			waitTurns(b, c, sess.ID, 3)
-			gaps := resultGaps(b, c, sess.ID)
-			f.syncDelay = gaps[1] - gaps[2]
+			var due, notDue []time.Duration
+			for round := range delayRounds {
+				time.Sleep(5*time.Second + 100*time.Millisecond)
+				// The idle sync is the traffic of the first round, its
+				// sleep included: each worker syncs only after a tool
+				// call, so that is exactly one due sync however long it
+				// runs beside or after the turn.
+				reqs, bytes := counter.take()
+				if round == 1 {
+					f.idleReqs, f.idleBytes = reqs, bytes
+				}
+				_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
+				must(err)
+				waitTurns(b, c, sess.ID, 2+2*round)
+				_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(two))
+				must(err)
+				waitTurns(b, c, sess.ID, 3+2*round)
+				gaps := resultGaps(b, c, sess.ID)
+				due, notDue = append(due, gaps[1+2*round]), append(notDue, gaps[2+2*round])
+			}
+			f.syncDelay = median(due) - median(notDue)
 		}
 		_, err = c.SendEvents(ctx, sess.ID, api.UserMessage(`{"tool_calls":[],"end":"terminate"}`))
 		must(err)
@@ -385,6 +381,17 @@ func propagation(b *testing.B) (p50, p95 time.Duration) {
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2], lat[len(lat)*95/100]
+}
+
+// delayRounds is how many turns with and without a due sync the delay is
+// the median of: one sample of each moves by several milliseconds on a
+// loaded machine.
+const delayRounds = 3 // at least 2: the idle sync is measured over the first
+
+func median(ds []time.Duration) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // waitFile polls for a file and returns when it was first seen.

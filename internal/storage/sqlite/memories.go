@@ -454,8 +454,15 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now, seq: seq}); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`,
-			newPath, newSHA, size, verID, formatTime(now), cur.ID); err != nil {
+		// Setting path, even to the same value, rewrites the memory's
+		// entry in the path index; most updates change content only.
+		update := `UPDATE memories SET content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`
+		args := []any{newSHA, size, verID, formatTime(now), cur.ID}
+		if newPath != cur.Path {
+			update = `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`
+			args = append([]any{newPath}, args...)
+		}
+		if _, err := tx.ExecContext(ctx, update, args...); err != nil {
 			return fmt.Errorf("update memory %s: %w", cur.ID, err)
 		}
 		changed = true
