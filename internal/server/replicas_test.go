@@ -113,3 +113,42 @@ func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
 		t.Fatalf("log %s after %d model calls; want %s after 1", got, u.Count(), want)
 	}
 }
+
+// A replica that dies in the middle of a model call drops the session's
+// turn; another replica, which no request about the session reached, finds
+// it in its sweep, makes the call again, and the tool call is emitted once.
+func TestATurnDroppedByADeadReplicaIsTakenUp(t *testing.T) {
+	u := modeltest.New(t)
+	cancelled := make(chan struct{})
+	u.Hang(cancelled)
+	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
+	rs := replicas(t, 2, func(c *Config) {
+		c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"}
+		c.TurnSweep, c.TurnRetry = 20*time.Millisecond, 20*time.Millisecond
+	})
+	a, b := rs[0], rs[1]
+	env := a.environment("sweep")
+	var ag api.Agent
+	a.must(200, "POST", "/v1/agents", a.apiKey, map[string]any{"name": "model", "model": map[string]string{"id": "claude-sonnet-4-5"},
+		"tools": []map[string]string{{"type": "agent_toolset_20260401"}}}, &ag)
+	sess := a.session(env.ID, ag.ID, nil)
+	a.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", a.apiKey, map[string]any{"events": []api.Event{api.UserMessage("look")}}, nil)
+	<-u.Arrived   // replica a holds the turn, its model call in flight
+	a.srv.Close() // replica a dies: its runner stops, its connections end
+	a.db.Close()
+	<-cancelled
+	want := "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end"
+	var got string
+	for bound := time.Now().Add(30 * time.Second); !strings.HasSuffix(got, api.EventSpanModelRequestEnd) && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
+		var page api.Page[api.Event]
+		b.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?limit=100", b.apiKey, nil, &page)
+		var types []string
+		for _, e := range page.Data {
+			types = append(types, e.Type)
+		}
+		got = strings.Join(types, " ")
+	}
+	if got != want || u.Count() != 2 {
+		t.Fatalf("log %s after %d model calls; want %s after 2", got, u.Count(), want)
+	}
+}

@@ -50,10 +50,16 @@ type Config struct {
 	// (the upstream Messages API and its key).
 	Model agent.ClaudeConfig
 	// TurnRetry is how often a session whose turn another server holds is
-	// tried again (default agent.DefaultTurnRetry): the longest a turn
-	// waits after its server died.
+	// tried again (default agent.DefaultTurnRetry).
 	TurnRetry time.Duration
+	// TurnSweep is how often a server sharing its database looks for
+	// sessions whose turn was dropped by a server that died (default
+	// DefaultTurnSweep): about the longest such a turn waits.
+	TurnSweep time.Duration
 }
+
+// DefaultTurnSweep is Config.TurnSweep's default.
+const DefaultTurnSweep = 10 * time.Second
 
 // Server serves the API. Build it with New and mount Handler.
 type Server struct {
@@ -108,6 +114,9 @@ func New(cfg Config) *Server {
 	if cfg.StreamKeepalive <= 0 {
 		cfg.StreamKeepalive = 15 * time.Second
 	}
+	if cfg.TurnSweep <= 0 {
+		cfg.TurnSweep = DefaultTurnSweep
+	}
 	s := &Server{
 		cfg:   cfg,
 		store: cfg.Store,
@@ -129,16 +138,54 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// ListenForWakes makes the event streams and long polls of this server
-// wake for changes other servers commit to a shared database (a backend
-// offering storage.Waker), until ctx ends. Without such a backend it does
-// nothing: one process sees all its own writes.
+// ListenForWakes makes this server follow the others sharing its database
+// (a backend offering storage.Waker), until ctx ends: its event streams and
+// long polls wake for changes they commit, and every TurnSweep it looks
+// for turns their servers dropped by dying. Without such a backend it does
+// nothing: one process sees all its own writes, and its turns end with it.
 func (s *Server) ListenForWakes(ctx context.Context) error {
 	w, ok := s.store.(storage.Waker)
 	if !ok {
 		return nil
 	}
-	return w.Listen(ctx, s.cp.wake)
+	if err := w.Listen(ctx, s.cp.wake); err != nil {
+		return err
+	}
+	go s.sweepTurns(ctx)
+	return nil
+}
+
+// sweepTurns wakes this server's runner, every TurnSweep, for each session
+// in the middle of a turn (running or rescheduling). A turn another server
+// holds is left to it (and tried again while held); a turn nobody holds
+// any more, because its server died mid-step, is taken and carried on.
+func (s *Server) sweepTurns(ctx context.Context) {
+	t := time.NewTicker(s.cfg.TurnSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRunning, api.SessionRescheduling}}
+		for {
+			list, err := s.store.ListSessions(ctx, q)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("could not list the sessions in a turn to take up those whose server died; trying again at the next sweep", "err", err)
+				}
+				break
+			}
+			for _, sess := range list {
+				s.cp.runner.Wake(sess.ID)
+			}
+			if len(list) < q.Limit {
+				break
+			}
+			q.After = list[len(list)-1].ID
+		}
+	}
 }
 
 // Close stops the agent runtimes, abandoning model calls in flight (a
