@@ -13,6 +13,8 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
+	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -56,6 +58,17 @@ type Config struct {
 	// sessions whose turn was dropped by a server that died (default
 	// DefaultTurnSweep): about the longest such a turn waits.
 	TurnSweep time.Duration
+	// Webhooks configures the delivery of webhooks.
+	Webhooks WebhooksConfig
+}
+
+// WebhooksConfig configures webhook delivery. The zero value refuses
+// private destinations and plain HTTP, and retries by the default policy.
+type WebhooksConfig struct {
+	// AllowPrivate accepts URLs on loopback, link-local and private
+	// addresses, and plain HTTP (serve --webhooks-allow-private).
+	AllowPrivate bool
+	Policy       webhooks.Policy
 }
 
 // DefaultTurnSweep is Config.TurnSweep's default.
@@ -69,6 +82,9 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// egress is where webhook URLs may point; dispatch sends deliveries.
+	egress   dispatcher.Egress
+	dispatch *dispatcher.Dispatcher
 	// metrics are served by MetricsHandler.
 	metrics *metrics
 	// limits counts the requests in flight per address and per credential.
@@ -132,8 +148,15 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
-	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)},
-		agent.RunnerConfig{Log: cfg.Logger, Appended: s.cp.sessions.notify, TurnRetry: cfg.TurnRetry})
+	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
+	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
+	// A runtime's appends change session statuses: look for their webhooks.
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, agent.RunnerConfig{
+		Log: cfg.Logger, TurnRetry: cfg.TurnRetry,
+		Appended: func(sessionID string) {
+			s.cp.sessions.notify(sessionID)
+			s.dispatch.Nudge()
+		}})
 	s.routes()
 	return s
 }
@@ -186,6 +209,19 @@ func (s *Server) sweepTurns(ctx context.Context) {
 			q.After = list[len(list)-1].ID
 		}
 	}
+}
+
+// RunWebhooks sends webhook deliveries until ctx ends: those due every
+// interval, and at once after a change through this server. Every replica
+// sharing a database may run it; each delivery goes out once.
+func (s *Server) RunWebhooks(ctx context.Context, interval time.Duration) {
+	s.dispatch.Run(ctx, interval)
+}
+
+// DeliverWebhooks sends the deliveries due now, once, and returns how many
+// it attempted (for tests, which drive time themselves).
+func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
+	return s.dispatch.RunOnce(ctx)
 }
 
 // Close stops the agent runtimes, abandoning model calls in flight (a
@@ -255,6 +291,7 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.sessionRoutes()
 	s.eventRoutes()
+	s.webhookRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

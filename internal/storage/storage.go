@@ -21,6 +21,7 @@ type Store interface {
 	ControlPlane
 	Users
 	Turns
+	Webhooks
 	// Close releases the backend's connections.
 	Close() error
 }
