@@ -86,11 +86,7 @@ func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("unused"))
 	rs := replicas(t, 2, func(c *Config) { c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"} })
 	a, b := rs[0], rs[1]
-	env := a.environment("interrupts")
-	var ag api.Agent
-	a.must(200, "POST", "/v1/agents", a.apiKey, map[string]any{"name": "model", "model": map[string]string{"id": "claude-sonnet-4-5"}}, &ag)
-	sess := a.session(env.ID, ag.ID, nil)
-	a.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", a.apiKey, map[string]any{"events": []api.Event{api.UserMessage("think hard")}}, nil)
+	sess := startModelTurn(a, "think hard")
 	<-u.Arrived // replica a holds the turn, its model call in flight
 	b.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", b.apiKey, map[string]any{"events": []api.Event{api.UserInterrupt()}}, nil)
 	select {
@@ -99,17 +95,7 @@ func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
 		t.Fatal("the model call on replica a went on after an interrupt sent through replica b")
 	}
 	want := "user.message session.status_running span.model_request_start user.interrupt span.model_request_end session.status_idle"
-	var got string
-	for bound := time.Now().Add(30 * time.Second); !strings.HasSuffix(got, api.EventSessionStatusIdle) && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
-		var page api.Page[api.Event]
-		b.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?limit=100", b.apiKey, nil, &page)
-		var types []string
-		for _, e := range page.Data {
-			types = append(types, e.Type)
-		}
-		got = strings.Join(types, " ")
-	}
-	if got != want || u.Count() != 1 {
+	if got := logUntil(b, sess.ID, api.EventSessionStatusIdle); got != want || u.Count() != 1 {
 		t.Fatalf("log %s after %d model calls; want %s after 1", got, u.Count(), want)
 	}
 }
@@ -127,28 +113,41 @@ func TestATurnDroppedByADeadReplicaIsTakenUp(t *testing.T) {
 		c.TurnSweep, c.TurnRetry = 20*time.Millisecond, 20*time.Millisecond
 	})
 	a, b := rs[0], rs[1]
-	env := a.environment("sweep")
-	var ag api.Agent
-	a.must(200, "POST", "/v1/agents", a.apiKey, map[string]any{"name": "model", "model": map[string]string{"id": "claude-sonnet-4-5"},
-		"tools": []map[string]string{{"type": "agent_toolset_20260401"}}}, &ag)
-	sess := a.session(env.ID, ag.ID, nil)
-	a.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", a.apiKey, map[string]any{"events": []api.Event{api.UserMessage("look")}}, nil)
+	sess := startModelTurn(a, "look")
 	<-u.Arrived   // replica a holds the turn, its model call in flight
 	a.srv.Close() // replica a dies: its runner stops, its connections end
 	a.db.Close()
 	<-cancelled
 	want := "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end"
+	if got := logUntil(b, sess.ID, api.EventSpanModelRequestEnd); got != want || u.Count() != 2 {
+		t.Fatalf("log %s after %d model calls; want %s after 2", got, u.Count(), want)
+	}
+}
+
+// startModelTurn creates, through e, a session of an agent with a Claude
+// model and the whole toolset, and sends it message: its turn starts.
+func startModelTurn(e *cpEnv, message string) api.Session {
+	env := e.environment("model")
+	var ag api.Agent
+	e.must(200, "POST", "/v1/agents", e.apiKey, map[string]any{"name": "model", "model": map[string]string{"id": "claude-sonnet-4-5"},
+		"tools": []map[string]string{{"type": "agent_toolset_20260401"}}}, &ag)
+	sess := e.session(env.ID, ag.ID, nil)
+	e.must(200, "POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, map[string]any{"events": []api.Event{api.UserMessage(message)}}, nil)
+	return sess
+}
+
+// logUntil reads a session's event types through e until the last is last
+// (a safety bound ends a test that would hang), space-separated.
+func logUntil(e *cpEnv, sessionID, last string) string {
 	var got string
-	for bound := time.Now().Add(30 * time.Second); !strings.HasSuffix(got, api.EventSpanModelRequestEnd) && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
+	for bound := time.Now().Add(30 * time.Second); !strings.HasSuffix(got, last) && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
 		var page api.Page[api.Event]
-		b.must(200, "GET", "/v1/sessions/"+sess.ID+"/events?limit=100", b.apiKey, nil, &page)
+		e.must(200, "GET", "/v1/sessions/"+sessionID+"/events?limit=100", e.apiKey, nil, &page)
 		var types []string
-		for _, e := range page.Data {
-			types = append(types, e.Type)
+		for _, ev := range page.Data {
+			types = append(types, ev.Type)
 		}
 		got = strings.Join(types, " ")
 	}
-	if got != want || u.Count() != 2 {
-		t.Fatalf("log %s after %d model calls; want %s after 2", got, u.Count(), want)
-	}
+	return got
 }
