@@ -87,6 +87,8 @@ func (s *DB) runCommits() {
 // each. Under load a batch thus grows to whatever arrives during its own
 // execution, not only to what was queued when it started.
 func (s *DB) commitBatch(first commitRequest) {
+	s.writer.Lock()
+	defer s.writer.Unlock()
 	ctx := context.Background()
 	reqs := []commitRequest{first}
 	// errs[i] is what reqs[i] did on its own; finish answers each with
