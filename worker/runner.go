@@ -96,11 +96,15 @@ type runner struct {
 	byID      map[string]*call // agent.tool_use id → call
 	running   *call
 	cancelRun context.CancelCauseFunc
-	idleGen   int         // bumped on every arm and disarm of the idle countdown
-	stopIdle  func() bool // stops the idle countdown; nil when disarmed
-	ended     error       // errSessionEnded or errIdle, once
-	done      chan struct{}
-	wake      chan struct{}
+	// catchingUp: the history is being listed. No call starts until the
+	// listing is done, because a later event of the history (a
+	// user.interrupt, a result another worker posted) may settle it.
+	catchingUp bool
+	idleGen    int         // bumped on every arm and disarm of the idle countdown
+	stopIdle   func() bool // stops the idle countdown; nil when disarmed
+	ended      error       // errSessionEnded or errIdle, once
+	done       chan struct{}
+	wake       chan struct{}
 }
 
 func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context, string, json.RawMessage, bool), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
@@ -202,6 +206,7 @@ func (r *runner) follow(ctx context.Context) error {
 		return err
 	}
 	defer s.Close()
+	r.setCatchingUp(true)
 	for e, err := range r.c.ListAllEvents(ctx, r.sessionID, api.EventListParams{Limit: eventPageSize, Order: "asc"}) {
 		if err != nil {
 			return fmt.Errorf("listing the session's history: %w", err)
@@ -210,12 +215,23 @@ func (r *runner) follow(ctx context.Context) error {
 			return nil
 		}
 	}
+	r.setCatchingUp(false)
 	for s.Next() {
 		if r.handle(s.Event()) {
 			return nil
 		}
 	}
 	return s.Err()
+}
+
+// setCatchingUp holds calls back while the history is listed, and lets
+// them run once it is: a listing cut short keeps them held until the next
+// connection's listing completes.
+func (r *runner) setCatchingUp(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.catchingUp = on
+	r.signal()
 }
 
 func (r *runner) finished() bool {
@@ -363,6 +379,9 @@ func (r *runner) disarmIdle() {
 
 // nextLocked is the first call that should run now.
 func (r *runner) nextLocked() *call {
+	if r.catchingUp {
+		return nil
+	}
 	for _, c := range r.calls {
 		if !c.answered && !c.ran && !c.dropped && !c.held {
 			return c

@@ -2,9 +2,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,3 +111,39 @@ func (h *heldResults) Write(p []byte) (int, error) {
 func (h *heldResults) Flush() { http.NewResponseController(h.ResponseWriter).Flush() }
 
 func (h *heldResults) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// A call that a user.interrupt already cancelled in the stored history
+// never runs, however slowly the history arrives: here one event per page,
+// so that the worker has fetched the call long before the interrupt. The
+// interrupt, as stored, settles the call; the worker does not wait for the
+// agent's later events to learn it.
+func TestCallInterruptedInTheHistoryNeverRuns(t *testing.T) {
+	f := newFixture(t, "")
+	marker := filepath.Join(t.TempDir(), "ran")
+	sess := f.session(script(api.ScriptEndIdle, toolCall("bash", map[string]any{"command": "touch " + marker})))
+	if _, err := f.admin.SendEvents(context.Background(), sess.ID, api.UserInterrupt()); err != nil {
+		t.Fatal(err)
+	}
+	f.sendScript(sess.ID, script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo after"})))
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/v1/sessions/"+sess.ID+"/events" && isWorkerRequest(r) {
+				q := r.URL.Query()
+				q.Set("limit", "1")
+				r.URL.RawQuery = q.Encode()
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	logs := &testlog.Buffer{}
+	if err := f.worker(f.config(logs)).RunItem(context.Background(), Item{Work: f.claim()}); err != nil {
+		t.Fatal(err)
+	}
+	// Started and killed by the interrupt read next is still too late.
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) || logs.Line("tool call interrupted") != "" {
+		t.Errorf("the interrupted call ran (stat: %v):\n%s", err, logs)
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].text != "after\n" {
+		t.Errorf("results = %+v, want only the call made after the interrupt", got)
+	}
+}
