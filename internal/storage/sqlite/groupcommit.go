@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 )
@@ -23,7 +22,14 @@ const maxBatch = 64
 // batchFn is a write run by the committer. It must use the ctx it is given
 // (not the caller's): a caller's cancellation must not interrupt a
 // statement of a transaction that other writes share.
-type batchFn func(ctx context.Context, tx *sql.Tx) error
+type batchFn func(ctx context.Context, tx *batchTx) error
+
+// batchTx is the shared transaction as a write sees it: statements run
+// prepared (cachedQ), and the memory-store counters the batch keeps.
+type batchTx struct {
+	cachedQ
+	stores storeCounters
+}
 
 type commitRequest struct {
 	ctx  context.Context
@@ -109,9 +115,10 @@ func (s *DB) commitBatch(first commitRequest) {
 	}
 	// The savepoint statements run as prepared statements too: three per
 	// write would otherwise be parsed each time.
-	q := s.cached(tx)
+	w := &batchTx{cachedQ: s.cached(tx), stores: newStoreCounters()}
 	for i := 0; i < len(reqs); i++ {
-		own, err := runInSavepoint(ctx, tx, q, reqs[i])
+		own, err := runInSavepoint(ctx, w, reqs[i])
+		w.stores.settle(own == nil && err == nil)
 		errs = append(errs, own)
 		if err != nil {
 			tx.Rollback()
@@ -126,6 +133,11 @@ func (s *DB) commitBatch(first commitRequest) {
 			}
 		}
 	}
+	if err := w.stores.flush(ctx, w); err != nil {
+		tx.Rollback()
+		finish(err)
+		return
+	}
 	if err := tx.Commit(); err != nil {
 		finish(fmt.Errorf("sqlite: commit: %w", err))
 		return
@@ -136,22 +148,22 @@ func (s *DB) commitBatch(first commitRequest) {
 // runInSavepoint runs r inside a savepoint of tx and returns r's own
 // outcome; a failed write is undone alone. err is set when the
 // transaction itself is lost, and the whole batch with it.
-func runInSavepoint(ctx context.Context, tx *sql.Tx, q cachedQ, r commitRequest) (own, err error) {
+func runInSavepoint(ctx context.Context, w *batchTx, r commitRequest) (own, err error) {
 	if err := r.ctx.Err(); err != nil {
 		return err, nil // given up while waiting: never run
 	}
-	if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+	if _, err := w.ExecContext(ctx, `SAVEPOINT write`); err != nil {
 		return nil, fmt.Errorf("sqlite: open a savepoint: %w", err)
 	}
-	if own = runGuarded(ctx, r.fn, tx); own != nil {
+	if own = runGuarded(ctx, r.fn, w); own != nil {
 		// If SQLite already rolled the whole transaction back (some
 		// errors do), the savepoint is gone and the batch fails as one:
 		// nothing of it is committed.
-		if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+		if _, err := w.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
 			return own, fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", own, err)
 		}
 	}
-	if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
+	if _, err := w.ExecContext(ctx, `RELEASE write`); err != nil {
 		return own, fmt.Errorf("sqlite: release a savepoint: %w", err)
 	}
 	return own, nil
@@ -159,7 +171,7 @@ func runInSavepoint(ctx context.Context, tx *sql.Tx, q cachedQ, r commitRequest)
 
 // runGuarded calls fn, turning a panic into an error so that one bad write
 // cannot take the committer, and with it every writer, down.
-func runGuarded(ctx context.Context, fn batchFn, tx *sql.Tx) (err error) {
+func runGuarded(ctx context.Context, fn batchFn, tx *batchTx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sqlite: write panicked: %v", p)
