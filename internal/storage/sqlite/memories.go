@@ -377,6 +377,22 @@ func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memor
 	return getMemory(ctx, s.cached(nil), storeID, memoryID)
 }
 
+// getMemoryFor reads the memory an update changes. Its stored content is
+// read only when the update keeps it (a rename); otherwise the memory
+// carries the update's content, which is what a no-op answers with.
+func getMemoryFor(ctx context.Context, q queryer, in storage.MemoryUpdate) (api.Memory, error) {
+	if in.Content == nil {
+		return getMemory(ctx, q, in.StoreID, in.MemoryID)
+	}
+	r, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, in.MemoryID, in.StoreID), false)
+	if err != nil {
+		return api.Memory{}, err
+	}
+	m, err := r.toAPI()
+	m.Content = in.Content
+	return m, err
+}
+
 // UpdateMemory implements storage.MemoryStores.
 func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Memory, bool, error) {
 	if err := storage.CheckActor(in.By); err != nil {
@@ -386,15 +402,16 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
+	sha := in.ContentSHA256()
 	err := s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
 		if err := tx.stores.writable(ctx, tx, in.StoreID); err != nil {
 			return err
 		}
-		cur, err := getMemory(ctx, tx, in.StoreID, in.MemoryID)
+		cur, err := getMemoryFor(ctx, tx, in)
 		if err != nil {
 			return err
 		}
-		next, err := storage.PlanUpdate(cur, in)
+		next, err := storage.PlanUpdate(cur, in, sha)
 		if err != nil || next.Noop {
 			m = cur
 			return err
