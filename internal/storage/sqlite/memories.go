@@ -657,9 +657,10 @@ func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (a
 	return getVersion(ctx, s.cached(nil), storeID, versionID)
 }
 
-// ListMemoryVersions implements storage.MemoryStores. Version ids are
-// minted inside the write transaction that commits them, so id order is
-// commit order and "newest first" is id descending.
+// ListMemoryVersions implements storage.MemoryStores. "Newest first" is
+// change-feed sequence descending, the store's commit order, which every
+// filter's index ends in (migration 0009). The cursor stays the last
+// version id seen, and the page goes on from that version's sequence.
 func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuery) (storage.Page[api.MemoryVersion], error) {
 	var page storage.Page[api.MemoryVersion]
 	where := []string{"store_id = ?"}
@@ -669,7 +670,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 		if err != nil {
 			return page, err
 		}
-		where, args = append(where, "id < ?"), append(args, after)
+		where, args = append(where, "sequence < (SELECT sequence FROM memory_versions WHERE id = ?)"), append(args, after)
 	}
 	if q.MemoryID != "" {
 		where, args = append(where, "memory_id = ?"), append(args, q.MemoryID)
@@ -699,7 +700,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 		}
 		scan := func(r rowScanner) (api.MemoryVersion, error) { return scanVersion(r, q.WithContent) }
 		var err error
-		if page.Items, err = queryAll(ctx, tx, scan, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...); err != nil {
+		if page.Items, err = queryAll(ctx, tx, scan, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY sequence DESC LIMIT ?`, args...); err != nil {
 			return fmt.Errorf("list memory versions: %w", err)
 		}
 		return nil
