@@ -10,7 +10,10 @@
 //
 // [Worker.Run] polls with the environment key (Anthropic-Worker-ID set),
 // acknowledges what it claims, and serves items one at a time;
-// [Worker.RunItem] serves one item another process claimed. Either way:
+// [Worker.RunItem] serves one item another process claimed; a
+// [WebhookHandler] claims nothing until a signed session.status_run_started
+// webhook wakes it, then drains the queue ([Worker.Drain]) and idles
+// again. Either way:
 //
 //  1. The lease heartbeat starts first, in its own goroutine, and beats
 //     every half TTL until the item is done — through the final memory

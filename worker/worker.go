@@ -314,27 +314,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			sleep(ctx, w.cfg.clock, minPollPeriod-w.cfg.clock.Now().Sub(started))
 			continue
 		}
-		if work.EnvironmentID == "" {
-			work.EnvironmentID = w.cfg.EnvironmentID
-		}
 		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
-		actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		_, err = queue.AckWork(actx, work.EnvironmentID, work.ID)
-		cancel()
-		if err != nil {
+		if err := w.ack(ctx, queue, env, work, ilog); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			ackFailures++
 			d := backoff(ackFailures, pollRetryBase, pollRetryMax)
 			ilog.Warn("acknowledging the claimed work item failed; polling again", "retry_in", d.Round(time.Millisecond), "err", err)
-			// An item whose ack may have landed is stopped, so that it does
-			// not wait out a lease nobody serves. A 409 means it is stopped
-			// already, or its claim lapsed and it is back in the queue for
-			// another worker: stopping it then would strand its session.
-			if !client.IsStatus(err, 409) {
-				w.forceStop(env, *work, ilog)
-			}
 			sleep(ctx, w.cfg.clock, d)
 			continue
 		}
@@ -345,6 +332,24 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.serve(ctx, env, *work)
 	}
 	return nil
+}
+
+// ack confirms the claim of work through queue. When the ack fails, an
+// item whose ack may have landed is stopped (through env), so that it does
+// not wait out a lease nobody serves. A 409 means it is stopped already,
+// or its claim lapsed and it is back in the queue for another worker:
+// stopping it then would strand its session.
+func (w *Worker) ack(ctx context.Context, queue, env *client.Client, work *api.Work, log *slog.Logger) error {
+	if work.EnvironmentID == "" {
+		work.EnvironmentID = w.cfg.EnvironmentID
+	}
+	actx, cancel := context.WithTimeout(ctx, queueCallTimeout)
+	_, err := queue.AckWork(actx, work.EnvironmentID, work.ID)
+	cancel()
+	if err != nil && ctx.Err() == nil && !client.IsStatus(err, 409) {
+		w.forceStop(env, *work, log)
+	}
+	return err
 }
 
 // serve hands a claimed item to OnWork, or runs it here.

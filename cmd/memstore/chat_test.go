@@ -86,7 +86,7 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 	}
 
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(10, 5, 0, 0), modeltest.Text("I'll write both."),
-		modeltest.ToolUse("toolu_a", "write", `{"file_path":"/mnt/memory/notes/a.md","content":"a"}`),
+		modeltest.ToolUse("toolu_a", "write", `{"file_path":"notes/a.md","content":"a"}`),
 		modeltest.ToolUse("toolu_b", "bash", `{"command":"rm -rf /mnt/memory/notes"}`))
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(20, 5, 0, 0), modeltest.Text("Wrote a.md; left the folder alone."))
 	cancelled := make(chan struct{})
@@ -140,8 +140,8 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		"you> agent> I'll write both.\n",
-		`  allow write {"file_path":"/mnt/memory/notes/a.md","content":"a"}? [y/N/message]   allow bash {"command":"rm -rf /mnt/memory/notes"}? [y/N/message]   ✗ bash {"command":"rm -rf /mnt/memory/notes"} → denied` + "\n",
-		`  ✓ write {"file_path":"/mnt/memory/notes/a.md","content":"a"} → wrote 1 bytes to /mnt/memory/notes/a.md` + "\n",
+		`  allow write {"file_path":"notes/a.md","content":"a"}? [y/N/message]   allow bash {"command":"rm -rf /mnt/memory/notes"}? [y/N/message]   ✗ bash {"command":"rm -rf /mnt/memory/notes"} → denied` + "\n",
+		`  ✓ write {"file_path":"notes/a.md","content":"a"} → wrote 1 bytes to /mnt/memory/notes/a.md` + "\n",
 		"agent> Wrote a.md; left the folder alone.\n",
 		"  interrupting the turn (Ctrl-C at the prompt ends the chat)\n",
 		"usage: 30 input tokens, 10 output tokens",

@@ -39,7 +39,7 @@ type chat struct {
 	asking map[string]api.Event
 }
 
-// runChat talks with session id through term until the input ends, Ctrl-C
+// runChatSession talks with session id through term until the input ends, Ctrl-C
 // is pressed at the prompt, or the session terminates; then it prints the
 // session's token usage.
 func runChatSession(ctx context.Context, c *client.Client, id string, term chatTerminal) error {
@@ -55,7 +55,7 @@ func runChatSession(ctx context.Context, c *client.Client, id string, term chatT
 	go followChat(ctx, c, id, st, events)
 	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
 		calls: map[string]api.Event{}, asking: map[string]api.Event{}}
-	fmt.Fprintf(term.out, "session %s — one message per line; Ctrl-C interrupts a turn, Ctrl-C at the prompt or Ctrl-D ends.\nContinue it later with: memstore chat --session %s\n", id, id)
+	fmt.Fprintf(term.out, "Continue it later with: memstore chat --session %s\nOne message per line. Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D ends.\n", id)
 	if err := ch.converse(ctx); err != nil {
 		return err
 	}
@@ -81,8 +81,12 @@ func readLines(in io.Reader) <-chan string {
 // converse is the prompt loop: each line typed is a message, and the turn
 // it starts is followed to its end before the next prompt.
 func (ch *chat) converse(ctx context.Context) error {
+	prompt := true
 	for {
-		fmt.Fprint(ch.out, "you> ")
+		if prompt {
+			fmt.Fprint(ch.out, "you> ")
+			prompt = false
+		}
 		var text string
 		select {
 		case line, ok := <-ch.lines:
@@ -91,18 +95,22 @@ func (ch *chat) converse(ctx context.Context) error {
 				return nil
 			}
 			if text = strings.TrimSpace(line); text == "" {
+				prompt = true
 				continue
 			}
 		case <-ch.interrupts:
 			fmt.Fprintln(ch.out)
 			return nil
 		case e, ok := <-ch.events:
-			// Something happened without us (another client's message).
+			// Something happened without us: another client's message, or
+			// calls a worker ran after the chat stopped waiting for it.
 			if !ok {
 				return nil
 			}
-			fmt.Fprintln(ch.out)
-			ch.show(e)
+			if shown := ch.render(e); shown != "" {
+				fmt.Fprintln(ch.out, "\n"+shown)
+				prompt = true
+			}
 			continue
 		case <-ctx.Done():
 			return nil
@@ -114,6 +122,7 @@ func (ch *chat) converse(ctx context.Context) error {
 		if err != nil || over {
 			return err
 		}
+		prompt = true
 	}
 }
 
@@ -165,7 +174,8 @@ func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err erro
 		}
 		delete(ch.asking, id)
 		asked = true
-		fmt.Fprintf(ch.out, "  allow %s? [y/N/message] ", callSummary(call))
+		// The whole call: the user decides on it.
+		fmt.Fprintf(ch.out, "  allow %s %s? [y/N/message] ", call.Name, oneLine(string(call.Input), 1000))
 		answer := ""
 		select {
 		case line, ok := <-ch.lines:
@@ -197,20 +207,26 @@ func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err erro
 	return asked, nil
 }
 
-// show prints an event as the conversation shows it: the agent's text as
-// it arrives, each tool call on one line with its result, thinking and
-// errors on a line each.
+// show prints an event as the conversation shows it (see render).
 func (ch *chat) show(e api.Event) {
+	if text := ch.render(e); text != "" {
+		fmt.Fprintln(ch.out, text)
+	}
+}
+
+// render is an event as the conversation shows it, "" for none: the
+// agent's text as it arrives, each tool call on one line with its result,
+// thinking and errors on a line each.
+func (ch *chat) render(e api.Event) string {
 	switch e.Type {
 	case api.EventAgentMessage:
-		fmt.Fprintln(ch.out, "agent> "+e.Text())
+		return "agent> " + e.Text()
 	case api.EventAgentThinking:
-		fmt.Fprintln(ch.out, "  thinking "+thinkingSummary(e))
+		return "  thinking " + thinkingSummary(e)
 	case api.EventAgentToolUse:
 		switch e.EvaluatedPermission {
 		case api.PermissionDeny:
-			fmt.Fprintf(ch.out, "  ✗ %s → not enabled for this agent\n", callSummary(e))
-			return
+			return fmt.Sprintf("  ✗ %s → not enabled for this agent", callSummary(e))
 		case api.PermissionAsk:
 			ch.asking[e.ID] = e
 		}
@@ -218,21 +234,21 @@ func (ch *chat) show(e api.Event) {
 	case api.EventUserToolResult:
 		call, ok := ch.calls[e.ToolUseID]
 		if !ok {
-			return
+			return ""
 		}
 		delete(ch.calls, e.ToolUseID)
 		mark := "✓"
 		if e.IsError != nil && *e.IsError {
 			mark = "✗"
 		}
-		fmt.Fprintf(ch.out, "  %s %s → %s\n", mark, callSummary(call), oneLine(e.Text(), 80))
+		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
 	case api.EventSessionError:
 		if e.Error != nil {
 			status := ""
 			if e.Error.RetryStatus != nil {
 				status = " (" + e.Error.RetryStatus.Type + ")"
 			}
-			fmt.Fprintln(ch.out, "  error  "+e.Error.Message+status)
+			return "  error  " + e.Error.Message + status
 		}
 	case api.EventSessionStatusIdle:
 		if e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
@@ -243,12 +259,13 @@ func (ch *chat) show(e api.Event) {
 				}
 			}
 			if len(waiting) > 0 {
-				fmt.Fprintf(ch.out, "  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)\n", strings.Join(waiting, ", "))
+				return fmt.Sprintf("  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)", strings.Join(waiting, ", "))
 			}
 		}
 	case api.EventSessionStatusTerminated:
-		fmt.Fprintln(ch.out, "  the session terminated")
+		return "  the session terminated"
 	}
+	return ""
 }
 
 // unanswered shows the calls a turn ended without (an interrupt abandoned
@@ -263,7 +280,7 @@ func (ch *chat) unanswered() {
 
 // callSummary is a tool call in a few words: its name and input.
 func callSummary(e api.Event) string {
-	return e.Name + " " + oneLine(string(e.Input), 80)
+	return e.Name + " " + oneLine(string(e.Input), 50)
 }
 
 // thinkingSummary is the start of an agent.thinking event's thinking.

@@ -72,6 +72,7 @@ The operator verbs find a local server and its admin key on their own
 		newSessionCommand(s),
 		newChatCommand(s),
 		newUserCommand(s),
+		newWebhookCommand(s),
 		newVersionCommand(s),
 	)
 	return root

@@ -47,6 +47,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
 	return cmd
 }
 
@@ -66,17 +67,42 @@ type serveOptions struct {
 	// modelBaseURL is the Messages API that model-backed agents call; ""
 	// is Anthropic's.
 	modelBaseURL string
+	// modelMaxTokens caps each model reply (0: the default);
+	// modelThinkingBudget, when not 0, turns extended thinking on with that
+	// many of them.
+	modelMaxTokens, modelThinkingBudget int64
 	// bodyReadTimeout, maxPerAddress and maxPerKey are the server's doors:
 	// see server.Config (zero takes its defaults).
 	bodyReadTimeout          time.Duration
 	maxPerAddress, maxPerKey int
+	// webhooksAllowPrivate lets webhook URLs point at loopback, link-local
+	// and private addresses, over plain HTTP too (development and tests).
+	webhooksAllowPrivate bool
 	// metricsAddr is where /metrics is served; "" serves none.
 	metricsAddr string
 }
 
-// modelFlag registers --model-base-url on fs.
+// modelFlag registers the model runtime's flags on fs.
 func modelFlag(fs *pflag.FlagSet, o *serveOptions) {
 	fs.StringVar(&o.modelBaseURL, "model-base-url", envOr("ANTHROPIC_BASE_URL", ""), "Messages API that agents with a real model call: Anthropic's, or any compatible proxy or gateway (env ANTHROPIC_BASE_URL; the key comes from "+agent.ModelKeyVar+", then "+agent.FallbackModelKeyVar+")")
+	fs.Int64Var(&o.modelMaxTokens, "model-max-tokens", agent.DefaultMaxTokens, "longest model reply in tokens; a reply cut off there is continued up to 3 times")
+	fs.Int64Var(&o.modelThinkingBudget, "model-thinking-budget", 0, "tokens of each reply the model may think with (extended thinking: at least 1024 and below --model-max-tokens); 0: no thinking")
+}
+
+// checkModelFlags refuses model settings the Messages API would refuse on
+// every request.
+func checkModelFlags(o serveOptions) error {
+	limit := o.modelMaxTokens
+	if limit == 0 {
+		limit = agent.DefaultMaxTokens
+	}
+	switch b := o.modelThinkingBudget; {
+	case limit < 0:
+		return usageError{fmt.Errorf("--model-max-tokens %d: give a positive number of tokens (default %d)", limit, agent.DefaultMaxTokens)}
+	case b != 0 && (b < 1024 || b >= limit):
+		return usageError{fmt.Errorf("--model-thinking-budget %d: give 0 (no thinking) or at least 1024 and below --model-max-tokens (%d)", b, limit)}
+	}
+	return nil
 }
 
 // modelConfig is the model runtime's upstream: o's URL and the key from the
@@ -84,7 +110,7 @@ func modelFlag(fs *pflag.FlagSet, o *serveOptions) {
 // line says which variable the key came from, or that only scripted agents
 // can run.
 func modelConfig(o serveOptions, logger *slog.Logger) agent.ClaudeConfig {
-	cfg := agent.ClaudeConfig{BaseURL: o.modelBaseURL}
+	cfg := agent.ClaudeConfig{BaseURL: o.modelBaseURL, MaxTokens: o.modelMaxTokens, ThinkingBudget: o.modelThinkingBudget}
 	upstream := o.modelBaseURL
 	if upstream == "" {
 		upstream = "https://api.anthropic.com"
@@ -149,6 +175,9 @@ type runningServer struct {
 // until shutdown is called. It returns once the listener is bound, so
 // /healthz answers as soon as it returns.
 func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdout io.Writer) (*runningServer, error) {
+	if err := checkModelFlags(o); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder %s: %w (choose another with --data)", o.dataDir, err)
 	}
@@ -168,7 +197,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	}
 	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		Model:           modelConfig(o, logger),
-		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
+		Webhooks: server.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
@@ -203,9 +233,17 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
 	}
 
+	// Webhook deliveries go out from every replica; each is sent once.
+	webhooksDone := make(chan struct{})
+	go func() {
+		srv.RunWebhooks(listenCtx, time.Second)
+		close(webhooksDone)
+	}()
+
 	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
 	if err != nil {
 		stopListening()
+		<-webhooksDone
 		ln.Close()
 		srv.Close()
 		db.Close()
@@ -233,6 +271,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 				err = serr
 			}
 			stopListening()
+			<-webhooksDone
 			srv.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,12 +28,12 @@ type serveProc struct {
 	exited         chan struct{}
 }
 
-// serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` in
-// a child process with MEMSTORE_ADMIN_KEY set to adminKey ("" for none),
-// and returns once the server says it is ready.
-func serveProcess(t *testing.T, data, adminKey string) *serveProc {
+// serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` and
+// the extra flags in a child process with MEMSTORE_ADMIN_KEY set to
+// adminKey ("" for none), and returns once the server says it is ready.
+func serveProcess(t *testing.T, data, adminKey string, extra ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(memstoreBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json")
+	cmd := exec.Command(memstoreBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-format", "json"}, extra...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MEMSTORE_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -274,5 +275,33 @@ func TestMetricsAddressTakenIsRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "--metrics-addr") || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Errorf("error = %v; want the address and the flag", err)
+	}
+}
+
+// Model settings the Messages API would refuse on every request are
+// refused at start, before the data folder is made; good ones reach the
+// model runtime.
+func TestServeChecksModelSettings(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model-max-tokens", "-1"}, "--model-max-tokens -1: give a positive number"},
+		{[]string{"--model-thinking-budget", "512"}, "at least 1024 and below --model-max-tokens (8192)"},
+		{[]string{"--model-max-tokens", "4096", "--model-thinking-budget", "4096"}, "below --model-max-tokens (4096)"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, tc.args...)
+		if code := run(context.Background(), args, streams{strings.NewReader(""), &out, &errb}); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("serve %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a refused serve made its data folder (%v)", err)
+	}
+	cfg := modelConfig(serveOptions{modelMaxTokens: 32000, modelThinkingBudget: 8000}, slog.New(slog.DiscardHandler))
+	if cfg.MaxTokens != 32000 || cfg.ThinkingBudget != 8000 {
+		t.Fatalf("the runtime got max tokens %d, thinking budget %d", cfg.MaxTokens, cfg.ThinkingBudget)
 	}
 }

@@ -32,7 +32,7 @@ import (
 
 func newWorkerCommand(s streams) *cobra.Command {
 	return newNoun("worker", "environment worker: poll a queue and serve its sessions, or run one claimed item",
-		newWorkerPollCommand(s), newWorkerRunCommand(s))
+		newWorkerPollCommand(s), newWorkerRunCommand(s), newWorkerWebhookCommand(s))
 }
 
 // workerFlags are the flags of SPEC §7 shared by poll, run and up. Each

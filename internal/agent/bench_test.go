@@ -40,7 +40,7 @@ func BenchmarkScriptedTurn(b *testing.B) {
 // request to an in-process upstream that answers at once, the reply's
 // events, idle — against the same request made directly with the SDK, so
 // the server's share of a turn is a number: overhead-ns/turn is the turn
-// minus the bare call (HTTP round trip, encoding, decoding).
+// minus the bare streamed call (HTTP round trip, encoding, decoding).
 func BenchmarkModelTurn(b *testing.B) {
 	u := modeltest.New(b)
 	h := newHarnessWith(b, api.SessionAgent{Model: api.ModelConfig{ID: "claude-bench"}, Tools: []json.RawMessage{json.RawMessage(`{"type":"agent_toolset_20260401"}`)}}, nil, claudeConfig(u))
@@ -57,7 +57,7 @@ func BenchmarkModelTurn(b *testing.B) {
 	start := time.Now()
 	for range calls {
 		reply()
-		if _, err := direct.client.Messages.New(h.ctx, buildRequest(v, 1024)); err != nil {
+		if _, err := direct.stream(h.ctx, buildRequest(v, DefaultMaxTokens)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,7 +33,7 @@ type ClaudeConfig struct {
 	APIKey string
 	// HTTPClient carries the calls (default http.DefaultClient).
 	HTTPClient *http.Client
-	// MaxTokens caps each reply (default 8192).
+	// MaxTokens caps each reply (default DefaultMaxTokens).
 	MaxTokens int64
 	// MaxContinuations bounds how many times one turn asks the model to
 	// go on after a reply cut off at MaxTokens (default 3; negative: never).
@@ -49,6 +49,9 @@ type ClaudeConfig struct {
 	// (default a timer). Tests pass one that records and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
+
+// DefaultMaxTokens caps a reply unless the server says otherwise.
+const DefaultMaxTokens = 8192
 
 // Backoff bounds: the wait doubles from the first to the cap, unless the
 // upstream's retry-after says otherwise (honoured up to maxRetryAfter).
@@ -71,7 +74,7 @@ type Claude struct {
 // NewClaude returns the Claude runtime for cfg.
 func NewClaude(cfg ClaudeConfig) *Claude {
 	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = 8192
+		cfg.MaxTokens = DefaultMaxTokens
 	}
 	if cfg.MaxContinuations == 0 {
 		cfg.MaxContinuations = 3
@@ -363,7 +366,7 @@ func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.Ses
 				c.cfg.MaxTokens, scanModel(v.Log).cur.continuations+1, c.cfg.MaxContinuations)))
 	case cut:
 		out = append(out, sessionError("model_request_failed_error", api.RetryExhausted,
-			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off, %d continuations did not finish it, so the turn stops here; send a message asking for less in one step (one file at a time), or to continue", c.cfg.MaxTokens, max(c.cfg.MaxContinuations, 0))), idle(api.StopEndTurn))
+			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off, %d continuations did not finish it, so the turn stops here; send a message asking for less in one step (one file at a time), or to continue, or give the server a higher --model-max-tokens", c.cfg.MaxTokens, max(c.cfg.MaxContinuations, 0))), idle(api.StopEndTurn))
 	default:
 		out = append(out, idle(api.StopEndTurn))
 	}

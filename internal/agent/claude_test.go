@@ -463,6 +463,12 @@ func TestThinkingIsRecordedAndSentBack(t *testing.T) {
 			t.Fatalf("agent.thinking %d content %s, want %s", i, got, want)
 		}
 	}
+	// The official SDK reads it as its agent.thinking event.
+	raw, _ := json.Marshal(thoughts[0])
+	var sdk anthropic.BetaManagedAgentsSessionEventUnion
+	if err := json.Unmarshal(raw, &sdk); err != nil || sdk.AsAgentThinking().ID != thoughts[0].ID || sdk.AsAgentThinking().ProcessedAt.IsZero() {
+		t.Fatalf("the SDK reads %s as %+v (%v)", raw, sdk.AsAgentThinking(), err)
+	}
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("none"))
 	h.mustSend(api.UserToolResult(eventsOf(log, api.EventAgentToolUse)[0].ID, "", false))
 	h.idleAgain(len(log))

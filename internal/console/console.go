@@ -56,6 +56,7 @@ type API interface {
 	Closing() <-chan struct{}
 	WorkersPolling(environmentID string) int64
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
+	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
 	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
 }
 
@@ -157,6 +158,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/environments/{env}", c.page(c.environmentPage))
 	c.mux.HandleFunc("POST /console/environments/{env}/keys", c.page(c.mintKey))
 	c.mux.HandleFunc("POST /console/environments/{env}/keys/{key}/revoke", c.page(c.revokeKey))
+	c.mux.HandleFunc("GET /console/webhooks", c.page(c.webhooksPage))
+	c.mux.HandleFunc("POST /console/webhooks", c.page(c.createWebhook))
 
 	c.mux.HandleFunc("/console/", c.page(func(w http.ResponseWriter, r *http.Request, q *request) error {
 		return notFound("there is no console page at %s; start from the list of stores", r.URL.Path)

@@ -27,6 +27,8 @@ const (
 	SessionsToken  = "sesstok_"
 	User           = "user_"
 	ConsoleSession = "csess_"
+	Webhook        = "whep_"
+	WebhookEvent   = "wevt_"
 )
 
 // Crockford's base32: sortable as ASCII, no ambiguous letters.

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 )
@@ -24,7 +23,7 @@ import (
 // every request it received, decoded with the SDK's params type and as
 // plain JSON, for the tests to assert on.
 type Upstream struct {
-	t   testing.TB
+	t   T
 	URL string
 	srv *httptest.Server
 
@@ -32,9 +31,22 @@ type Upstream struct {
 	// nobody took).
 	Arrived chan struct{}
 
-	mu       sync.Mutex
-	replies  []func(w http.ResponseWriter, r *http.Request)
-	requests []Request
+	mu        sync.Mutex
+	replies   []Handler
+	otherwise func(Request) Handler
+	requests  []Request
+}
+
+// Handler answers one request.
+type Handler func(w http.ResponseWriter, r *http.Request)
+
+// T is what an Upstream needs of its test: *testing.T and *testing.B are
+// one, and so is the by-hand server of cmd/upstream.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
 }
 
 // Request is a request as received: decoded with the SDK's params type,
@@ -46,7 +58,7 @@ type Request struct {
 }
 
 // New starts an Upstream for t, closed when t ends.
-func New(t testing.TB) *Upstream {
+func New(t T) *Upstream {
 	u := &Upstream{t: t, Arrived: make(chan struct{}, 100)}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
@@ -63,9 +75,12 @@ func New(t testing.TB) *Upstream {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		u.mu.Lock()
 		u.requests = append(u.requests, req)
-		var reply func(http.ResponseWriter, *http.Request)
-		if len(u.replies) > 0 {
+		var reply Handler
+		switch {
+		case len(u.replies) > 0:
 			reply, u.replies = u.replies[0], u.replies[1:]
+		case u.otherwise != nil:
+			reply = u.otherwise(req)
 		}
 		u.mu.Unlock()
 		select {
@@ -85,16 +100,29 @@ func New(t testing.TB) *Upstream {
 }
 
 // Queue adds a handler for the next request without a reply.
-func (u *Upstream) Queue(f func(w http.ResponseWriter, r *http.Request)) {
+func (u *Upstream) Queue(f Handler) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.replies = append(u.replies, f)
 }
 
+// Otherwise answers each request that finds no reply queued with the
+// handler f picks for it, for an upstream that converses (a by-hand run).
+func (u *Upstream) Otherwise(f func(Request) Handler) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.otherwise = f
+}
+
 // Reply queues a 200 with a message made of blocks: streamed event by
 // event when the request asks for a stream, as one JSON body otherwise.
 func (u *Upstream) Reply(stop anthropic.StopReason, usage anthropic.Usage, blocks ...anthropic.ContentBlockUnion) {
-	u.Queue(func(w http.ResponseWriter, r *http.Request) {
+	u.Queue(Answer(stop, usage, blocks...))
+}
+
+// Answer is the handler Reply queues.
+func Answer(stop anthropic.StopReason, usage anthropic.Usage, blocks ...anthropic.ContentBlockUnion) Handler {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !streaming(r) {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(message(stop, usage, blocks))
@@ -105,7 +133,7 @@ func (u *Upstream) Reply(stop anthropic.StopReason, usage anthropic.Usage, block
 			s.block(i, b)
 		}
 		s.end(stop, usage)
-	})
+	}
 }
 
 // FailMidStream queues a stream that sends blocks and then an error event
@@ -135,14 +163,20 @@ func (u *Upstream) CutMidStream(blocks ...anthropic.ContentBlockUnion) {
 // StallMidStream queues a stream that starts, sends blocks, and then
 // stalls until the client goes away (closing cancelled).
 func (u *Upstream) StallMidStream(cancelled chan struct{}, blocks ...anthropic.ContentBlockUnion) {
-	u.Queue(func(w http.ResponseWriter, r *http.Request) {
+	u.Queue(Stall(func() { close(cancelled) }, blocks...))
+}
+
+// Stall is the handler StallMidStream queues; gone runs when the client
+// has gone away.
+func Stall(gone func(), blocks ...anthropic.ContentBlockUnion) Handler {
+	return func(w http.ResponseWriter, r *http.Request) {
 		s := startStream(w, "", anthropic.Usage{})
 		for i, b := range blocks {
 			s.block(i, b)
 		}
 		<-r.Context().Done()
-		close(cancelled)
-	})
+		gone()
+	}
 }
 
 func streaming(r *http.Request) bool {

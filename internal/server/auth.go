@@ -91,6 +91,9 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			noteCredential(r, p)
 			err = h(w, r, p)
 		}
+		if err == nil && r.Method != http.MethodGet {
+			s.dispatch.Nudge() // a change may have stored webhook deliveries
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 		}

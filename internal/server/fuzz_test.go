@@ -28,6 +28,8 @@ func FuzzRequestBodies(f *testing.F) {
 	sess := e.session(env.ID, ag.ID, map[string]any{"resources": []any{map[string]any{"type": "memory_store", "memory_store_id": store.ID}}})
 	w, sec := e.poll(env.ID, envKey, "fuzz-worker")
 	work := "/v1/environments/" + env.ID + "/work/" + w.ID
+	var hook api.NewWebhookEndpoint
+	e.must(200, "POST", "/v1/organizations/webhooks", e.apiKey, map[string]any{"url": "https://93.184.215.14/hook", "enabled_events": []string{"session.created"}}, &hook)
 
 	endpoints := []string{
 		"/v1/agents",
@@ -50,6 +52,9 @@ func FuzzRequestBodies(f *testing.F) {
 		work + "/ack",
 		work + "/heartbeat?expected_last_heartbeat=NO_HEARTBEAT",
 		work + "/stop",
+		"/v1/organizations/webhooks",
+		"/v1/organizations/webhooks/" + hook.ID,
+		"/v1/organizations/webhooks/" + hook.ID + "/regenerate_signing_secret",
 	}
 	creds := []string{e.apiKey, envKey, sec.SessionsToken, ""}
 
@@ -66,6 +71,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"agent":"` + ag.ID + `","environment_id":"` + env.ID + `","resources":[{"type":"memory_store","memory_store_id":"` + store.ID + `"}]}`,
 		`{"name":"a","model":{"id":"scripted"},"tools":[{"type":"agent_toolset_20260401"}]}`,
 		`{"force":true}`,
+		`{"url":"https://93.184.215.14/h","enabled_events":["session.created"],"name":"n"}`,
+		`{"state":"disabled","enabled_events":["nope"]}`,
 		`{"metadata":{"k":null}}`,
 		"\xff\xfe", `{"a":"\ud800"}`, `[]`, `null`, `{"name":1e999}`, `{} {}`,
 	} {

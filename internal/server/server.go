@@ -13,6 +13,8 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
+	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -49,6 +51,17 @@ type Config struct {
 	// Model configures the runtime of agents whose model is not "scripted"
 	// (the upstream Messages API and its key).
 	Model agent.ClaudeConfig
+	// Webhooks configures the delivery of webhooks.
+	Webhooks WebhooksConfig
+}
+
+// WebhooksConfig configures webhook delivery. The zero value refuses
+// private destinations and plain HTTP, and retries by the default policy.
+type WebhooksConfig struct {
+	// AllowPrivate accepts URLs on loopback, link-local and private
+	// addresses, and plain HTTP (serve --webhooks-allow-private).
+	AllowPrivate bool
+	Policy       webhooks.Policy
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -59,6 +72,9 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	cp    *controlPlane
+	// egress is where webhook URLs may point; dispatch sends deliveries.
+	egress   dispatcher.Egress
+	dispatch *dispatcher.Dispatcher
 	// metrics are served by MetricsHandler.
 	metrics *metrics
 	// limits counts the requests in flight per address and per credential.
@@ -119,7 +135,13 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
-	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, s.cp.sessions.notify)
+	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
+	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
+	// A runtime's appends change session statuses: look for their webhooks.
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, func(sessionID string) {
+		s.cp.sessions.notify(sessionID)
+		s.dispatch.Nudge()
+	})
 	s.routes()
 	return s
 }
@@ -134,6 +156,19 @@ func (s *Server) ListenForWakes(ctx context.Context) error {
 		return nil
 	}
 	return w.Listen(ctx, s.cp.wake)
+}
+
+// RunWebhooks sends webhook deliveries until ctx ends: those due every
+// interval, and at once after a change through this server. Every replica
+// sharing a database may run it; each delivery goes out once.
+func (s *Server) RunWebhooks(ctx context.Context, interval time.Duration) {
+	s.dispatch.Run(ctx, interval)
+}
+
+// DeliverWebhooks sends the deliveries due now, once, and returns how many
+// it attempted (for tests, which drive time themselves).
+func (s *Server) DeliverWebhooks(ctx context.Context) (int, error) {
+	return s.dispatch.RunOnce(ctx)
 }
 
 // Close stops the agent runtimes, abandoning model calls in flight (a
@@ -209,6 +244,7 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.sessionRoutes()
 	s.eventRoutes()
+	s.webhookRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

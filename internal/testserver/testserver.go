@@ -48,6 +48,9 @@ type Options struct {
 	Model agent.ClaudeConfig
 	// Console serves the web console at /console/, as serve and up do.
 	Console bool
+	// Webhooks, when set, configures webhook delivery and runs the
+	// dispatcher for the whole test, as serve does.
+	Webhooks *server.WebhooksConfig
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -84,10 +87,24 @@ func Start(t testing.TB, o Options) *Server {
 		h.ServeHTTP(w, r)
 	}))
 	s.URL = "http://" + hs.Listener.Addr().String()
-	srv := server.New(server.Config{
+	cfg := server.Config{
 		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
 		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, Model: o.Model,
-	})
+	}
+	if o.Webhooks != nil {
+		cfg.Webhooks = *o.Webhooks
+	}
+	srv := server.New(cfg)
+	stopWebhooks := func() {}
+	if o.Webhooks != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			srv.RunWebhooks(ctx, 50*time.Millisecond)
+			close(done)
+		}()
+		stopWebhooks = func() { cancel(); <-done }
+	}
 	var con http.Handler
 	if o.Console {
 		c, err := console.New(console.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
@@ -105,6 +122,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
+		stopWebhooks()
 		srv.Close()
 		db.Close()
 	})

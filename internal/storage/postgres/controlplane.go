@@ -13,6 +13,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/workqueue"
 )
 
@@ -80,12 +81,13 @@ func scanEnvironment(r pgx.Row) (api.Environment, error) {
 
 // CreateEnvironment implements storage.Environments.
 func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		e.ID, e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.CreatedAt, e.UpdatedAt, e.ArchivedAt)
-	if err != nil {
-		return unavailable(fmt.Errorf("create environment %s: %w", e.ID, err))
-	}
-	return nil
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			e.ID, e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.CreatedAt, e.UpdatedAt, e.ArchivedAt); err != nil {
+			return fmt.Errorf("create environment %s: %w", e.ID, err)
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentCreated, e.ID))
+	})
 }
 
 func getEnvironment(ctx context.Context, q querier, id string, lock bool) (api.Environment, error) {
@@ -121,13 +123,16 @@ func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Envi
 		if err != nil {
 			return err
 		}
+		wasArchived := e.ArchivedAt != nil
 		if err := fn(&e); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE environments SET name = $1, description = $2, config_type = $3, scope = $4, metadata = $5, updated_at = $6, archived_at = $7 WHERE id = $8`,
-			e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.UpdatedAt, e.ArchivedAt, id)
+		if _, err = tx.Exec(ctx, `UPDATE environments SET name = $1, description = $2, config_type = $3, scope = $4, metadata = $5, updated_at = $6, archived_at = $7 WHERE id = $8`,
+			e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.UpdatedAt, e.ArchivedAt, id); err != nil {
+			return err
+		}
 		out = e
-		return err
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.EnvironmentUpdated, webhooks.EnvironmentArchived, id, wasArchived, e.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -155,8 +160,10 @@ func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM work_items WHERE environment_id = $1`, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, id)
-		return err
+		if _, err = tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentDeleted, id))
 	})
 }
 
@@ -164,12 +171,13 @@ func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
 
 // CreateAgent implements storage.Agents.
 func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES ($1, $2, $3, $4)`,
-		a.ID, toJSON(a), a.CreatedAt, a.ArchivedAt)
-	if err != nil {
-		return unavailable(fmt.Errorf("create agent %s: %w", a.ID, err))
-	}
-	return nil
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES ($1, $2, $3, $4)`,
+			a.ID, toJSON(a), a.CreatedAt, a.ArchivedAt); err != nil {
+			return fmt.Errorf("create agent %s: %w", a.ID, err)
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.AgentCreated, a.ID))
+	})
 }
 
 // GetAgent implements storage.Agents.
@@ -194,13 +202,16 @@ func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) err
 		if err != nil {
 			return err
 		}
+		wasArchived := a.ArchivedAt != nil
 		if err := fn(&a); err != nil {
 			return err
 		}
 		a.ID = id
-		_, err = tx.Exec(ctx, `UPDATE agents SET body = $1, archived_at = $2 WHERE id = $3`, toJSON(a), a.ArchivedAt, id)
+		if _, err = tx.Exec(ctx, `UPDATE agents SET body = $1, archived_at = $2 WHERE id = $3`, toJSON(a), a.ArchivedAt, id); err != nil {
+			return err
+		}
 		out = a
-		return err
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.AgentUpdated, webhooks.AgentArchived, id, wasArchived, a.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -265,6 +276,9 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 		w.EnvironmentID = sess.EnvironmentID
 		w.Data = api.WorkData{Type: "session", ID: sess.ID}
 		if err := insertWork(ctx, tx, w); err != nil {
+			return err
+		}
+		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
 			return err
 		}
 		var err error
@@ -343,12 +357,16 @@ func (s *DB) UpdateSession(ctx context.Context, id string, fn func(*api.Session)
 		if err != nil {
 			return err
 		}
+		wasArchived := sess.ArchivedAt != nil
 		if err := fn(&sess); err != nil {
 			return err
 		}
 		sess.ID = id
 		out = sess
-		return saveSession(ctx, tx, sess)
+		if err := saveSession(ctx, tx, sess); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.SessionUpdated, webhooks.SessionArchived, id, wasArchived, sess.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -381,8 +399,10 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = $1 WHERE session_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
-		return err
+		if _, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.SessionDeleted, id))
 	})
 }
 
@@ -455,6 +475,9 @@ func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events
 		}
 		if st, ok := statusOf[e.Type]; ok {
 			view.Session.Status = st
+		}
+		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
+			return api.Session{}, nil, err
 		}
 		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
 			view.Session.Usage.Add(*e.ModelUsage)

@@ -13,6 +13,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // ---- stores ----
@@ -69,6 +70,9 @@ func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (
 		if _, err := tx.Exec(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)`,
 			id, in.Name, in.Description, metadataJSON(in.Metadata), now); err != nil {
 			return fmt.Errorf("create memory store: %w", err)
+		}
+		if err := s.emit(ctx, tx, webhooks.Of(webhooks.MemoryStoreCreated, id)); err != nil {
+			return err
 		}
 		st, err = getStore(ctx, tx, id, false)
 		return err
@@ -157,8 +161,14 @@ func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE id = $2 AND archived_at IS NULL`, now, id); err != nil {
+		tag, err := tx.Exec(ctx, `UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE id = $2 AND archived_at IS NULL`, now, id)
+		if err != nil {
 			return fmt.Errorf("archive memory store %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 1 {
+			if err := s.emit(ctx, tx, webhooks.Of(webhooks.MemoryStoreArchived, id)); err != nil {
+				return err
+			}
 		}
 		st, err = getStore(ctx, tx, id, false)
 		return err
@@ -188,7 +198,7 @@ func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM memory_stores WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("delete memory store %s: %w", id, err)
 		}
-		return nil
+		return s.emit(ctx, tx, webhooks.Of(webhooks.MemoryStoreDeleted, id))
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/workqueue"
 )
 
@@ -153,12 +154,13 @@ func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
 	if e.Description != nil {
 		desc = *e.Description
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.CreatedAt), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt))
-	if err != nil {
-		return fmt.Errorf("create environment %s: %w", e.ID, err)
-	}
-	return nil
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.ID, e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.CreatedAt), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt)); err != nil {
+			return fmt.Errorf("create environment %s: %w", e.ID, err)
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentCreated, e.ID))
+	})
 }
 
 // GetEnvironment implements storage.ControlPlane.
@@ -185,6 +187,7 @@ func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Envi
 		if err != nil {
 			return err
 		}
+		wasArchived := e.ArchivedAt != nil
 		if err := fn(&e); err != nil {
 			return err
 		}
@@ -192,10 +195,12 @@ func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Envi
 		if e.Description != nil {
 			desc = *e.Description
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE environments SET name = ?, description = ?, config_type = ?, scope = ?, metadata = ?, updated_at = ?, archived_at = ? WHERE id = ?`,
-			e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt), id)
+		if _, err = tx.ExecContext(ctx, `UPDATE environments SET name = ?, description = ?, config_type = ?, scope = ?, metadata = ?, updated_at = ?, archived_at = ? WHERE id = ?`,
+			e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt), id); err != nil {
+			return err
+		}
 		out = e
-		return err
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.EnvironmentUpdated, webhooks.EnvironmentArchived, id, wasArchived, e.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -220,8 +225,10 @@ func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM work_items WHERE environment_id = ?`, id); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM environments WHERE id = ?`, id)
-		return err
+		if _, err := tx.ExecContext(ctx, `DELETE FROM environments WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentDeleted, id))
 	})
 }
 
@@ -229,12 +236,13 @@ func (s *DB) DeleteEnvironment(ctx context.Context, id string) error {
 
 // CreateAgent implements storage.ControlPlane.
 func (s *DB) CreateAgent(ctx context.Context, a api.Agent) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES (?, ?, ?, ?)`,
-		a.ID, toJSON(a), formatTime(a.CreatedAt), nullTimeArg(a.ArchivedAt))
-	if err != nil {
-		return fmt.Errorf("create agent %s: %w", a.ID, err)
-	}
-	return nil
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (id, body, created_at, archived_at) VALUES (?, ?, ?, ?)`,
+			a.ID, toJSON(a), formatTime(a.CreatedAt), nullTimeArg(a.ArchivedAt)); err != nil {
+			return fmt.Errorf("create agent %s: %w", a.ID, err)
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.AgentCreated, a.ID))
+	})
 }
 
 // GetAgent implements storage.ControlPlane.
@@ -257,13 +265,16 @@ func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) err
 		if err != nil {
 			return err
 		}
+		wasArchived := a.ArchivedAt != nil
 		if err := fn(&a); err != nil {
 			return err
 		}
 		a.ID = id
-		_, err = tx.ExecContext(ctx, `UPDATE agents SET body = ?, archived_at = ? WHERE id = ?`, toJSON(a), nullTimeArg(a.ArchivedAt), id)
+		if _, err = tx.ExecContext(ctx, `UPDATE agents SET body = ?, archived_at = ? WHERE id = ?`, toJSON(a), nullTimeArg(a.ArchivedAt), id); err != nil {
+			return err
+		}
 		out = a
-		return err
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.AgentUpdated, webhooks.AgentArchived, id, wasArchived, a.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -332,6 +343,9 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 		w.EnvironmentID = sess.EnvironmentID
 		w.Data = api.WorkData{Type: "session", ID: sess.ID}
 		if err := insertWork(ctx, tx, w); err != nil {
+			return err
+		}
+		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
 			return err
 		}
 		var err error
@@ -415,12 +429,16 @@ func (s *DB) UpdateSession(ctx context.Context, id string, fn func(*api.Session)
 		if err != nil {
 			return err
 		}
+		wasArchived := sess.ArchivedAt != nil
 		if err := fn(&sess); err != nil {
 			return err
 		}
 		sess.ID = id
 		out = sess
-		return saveSession(ctx, tx, sess)
+		if err := saveSession(ctx, tx, sess); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.ForUpdate(webhooks.SessionUpdated, webhooks.SessionArchived, id, wasArchived, sess.ArchivedAt != nil))
 	})
 	return out, err
 }
@@ -452,8 +470,10 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, formatTime(now), id); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
-		return err
+		if _, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return s.emit(ctx, tx, webhooks.Of(webhooks.SessionDeleted, id))
 	})
 }
 
@@ -523,6 +543,9 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 		}
 		if st, ok := statusOf[e.Type]; ok {
 			view.Session.Status = st
+		}
+		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
+			return api.Session{}, eventLog{}, err
 		}
 		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
 			view.Session.Usage.Add(*e.ModelUsage)

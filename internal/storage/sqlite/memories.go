@@ -12,6 +12,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // readTx runs fn in a read-only transaction: one consistent snapshot for a
@@ -87,6 +88,9 @@ func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (
 		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			id, in.Name, in.Description, meta, formatTime(now), formatTime(now)); err != nil {
 			return fmt.Errorf("create memory store: %w", err)
+		}
+		if err := s.emit(ctx, sqlTx, webhooks.Of(webhooks.MemoryStoreCreated, id)); err != nil {
+			return err
 		}
 		st, err = getStore(ctx, tx, id)
 		return err
@@ -172,10 +176,15 @@ func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore
 	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		now := formatTime(s.now())
-		if _, err := tx.ExecContext(ctx, `UPDATE memory_stores SET archived_at = ?, updated_at = ? WHERE id = ? AND archived_at IS NULL`, now, now, id); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE memory_stores SET archived_at = ?, updated_at = ? WHERE id = ? AND archived_at IS NULL`, now, now, id)
+		if err != nil {
 			return fmt.Errorf("archive memory store %s: %w", id, err)
 		}
-		var err error
+		if n, _ := res.RowsAffected(); n == 1 {
+			if err := s.emit(ctx, sqlTx, webhooks.Of(webhooks.MemoryStoreArchived, id)); err != nil {
+				return err
+			}
+		}
 		st, err = getStore(ctx, tx, id)
 		return err
 	})
@@ -208,7 +217,7 @@ func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return storage.ErrNotFound
 		}
-		return nil
+		return s.emit(ctx, sqlTx, webhooks.Of(webhooks.MemoryStoreDeleted, id))
 	})
 }
 

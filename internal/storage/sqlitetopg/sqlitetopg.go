@@ -75,6 +75,12 @@ var tables = []table{
 	{"session_resources", "id", cols("id session_id position:n memory_store_id body")},
 	{"session_events", "seq", cols("seq:n id session_id type body")},
 	{"work_items", "id", cols("id environment_id session_id state metadata created_at:t queued_at:t claimed_at:t worker_id token_id lease_expires_at:t lease_ttl_seconds:n acknowledged_at:t started_at:t latest_heartbeat_at:t stop_requested_at:t stopped_at:t")},
+	{"webhook_endpoints", "id", cols("id state body secret")},
+	{"webhook_events", "id", cols("id type payload created_at:t")},
+	{"webhook_deliveries", "seq", cols("seq:n event_id endpoint_id order_key state attempts:n created_at:t next_attempt_at:t lease_until:t lease_token")},
+	// Attempts have no key of their own in SQLite (its rowid): a delivery's
+	// are told apart by when they were made.
+	{"webhook_attempts", "delivery_seq, attempted_at, status_code, error", cols("delivery_seq:n attempted_at:t status_code:n latency_ms:n response_excerpt error")},
 }
 
 // Table is one table's outcome: rows copied and the hash both sides agree
@@ -128,9 +134,13 @@ func Copy(ctx context.Context, sqlitePath, pgURL string) ([]Table, error) {
 				return fmt.Errorf("copy %s: %w", t.name, err)
 			}
 		}
-		// New events continue after the copied ones.
-		_, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('session_events', 'seq'), coalesce((SELECT max(seq) FROM session_events), 0) + 1, false)`)
-		return err
+		// New events and deliveries continue after the copied ones.
+		for _, serial := range []string{"session_events", "webhook_deliveries"} {
+			if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('`+serial+`', 'seq'), coalesce((SELECT max(seq) FROM `+serial+`), 0) + 1, false)`); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/memstore/memstore/internal/storage/sqlite"
 	"github.com/memstore/memstore/internal/storage/sqlitetopg"
 	"github.com/memstore/memstore/internal/testenv"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // A data folder with stores, versions (one redacted, one a deletion),
@@ -50,6 +51,9 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	must(src.DeleteMemory(ctx, st.ID, gone.ID, "", by))
 
 	now := time.Now().UTC()
+	hook := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.New(ids.Webhook), URL: "https://example.test/hook", State: webhooks.StateEnabled,
+		EnabledEvents: []string{webhooks.EnvironmentCreated, webhooks.SessionStatusRunStarted}, CreatedAt: now, UpdatedAt: now}, Secret: "whsec_c2VjcmV0"}
+	must(src.CreateWebhookEndpoint(ctx, hook))
 	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "build", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Metadata: map[string]string{}, CreatedAt: now, UpdatedAt: now}
 	must(src.CreateEnvironment(ctx, env))
 	agent := api.Agent{SessionAgent: api.SessionAgent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}, Tools: []json.RawMessage{}, Skills: []json.RawMessage{}, MCPServers: []json.RawMessage{}, Version: 1}, Metadata: map[string]string{}, CreatedAt: now, UpdatedAt: now}
@@ -60,6 +64,9 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	must(err)
 	_, err = src.AppendEvents(ctx, sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}, {Type: api.EventSessionStatusIdle}}, nil)
 	must(err)
+	claimed, err := src.ClaimDeliveries(ctx, time.Now().UTC(), 10, "t", webhooks.Policy{})
+	must(err)
+	must(src.FinishDeliveries(ctx, "t", []webhooks.Result{{Seq: claimed[0].Seq, Attempt: api.WebhookAttempt{AttemptedAt: now, StatusCode: 503, ResponseExcerpt: "later"}}}, webhooks.Policy{}.WithDefaults()))
 	_, err = src.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: "wk", ClaimTTL: time.Minute, Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: "h"})
 	must(err)
 	must(src.Close())
@@ -70,7 +77,8 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	for _, tb := range tables {
 		rows[tb.Name] = tb.Rows
 	}
-	want := map[string]int64{"memory_stores": 1, "memories": 1, "memory_versions": 4, "sessions": 1, "session_events": 2, "work_items": 1, "credentials": 1, "session_resources": 1}
+	want := map[string]int64{"memory_stores": 1, "memories": 1, "memory_versions": 4, "sessions": 1, "session_events": 2, "work_items": 1, "credentials": 1, "session_resources": 1,
+		"webhook_endpoints": 1, "webhook_events": 2, "webhook_deliveries": 2, "webhook_attempts": 1}
 	for name, n := range want {
 		if rows[name] != n {
 			t.Errorf("%s: copied %d rows, want %d", name, rows[name], n)

@@ -1,0 +1,289 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
+	"github.com/memstore/memstore/internal/webhooks"
+	"github.com/memstore/memstore/internal/webhooks/dispatcher"
+)
+
+const (
+	maxWebhookDescriptionChars = 1024
+	maxWebhookURLBytes         = 2048
+)
+
+// webhookRoutes serve the official SDK's Beta.Organizations.Webhooks, and
+// memstore's own listing of an endpoint's deliveries.
+func (s *Server) webhookRoutes() {
+	s.mux.HandleFunc("POST /v1/organizations/webhooks", s.authed(s.createWebhook))
+	s.mux.HandleFunc("GET /v1/organizations/webhooks", s.authed(s.listWebhooks))
+	s.mux.HandleFunc("GET /v1/organizations/webhooks/{webhook}", s.authed(s.getWebhook))
+	s.mux.HandleFunc("POST /v1/organizations/webhooks/{webhook}", s.authed(s.updateWebhook))
+	s.mux.HandleFunc("DELETE /v1/organizations/webhooks/{webhook}", s.authed(s.deleteWebhook))
+	s.mux.HandleFunc("POST /v1/organizations/webhooks/{webhook}/regenerate_signing_secret", s.authed(s.regenerateWebhookSecret))
+	s.mux.HandleFunc("GET /v1/organizations/webhooks/{webhook}/deliveries", s.authed(s.listWebhookDeliveries))
+}
+
+const listWebhooks = "GET /v1/organizations/webhooks"
+
+func webhookID(r *http.Request) (string, error) {
+	id := r.PathValue("webhook")
+	return id, checkID(ids.Webhook, "webhook endpoint", id)
+}
+
+// checkWebhookFields validates the fields a creation or an update sets.
+func (s *Server) checkWebhookFields(ctx context.Context, req api.WebhookEndpointParams) error {
+	if req.URL != nil {
+		if len(*req.URL) > maxWebhookURLBytes {
+			return apiErrorf(invalidRequest, "url is %d bytes; the limit is %d", len(*req.URL), maxWebhookURLBytes)
+		}
+		if err := s.egress.CheckURL(ctx, *req.URL); err != nil {
+			return apiErrorf(invalidRequest, "%v", err)
+		}
+	}
+	if req.EnabledEvents != nil {
+		if err := webhooks.CheckTypes(req.EnabledEvents); err != nil {
+			return apiErrorf(invalidRequest, "%v", err)
+		}
+	}
+	if req.Name != nil && *req.Name != "" {
+		if err := validate.Name("name", *req.Name); err != nil {
+			return err
+		}
+	}
+	if req.Description != nil {
+		if err := validate.Text("description", *req.Description, maxWebhookDescriptionChars); err != nil {
+			return err
+		}
+	}
+	if req.State != nil && *req.State != webhooks.StateEnabled && *req.State != webhooks.StateDisabled {
+		return apiErrorf(invalidRequest, "state must be %q or %q, not %q", webhooks.StateEnabled, webhooks.StateDisabled, *req.State)
+	}
+	return nil
+}
+
+func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	var req api.WebhookEndpointParams
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	made, err := s.CreateWebhookEndpoint(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(r.Context(), "webhook endpoint created", "request_id", requestID(r.Context()), "webhook_endpoint_id", made.ID, "url", made.URL, "enabled_events", made.EnabledEvents)
+	writeJSON(w, http.StatusOK, made)
+	return nil
+}
+
+// CreateWebhookEndpoint validates and stores an endpoint with a new signing
+// secret; the returned object is the only place the secret is shown. The
+// API and the console both create through it; a refusal is an *api.Error.
+func (s *Server) CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error) {
+	if req.URL == nil {
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "url is required: the HTTPS URL deliveries are sent to")
+	}
+	if req.EnabledEvents == nil {
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "enabled_events is required; valid types: %s", strings.Join(webhooks.Types, ", "))
+	}
+	if req.State != nil {
+		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "state cannot be set at creation: an endpoint starts enabled; update it to disable it")
+	}
+	if err := s.checkWebhookFields(ctx, req); err != nil {
+		return api.NewWebhookEndpoint{}, err
+	}
+	now := s.now()
+	e := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.NewAt(ids.Webhook, now), URL: *req.URL,
+		EnabledEvents: slices.Clone(req.EnabledEvents), State: webhooks.StateEnabled, CreatedAt: now, UpdatedAt: now},
+		Secret: dispatcher.NewSecret()}
+	if req.Name != nil {
+		e.Name = *req.Name
+	}
+	if req.Description != nil {
+		e.Description = *req.Description
+	}
+	e.WebhookEndpoint = wireWebhook(e)
+	if err := s.store.CreateWebhookEndpoint(ctx, e); err != nil {
+		return api.NewWebhookEndpoint{}, err
+	}
+	return api.NewWebhookEndpoint{WebhookEndpoint: e.WebhookEndpoint, SigningSecret: e.Secret}, nil
+}
+
+// wireWebhook is an endpoint as the API shows it: never its secret.
+func wireWebhook(e webhooks.Endpoint) api.WebhookEndpoint {
+	out := e.WebhookEndpoint
+	out.Type = "webhook_endpoint"
+	if out.EnabledEvents == nil {
+		out.EnabledEvents = []string{}
+	}
+	return out
+}
+
+func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.store.GetWebhookEndpoint(r.Context(), id)
+	if err != nil {
+		return orMissing(err, "webhook endpoint", id, listWebhooks)
+	}
+	writeJSON(w, http.StatusOK, wireWebhook(e))
+	return nil
+}
+
+// listWebhooks answers in the SDK's Page shape (data, has_more, first_id,
+// last_id; after_id, before_id, limit, order). An organization has few
+// endpoints, so they are read whole and paged here.
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit, err := listLimitParam(q, api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	order := q.Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		return apiErrorf(invalidRequest, "order must be asc or desc, not %q", order)
+	}
+	all, err := s.store.ListWebhookEndpoints(r.Context(), storage.ListQuery{})
+	if err != nil {
+		return err
+	}
+	if order == "asc" {
+		slices.Reverse(all)
+	}
+	if after := q.Get("after_id"); after != "" {
+		i := slices.IndexFunc(all, func(e webhooks.Endpoint) bool { return e.ID == after })
+		all = all[i+1:] // an unknown id (i = -1) starts at the beginning
+	}
+	if before := q.Get("before_id"); before != "" {
+		if i := slices.IndexFunc(all, func(e webhooks.Endpoint) bool { return e.ID == before }); i >= 0 {
+			all = all[:i]
+		}
+	}
+	page := api.WebhookEndpointPage{Data: []api.WebhookEndpoint{}, HasMore: len(all) > limit}
+	for _, e := range all[:min(limit, len(all))] {
+		page.Data = append(page.Data, wireWebhook(e))
+	}
+	if n := len(page.Data); n > 0 {
+		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[n-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	var req api.WebhookEndpointParams
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := s.checkWebhookFields(r.Context(), req); err != nil {
+		return err
+	}
+	e, err := s.store.UpdateWebhookEndpoint(r.Context(), id, func(e *webhooks.Endpoint) error {
+		if req.URL != nil {
+			e.URL = *req.URL
+		}
+		if req.Name != nil {
+			e.Name = *req.Name
+		}
+		if req.Description != nil {
+			e.Description = *req.Description
+		}
+		if req.EnabledEvents != nil {
+			e.EnabledEvents = slices.Clone(req.EnabledEvents)
+		}
+		if req.State != nil {
+			// Either way the reason goes: it explains only a disabling
+			// memstore did by itself.
+			e.State, e.DisabledReason = *req.State, ""
+		}
+		e.UpdatedAt = s.now()
+		return nil
+	})
+	if err != nil {
+		return orMissing(err, "webhook endpoint", id, listWebhooks)
+	}
+	writeJSON(w, http.StatusOK, wireWebhook(e))
+	return nil
+}
+
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteWebhookEndpoint(r.Context(), id); err != nil {
+		return orMissing(err, "webhook endpoint", id, listWebhooks)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": id, "type": "webhook_endpoint_deleted"})
+	return nil
+}
+
+// regenerateWebhookSecret replaces the signing secret at once: deliveries
+// from then on, retries included, are signed with the new one.
+func (s *Server) regenerateWebhookSecret(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	secret := dispatcher.NewSecret()
+	if _, err := s.store.UpdateWebhookEndpoint(r.Context(), id, func(e *webhooks.Endpoint) error {
+		e.Secret, e.UpdatedAt = secret, s.now()
+		return nil
+	}); err != nil {
+		return orMissing(err, "webhook endpoint", id, listWebhooks)
+	}
+	s.log.InfoContext(r.Context(), "webhook signing secret regenerated", "request_id", requestID(r.Context()), "webhook_endpoint_id", id)
+	writeJSON(w, http.StatusOK, api.WebhookSigningSecret{SigningSecret: secret})
+	return nil
+}
+
+func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	l, err := listParams(r.URL.Query(), "webhook_deliveries", api.MaxListLimit, false)
+	if err != nil {
+		return err
+	}
+	list, err := s.store.ListWebhookDeliveries(r.Context(), id, l.query(false))
+	if err != nil {
+		return orMissing(err, "webhook endpoint", id, listWebhooks)
+	}
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(d api.WebhookDelivery) string { return d.ID }, func(d api.WebhookDelivery) api.WebhookDelivery { return d }))
+	return nil
+}

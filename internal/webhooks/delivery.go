@@ -1,0 +1,159 @@
+package webhooks
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/memstore/memstore/api"
+)
+
+// Delivery states.
+const (
+	// Pending: not yet accepted by the receiver; retried when due.
+	Pending = "pending"
+	// Delivered: the receiver answered 2xx.
+	Delivered = "delivered"
+	// Failed: retried for the whole retry window without success.
+	Failed = "failed"
+)
+
+// Delivery is one event's delivery to one endpoint, as stored. Seq orders
+// the deliveries (the outbox order).
+type Delivery struct {
+	Seq        int64
+	EventID    string
+	EventType  string
+	EndpointID string
+	OrderKey   string
+	Payload    []byte
+	State      string
+	Attempts   int
+	CreatedAt  time.Time
+	// NextAttemptAt is when the delivery is due.
+	NextAttemptAt time.Time
+	// LeaseUntil and LeaseToken name the dispatcher sending it now; the
+	// lease lapses so that a dispatcher that died mid-send is replaced.
+	LeaseUntil *time.Time
+	LeaseToken string
+}
+
+// Result is the outcome of one attempt of the delivery Seq.
+type Result struct {
+	Seq     int64
+	Attempt api.WebhookAttempt
+}
+
+// Policy bounds retries. Zero fields take the defaults.
+type Policy struct {
+	// FirstBackoff is the wait after the first failure; each failure
+	// doubles it, up to MaxBackoff.
+	FirstBackoff time.Duration
+	MaxBackoff   time.Duration
+	// RetryFor is how long after it was created a delivery keeps being
+	// retried; then it fails and its endpoint is disabled.
+	RetryFor time.Duration
+	// Lease is how long a claimed delivery stays with its dispatcher.
+	Lease time.Duration
+	// KeepFor is how long settled deliveries and their attempts stay
+	// listable before they are pruned.
+	KeepFor time.Duration
+}
+
+// Default policy values.
+const (
+	DefaultFirstBackoff = 5 * time.Second
+	DefaultMaxBackoff   = time.Hour
+	DefaultRetryFor     = 24 * time.Hour
+	DefaultLease        = time.Minute
+	DefaultKeepFor      = 30 * 24 * time.Hour
+)
+
+// WithDefaults fills p's zero fields.
+func (p Policy) WithDefaults() Policy {
+	if p.FirstBackoff <= 0 {
+		p.FirstBackoff = DefaultFirstBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = DefaultMaxBackoff
+	}
+	if p.RetryFor <= 0 {
+		p.RetryFor = DefaultRetryFor
+	}
+	if p.Lease <= 0 {
+		p.Lease = DefaultLease
+	}
+	if p.KeepFor <= 0 {
+		p.KeepFor = DefaultKeepFor
+	}
+	return p
+}
+
+// Backoff is the wait after the n-th failed attempt (n ≥ 1).
+func (p Policy) Backoff(n int) time.Duration {
+	d := p.FirstBackoff
+	for i := 1; i < n && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxBackoff)
+}
+
+// Pick chooses, from pending deliveries in Seq order, those a dispatcher
+// may send at now, at most limit: per endpoint and order key only the
+// oldest pending one (so that a session's events arrive in order and a
+// retried one holds back those after it), and only when it is due and no
+// live lease holds it.
+func Pick(pending []Delivery, now time.Time, limit int) []Delivery {
+	type group struct{ endpoint, key string }
+	seen := map[group]bool{}
+	var out []Delivery
+	for _, d := range pending {
+		g := group{d.EndpointID, d.OrderKey}
+		if seen[g] {
+			continue
+		}
+		seen[g] = true
+		if d.NextAttemptAt.After(now) || (d.LeaseUntil != nil && d.LeaseUntil.After(now)) {
+			continue
+		}
+		out = append(out, d)
+		if len(out) == limit {
+			break
+		}
+	}
+	return out
+}
+
+// Claim marks d as claimed by token until now+p.Lease.
+func (p Policy) Claim(d Delivery, token string, now time.Time) Delivery {
+	until := now.Add(p.Lease)
+	d.LeaseUntil, d.LeaseToken = &until, token
+	return d
+}
+
+// Settle folds an attempt's outcome into d: delivered on 2xx; otherwise
+// due again after the backoff, or failed once the retry window is over,
+// in which case disable is the reason to disable the endpoint with.
+func (p Policy) Settle(d Delivery, a api.WebhookAttempt) (next Delivery, disable string) {
+	d.Attempts++
+	d.LeaseUntil, d.LeaseToken = nil, ""
+	if a.StatusCode >= 200 && a.StatusCode < 300 {
+		d.State = Delivered
+		return d, ""
+	}
+	due := a.AttemptedAt.Add(p.Backoff(d.Attempts))
+	if due.Sub(d.CreatedAt) > p.RetryFor {
+		d.State = Failed
+		return d, fmt.Sprintf("delivery of event %s failed for %s (%d attempts, last: %s); fix the receiver, then set state to enabled",
+			d.EventID, p.RetryFor, d.Attempts, Outcome(a))
+	}
+	d.NextAttemptAt = due
+	return d, ""
+}
+
+// Outcome says in a few words how an attempt ended.
+func Outcome(a api.WebhookAttempt) string {
+	if a.StatusCode == 0 {
+		return "no answer: " + a.Error
+	}
+	return fmt.Sprintf("HTTP %d", a.StatusCode)
+}

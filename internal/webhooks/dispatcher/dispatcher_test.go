@@ -1,0 +1,126 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/webhooks"
+)
+
+func TestCheckURL(t *testing.T) {
+	ctx := context.Background()
+	strict, open := Egress{}, Egress{AllowPrivate: true}
+	for _, c := range []struct {
+		url     string
+		strict  string // "" accepted, else part of the refusal
+		allowed bool   // accepted under AllowPrivate
+	}{
+		{"https://93.184.215.14/hook", "", true},
+		{"http://93.184.215.14/hook", "plain HTTP", true},
+		{"https://127.0.0.1/hook", "loopback", true},
+		{"https://[::ffff:127.0.0.1]/hook", "loopback", true},
+		{"https://169.254.169.254/latest/meta-data", "link-local", true},
+		{"https://[fe80::1]/hook", "link-local", true},
+		{"https://192.168.1.10/hook", "private", true},
+		{"https://172.16.0.1/hook", "private", true},
+		{"https://[fd00::1]/hook", "private", true},
+		{"https://0.0.0.0/hook", "private", true},
+		{"ftp://93.184.215.14/hook", "not an absolute http(s) URL", false},
+		{"/relative", "not an absolute http(s) URL", false},
+		{"https://user:pw@93.184.215.14/hook", "credentials", false},
+	} {
+		err := strict.CheckURL(ctx, c.url)
+		if (c.strict == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.strict)) {
+			t.Errorf("strict CheckURL(%s) = %v, want %q", c.url, err, c.strict)
+		}
+		if err := open.CheckURL(ctx, c.url); (err == nil) != c.allowed {
+			t.Errorf("allow-private CheckURL(%s) = %v, want accepted=%v", c.url, err, c.allowed)
+		}
+	}
+	if err := checkAddr(netip.MustParseAddr("8.8.8.8")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture is a real SQLite store with one endpoint subscribed to
+// environment.created, pointing at url.
+func fixture(t testing.TB, url string) (*sqlite.DB, webhooks.Endpoint) {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	now := time.Now().UTC()
+	e := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.New(ids.Webhook), URL: url, State: webhooks.StateEnabled,
+		EnabledEvents: []string{webhooks.EnvironmentCreated}, CreatedAt: now, UpdatedAt: now}, Secret: NewSecret()}
+	if err := db.CreateWebhookEndpoint(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateEnvironment(context.Background(), api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	return db, e
+}
+
+func attempts(t *testing.T, db *sqlite.DB, endpointID string) []api.WebhookAttempt {
+	t.Helper()
+	ds, err := db.ListWebhookDeliveries(context.Background(), endpointID, storage.ListQuery{})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries = %+v, %v", ds, err)
+	}
+	return ds[0].Attempts
+}
+
+// An address is checked again when dialled: an endpoint stored with a
+// loopback URL (or whose name later resolves there) gets no request.
+func TestDialRefusesPrivateAddresses(t *testing.T) {
+	var hits atomic.Int32
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer recv.Close()
+	db, e := fixture(t, recv.URL)
+	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler)})
+	if n, err := d.RunOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	if hits.Load() != 0 {
+		t.Fatal("the dispatcher reached a loopback receiver")
+	}
+	if a := attempts(t, db, e.ID); len(a) != 1 || a[0].StatusCode != 0 || !strings.Contains(a[0].Error, "loopback") {
+		t.Fatalf("attempt = %+v", a)
+	}
+}
+
+// A redirect is an answer, not a destination: the signed request is sent
+// only where the endpoint says, and a 3xx is a failed attempt.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var followed atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Add(1) }))
+	defer elsewhere.Close()
+	recv := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusTemporaryRedirect))
+	defer recv.Close()
+	db, e := fixture(t, recv.URL)
+	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Egress: Egress{AllowPrivate: true}})
+	if _, err := d.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if followed.Load() != 0 {
+		t.Fatal("the redirect was followed")
+	}
+	if a := attempts(t, db, e.ID); len(a) != 1 || a[0].StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("attempt = %+v", a)
+	}
+}
