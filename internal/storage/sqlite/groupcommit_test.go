@@ -12,9 +12,10 @@ import (
 	"github.com/memstore/memstore/internal/storage"
 )
 
-// Writes that share a transaction keep their own outcome: a failing or
-// panicking write is undone alone, the others commit, and each caller hears
-// its own result only once the shared transaction is committed.
+// Writes that share a transaction keep their own outcome: a write that
+// fails after changing something, panics or hits a database error is
+// undone alone, the others commit, and each caller hears its own result
+// only once the shared transaction is committed.
 func TestGroupCommitKeepsEachWriteOutcome(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "memstore.db")
@@ -34,6 +35,11 @@ func TestGroupCommitKeepsEachWriteOutcome(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[i] = db.batch(ctx, func(ctx context.Context, tx *batchTx) error {
+				if i%4 == 3 {
+					// A failure of the database, before any change.
+					var n int
+					return tx.QueryRowContext(ctx, `SELECT n FROM no_such_table`).Scan(&n)
+				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO gc (n) VALUES (?)`, i); err != nil {
 					return err
 				}
@@ -75,6 +81,10 @@ func TestGroupCommitKeepsEachWriteOutcome(t *testing.T) {
 		case 2:
 			if err == nil || n != 0 {
 				t.Errorf("write %d: err %v, %d rows; want the panic as an error and its row undone", i, err, n)
+			}
+		case 3:
+			if err == nil || n != 0 {
+				t.Errorf("write %d: err %v, %d rows; want the failed read's error", i, err, n)
 			}
 		default:
 			if err != nil || n != 1 {

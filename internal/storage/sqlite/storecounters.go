@@ -19,8 +19,7 @@ import (
 // committer running writes one after another).
 type storeCounters struct {
 	// kept is the state after the batch's writes that succeeded; pending
-	// is what the write now running changed, kept or dropped with its
-	// savepoint.
+	// is what the write now running changed, kept if it succeeds.
 	kept, pending map[string]storeRow
 }
 
@@ -89,7 +88,7 @@ func (c storeCounters) take(ctx context.Context, q queryer, storeID string, delt
 }
 
 // settle ends the running write: its claims are kept when it succeeded and
-// forgotten when its savepoint was rolled back.
+// forgotten when it was refused.
 func (c storeCounters) settle(succeeded bool) {
 	for id, r := range c.pending {
 		if succeeded {
