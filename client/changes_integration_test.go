@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testdigest"
 )
 
 // The change feed and the snapshot (SPEC §8) through the client against the
@@ -26,7 +27,7 @@ func TestChangeFeedAgainstServer(t *testing.T) {
 
 	feed := must(c.ListChanges(ctx, st.ID, client.ListChangesParams{})).ok(t)
 	if len(feed.Data) != 2 || feed.LatestSequence != 2 || feed.HasMore || feed.Data[0].MemoryID != a.ID || *feed.Data[0].Path != "/a" ||
-		*feed.Data[0].ContentSHA256 != sha("a1") || feed.Data[1].Sequence != 2 || feed.Type != "memory_change_list" {
+		*feed.Data[0].ContentSHA256 != testdigest.SHA256("a1") || feed.Data[1].Sequence != 2 || feed.Type != "memory_change_list" {
 		t.Fatalf("feed = %+v", feed)
 	}
 	page := must(c.ListChanges(ctx, st.ID, client.ListChangesParams{Limit: 1})).ok(t)
@@ -91,7 +92,7 @@ func TestSnapshotAgainstServer(t *testing.T) {
 				continue // Next skips unread content
 			}
 			b, err := io.ReadAll(content)
-			if err != nil || string(b) != contents[e.Path] || e.ContentSHA256 != sha(string(b)) || !strings.HasPrefix(e.ID, "mem_") {
+			if err != nil || string(b) != contents[e.Path] || e.ContentSHA256 != testdigest.SHA256(string(b)) || !strings.HasPrefix(e.ID, "mem_") {
 				t.Fatalf("%s: content %q (%v), entry %+v", e.Path, b, err, e)
 			}
 		}

@@ -7,27 +7,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/memstore/memstore/internal/testclock"
 )
 
 // fakeTimer is the idle watcher's clock and timer, moved by the test: the
 // timer fires only when the test says so.
 type fakeTimer struct {
+	*testclock.Clock
 	mu    sync.Mutex
-	now   time.Time
 	armed []time.Duration // every delay the watcher armed the timer with
 	fire  func()
-}
-
-func (f *fakeTimer) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeTimer) advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
 }
 
 func (f *fakeTimer) after(d time.Duration, fn func()) func() bool {
@@ -80,7 +70,7 @@ type readResult struct {
 }
 
 func TestIdleBodyEndsAStreamThatKeepsAReaderWaiting(t *testing.T) {
-	clk := &fakeTimer{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &fakeTimer{Clock: testclock.New(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))}
 	pr, pw := io.Pipe()
 	b := watchIdle(pr, 45*time.Second, clk.Now, clk.after)
 	if clk.lastArmed() != 45*time.Second {
@@ -90,13 +80,13 @@ func TestIdleBodyEndsAStreamThatKeepsAReaderWaiting(t *testing.T) {
 	// A keep-alive after 30 s of waiting; the next read waits 15 s when
 	// the timer fires: re-armed for the 30 s left.
 	got := reading(t, b)
-	clk.advance(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	pw.Write([]byte(": keepalive\n\n"))
 	if r := <-got; r.data != ": keepalive\n\n" || r.err != nil {
 		t.Fatalf("read %q, %v", r.data, r.err)
 	}
 	got = reading(t, b)
-	clk.advance(15 * time.Second)
+	clk.Advance(15 * time.Second)
 	clk.fireTimer()
 	if clk.lastArmed() != 30*time.Second {
 		t.Fatalf("re-armed for %v, want the 30 s left of the limit", clk.lastArmed())
@@ -105,7 +95,7 @@ func TestIdleBodyEndsAStreamThatKeepsAReaderWaiting(t *testing.T) {
 	// Then nothing for the whole limit: the body is closed under the
 	// waiting read, which fails with ErrStreamIdle, as does every read
 	// after it.
-	clk.advance(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	clk.fireTimer()
 	if r := <-got; !errors.Is(r.err, ErrStreamIdle) {
 		t.Fatalf("waiting read after the limit = %v, want ErrStreamIdle", r.err)
@@ -122,11 +112,11 @@ func TestIdleBodyDoesNotCountTimeNobodyReads(t *testing.T) {
 	// The caller is busy elsewhere for two whole limits (a worker lists a
 	// long history before it reads the stream): no timeout; what arrived
 	// meanwhile is there to read.
-	clk := &fakeTimer{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &fakeTimer{Clock: testclock.New(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))}
 	pr, pw := io.Pipe()
 	b := watchIdle(pr, 45*time.Second, clk.Now, clk.after)
 	for range 2 {
-		clk.advance(45 * time.Second)
+		clk.Advance(45 * time.Second)
 		clk.fireTimer()
 	}
 	if clk.lastArmed() != 45*time.Second || b.expired {
@@ -140,12 +130,12 @@ func TestIdleBodyDoesNotCountTimeNobodyReads(t *testing.T) {
 }
 
 func TestIdleBodyClosedByTheCallerStaysQuiet(t *testing.T) {
-	clk := &fakeTimer{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	clk := &fakeTimer{Clock: testclock.New(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))}
 	pr, _ := io.Pipe()
 	b := watchIdle(pr, time.Second, clk.Now, clk.after)
 	b.Close()
 	armed := len(clk.armed)
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	clk.fireTimer() // a timer that fires as Close stops it
 	if len(clk.armed) != armed || b.expired {
 		t.Fatalf("a closed stream's timer re-armed (%v) or expired (%v)", clk.armed, b.expired)

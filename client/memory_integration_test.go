@@ -6,8 +6,6 @@ package client_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -19,13 +17,9 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testserver"
 )
-
-func sha(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
 
 func TestMemoryStoresAgainstServer(t *testing.T) {
 	rs := startServer(t)
@@ -117,7 +111,7 @@ func TestMemoriesAgainstServer(t *testing.T) {
 	for i, p := range paths {
 		content := strings.Repeat("x", i) + p
 		m := must(c.CreateMemory(ctx, store.ID, api.CreateMemoryRequest{Path: p, Content: content})).ok(t)
-		if !strings.HasPrefix(m.ID, "mem_") || m.Path != p || m.MemoryStoreID != store.ID || m.ContentSHA256 != sha(content) || m.ContentSizeBytes != int64(len(content)) || !strings.HasPrefix(m.MemoryVersionID, "memver_") {
+		if !strings.HasPrefix(m.ID, "mem_") || m.Path != p || m.MemoryStoreID != store.ID || m.ContentSHA256 != testdigest.SHA256(content) || m.ContentSizeBytes != int64(len(content)) || !strings.HasPrefix(m.MemoryVersionID, "memver_") {
 			t.Fatalf("CreateMemory(%q) = %+v", p, m)
 		}
 		mems[p] = m
@@ -135,7 +129,7 @@ func TestMemoriesAgainstServer(t *testing.T) {
 	// Get: full by default, basic without content.
 	readme := mems["/readme.md"]
 	full := must(c.GetMemory(ctx, store.ID, readme.ID, client.GetMemoryParams{})).ok(t)
-	if full.Content == nil || sha(*full.Content) != readme.ContentSHA256 {
+	if full.Content == nil || testdigest.SHA256(*full.Content) != readme.ContentSHA256 {
 		t.Errorf("GetMemory default view = %+v, want content", full)
 	}
 	basic := must(c.GetMemory(ctx, store.ID, readme.ID, client.GetMemoryParams{View: api.ViewBasic})).ok(t)
@@ -190,7 +184,7 @@ func TestMemoriesAgainstServer(t *testing.T) {
 	// stored succeeds without a new version.
 	v1 := "version one"
 	up := must(c.UpdateMemory(ctx, store.ID, readme.ID, api.UpdateMemoryRequest{Content: &v1, Precondition: &api.Precondition{Type: "content_sha256", ContentSHA256: readme.ContentSHA256}})).ok(t)
-	if up.ContentSHA256 != sha(v1) || up.MemoryVersionID == readme.MemoryVersionID || up.ID != readme.ID {
+	if up.ContentSHA256 != testdigest.SHA256(v1) || up.MemoryVersionID == readme.MemoryVersionID || up.ID != readme.ID {
 		t.Fatalf("guarded update = %+v", up)
 	}
 	stale := "lost edit"
@@ -207,7 +201,7 @@ func TestMemoriesAgainstServer(t *testing.T) {
 	// Rename keeps the id.
 	newPath := "/docs/readme.md"
 	ren := must(c.UpdateMemory(ctx, store.ID, readme.ID, api.UpdateMemoryRequest{Path: &newPath})).ok(t)
-	if ren.ID != readme.ID || ren.Path != newPath || ren.ContentSHA256 != sha(v1) {
+	if ren.ID != readme.ID || ren.Path != newPath || ren.ContentSHA256 != testdigest.SHA256(v1) {
 		t.Errorf("rename = %+v", ren)
 	}
 
@@ -215,7 +209,7 @@ func TestMemoriesAgainstServer(t *testing.T) {
 	_, err = c.DeleteMemory(ctx, store.ID, readme.ID, client.DeleteMemoryParams{ExpectedContentSHA256: readme.ContentSHA256})
 	wantAPIError(t, err, 409, api.MemoryPreconditionFailed)
 	must(c.GetMemory(ctx, store.ID, readme.ID, client.GetMemoryParams{})).ok(t)
-	d := must(c.DeleteMemory(ctx, store.ID, readme.ID, client.DeleteMemoryParams{ExpectedContentSHA256: sha(v1)})).ok(t)
+	d := must(c.DeleteMemory(ctx, store.ID, readme.ID, client.DeleteMemoryParams{ExpectedContentSHA256: testdigest.SHA256(v1)})).ok(t)
 	if d.ID != readme.ID || d.Type != "memory_deleted" {
 		t.Errorf("DeleteMemory = %+v", d)
 	}
@@ -326,7 +320,7 @@ func TestLostResponseOfGuardedUpdate(t *testing.T) {
 
 	v1 := "v1"
 	got := must(c.UpdateMemory(ctx, store.ID, m.ID, api.UpdateMemoryRequest{Content: &v1, Precondition: &api.Precondition{Type: "content_sha256", ContentSHA256: m.ContentSHA256}})).ok(t)
-	if got.ContentSHA256 != sha(v1) || dropped.Load() != 2 {
+	if got.ContentSHA256 != testdigest.SHA256(v1) || dropped.Load() != 2 {
 		t.Fatalf("update = %+v after %d attempts", got, dropped.Load())
 	}
 	vs := must(c.ListMemoryVersions(ctx, store.ID, client.ListMemoryVersionsParams{MemoryID: m.ID})).ok(t)

@@ -3,8 +3,6 @@
 package confined
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"maps"
@@ -18,12 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-func sum(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
+	"github.com/memstore/memstore/internal/testdigest"
+)
 
 // newRoot makes a store folder plus a sibling "outside" folder holding a
 // secret, which no operation on the store may ever read, change or add to.
@@ -202,16 +197,16 @@ func testPreconditions(t *testing.T, r *Root) {
 	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("write over an existing file requiring absence = %v, want ErrChanged", err)
 	}
-	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: sum("other")}); !errors.Is(err, ErrChanged) {
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: testdigest.SHA256("other")}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("write with a stale sha = %v, want ErrChanged", err)
 	}
-	if err := r.WriteFile("b.md", []byte("v2"), Precondition{SHA256: sum("v1")}); !errors.Is(err, ErrChanged) {
+	if err := r.WriteFile("b.md", []byte("v2"), Precondition{SHA256: testdigest.SHA256("v1")}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("write requiring content where nothing is = %v, want ErrChanged", err)
 	}
-	if err := r.RemoveFile("a.md", Precondition{SHA256: sum("other")}, false); !errors.Is(err, ErrChanged) {
+	if err := r.RemoveFile("a.md", Precondition{SHA256: testdigest.SHA256("other")}, false); !errors.Is(err, ErrChanged) {
 		t.Fatalf("remove with a stale sha = %v, want ErrChanged", err)
 	}
-	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true, SHA256: sum("v1")}); err == nil {
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{Absent: true, SHA256: testdigest.SHA256("v1")}); err == nil {
 		t.Fatal("a contradictory precondition was accepted")
 	}
 	if err := r.RemoveFile("a.md", Precondition{Absent: true}, false); err == nil {
@@ -225,13 +220,13 @@ func testPreconditions(t *testing.T, r *Root) {
 		t.Fatalf("refused writes left files behind: %v", files)
 	}
 
-	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: sum("v1")}); err != nil {
+	if err := r.WriteFile("a.md", []byte("v2"), Precondition{SHA256: testdigest.SHA256("v1")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.WriteFile("c.md", []byte("new"), Precondition{Absent: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.RemoveFile("a.md", Precondition{SHA256: sum("v2")}, false); err != nil {
+	if err := r.RemoveFile("a.md", Precondition{SHA256: testdigest.SHA256("v2")}, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -282,7 +277,7 @@ func TestReadRefusesNonRegularAndLarge(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(r.Dir(), "empty"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteFile("empty", []byte("x"), Precondition{SHA256: sum("x")}); !errors.Is(err, ErrNotRegular) {
+	if err := r.WriteFile("empty", []byte("x"), Precondition{SHA256: testdigest.SHA256("x")}); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("guarded WriteFile(empty folder) = %v, want ErrNotRegular", err)
 	}
 	if err := r.WriteFile("empty", []byte("now a file"), Precondition{Absent: true}); err != nil {
@@ -308,10 +303,10 @@ func TestSymlinkAsLastComponent(t *testing.T) {
 		t.Fatalf("hash(link) = %v, want ErrSymlink", err)
 	}
 	// A guarded write treats a link as "not the file I saw".
-	if err := r.WriteFile("link.md", []byte("pwned"), Precondition{SHA256: sum("SECRET")}); !errors.Is(err, ErrChanged) {
+	if err := r.WriteFile("link.md", []byte("pwned"), Precondition{SHA256: testdigest.SHA256("SECRET")}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("guarded write over a link = %v, want ErrChanged", err)
 	}
-	if err := r.RemoveFile("link.md", Precondition{SHA256: sum("SECRET")}, false); !errors.Is(err, ErrChanged) {
+	if err := r.RemoveFile("link.md", Precondition{SHA256: testdigest.SHA256("SECRET")}, false); !errors.Is(err, ErrChanged) {
 		t.Fatalf("guarded remove of a link = %v, want ErrChanged", err)
 	}
 	assertOutsideIntact(t, outside)
@@ -543,7 +538,7 @@ func TestSwapRaceNeverEscapes(t *testing.T) {
 		files, _, err := r.Walk()
 		if err == nil {
 			for _, f := range files {
-				if d, err := cache.Sum(r, f.Path, f.Info); err == nil && d.SHA256 == sum("SECRET") {
+				if d, err := cache.Sum(r, f.Path, f.Info); err == nil && d.SHA256 == testdigest.SHA256("SECRET") {
 					t.Fatalf("hash escaped the folder at %s", f.Path)
 				}
 			}
@@ -624,8 +619,8 @@ func TestDigest(t *testing.T) {
 		if err != nil || !stable {
 			t.Fatalf("%s: %v stable=%v", c.name, err, stable)
 		}
-		if d.SHA256 != sum(c.content) || d.Size != int64(len(c.content)) || d.UTF8 != c.utf8 {
-			t.Errorf("%s: digest %+v, want sha %s utf8 %v", c.name, d, sum(c.content), c.utf8)
+		if d.SHA256 != testdigest.SHA256(c.content) || d.Size != int64(len(c.content)) || d.UTF8 != c.utf8 {
+			t.Errorf("%s: digest %+v, want sha %s utf8 %v", c.name, d, testdigest.SHA256(c.content), c.utf8)
 		}
 	}
 }
@@ -675,7 +670,7 @@ func TestHashCacheRereadsOnlyChangedFiles(t *testing.T) {
 	if cache.Reads() != 5 {
 		t.Fatalf("after changing two files: %d reads in total, want 5", cache.Reads())
 	}
-	if third["a"] != sum("CONTENT OF a") || third["b"] != sum("CONTENT OF b") || third["c/d"] != first["c/d"] {
+	if third["a"] != testdigest.SHA256("CONTENT OF a") || third["b"] != testdigest.SHA256("CONTENT OF b") || third["c/d"] != first["c/d"] {
 		t.Fatalf("stale digests: %v", third)
 	}
 	cache.Retain(func(rel string) bool { return rel == "a" })
@@ -755,7 +750,7 @@ func TestHashCacheKeyIsSizeMtimeCtimeInode(t *testing.T) {
 	}
 	later = time.Now().Add(time.Hour)
 	d, err := cache.Sum(r, "a", now)
-	if err != nil || d.SHA256 != sum("CONTENT OF A") {
+	if err != nil || d.SHA256 != testdigest.SHA256("CONTENT OF A") {
 		t.Fatalf("after an in-place rewrite with its mtime restored: %+v, %v; want the new content's digest", d, err)
 	}
 }
@@ -836,7 +831,7 @@ func TestHardLinkIsNotARegularFile(t *testing.T) {
 	if err != nil || len(files) != 0 || len(skipped) != 1 || !errors.Is(skipped[0].Err, ErrNotRegular) {
 		t.Fatalf("Walk = %v, %v, %v; want the link skipped as not a regular file", files, skipped, err)
 	}
-	if err := r.WriteFile("link.md", []byte("x"), Precondition{SHA256: sum("SECRET")}); !errors.Is(err, ErrChanged) {
+	if err := r.WriteFile("link.md", []byte("x"), Precondition{SHA256: testdigest.SHA256("SECRET")}); !errors.Is(err, ErrChanged) {
 		t.Fatalf("guarded WriteFile over the hard link = %v, want ErrChanged", err)
 	}
 	assertOutsideIntact(t, outside)

@@ -1,21 +1,15 @@
 package memsync_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/memsync"
 )
-
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
 
 // These tests hand apply the action a sync would have planned, then change
 // the world before it runs, as the agent or another writer might between a
@@ -28,11 +22,11 @@ func TestApplyDownloadLeavesAFileEditedSinceThePlan(t *testing.T) {
 	e.put("/a.md", "a from the server")
 	writeFile(t, m.dir, "a.md", "the agent's newer edit")
 	state := m.ApplyActions(e.ctx, []memsync.Action{{
-		Kind: memsync.Download, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: sha("a from the server"),
-		Local: confined.Precondition{SHA256: sha("a")},
+		Kind: memsync.Download, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: testdigest.SHA256("a from the server"),
+		Local: confined.Precondition{SHA256: testdigest.SHA256("a")},
 	}})
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "the agent's newer edit"})
-	if state["/a.md"].Base != sha("a") {
+	if state["/a.md"].Base != testdigest.SHA256("a") {
 		t.Fatalf("state %+v: a skipped download must not advance the base", state["/a.md"])
 	}
 }
@@ -45,11 +39,11 @@ func TestApplyDownloadMarksTheFetchedContent(t *testing.T) {
 	m := e.mount(t.TempDir())
 	e.put("/a.md", "v3")
 	state := m.ApplyActions(e.ctx, []memsync.Action{{
-		Kind: memsync.Download, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: sha("v2"),
-		Local: confined.Precondition{SHA256: sha("v1")},
+		Kind: memsync.Download, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: testdigest.SHA256("v2"),
+		Local: confined.Precondition{SHA256: testdigest.SHA256("v1")},
 	}})
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "v3"})
-	if state["/a.md"].Base != sha("v3") {
+	if state["/a.md"].Base != testdigest.SHA256("v3") {
 		t.Fatalf("base %q, want the fetched content's sha", state["/a.md"].Base)
 	}
 }
@@ -58,7 +52,7 @@ func TestApplyUploadSkipsAFileEditedSinceThePlan(t *testing.T) {
 	e := newEnv(t)
 	m := e.mount(t.TempDir())
 	writeFile(t, m.dir, "n.md", "newer")
-	state := m.ApplyActions(e.ctx, []memsync.Action{{Kind: memsync.Create, Path: "/n.md", Local: confined.Precondition{SHA256: sha("older")}}})
+	state := m.ApplyActions(e.ctx, []memsync.Action{{Kind: memsync.Create, Path: "/n.md", Local: confined.Precondition{SHA256: testdigest.SHA256("older")}}})
 	if w := writes(m.rec.take()); len(w) != 0 {
 		t.Fatalf("sent %v for a file that changed since the plan", w)
 	}
@@ -75,10 +69,10 @@ func TestApplyUpdateOfADeletedMemoryCreatesIt(t *testing.T) {
 	e.remove("/a.md")
 	writeFile(t, m.dir, "a.md", "edited")
 	state := m.ApplyActions(e.ctx, []memsync.Action{{
-		Kind: memsync.Update, Path: "/a.md", MemoryID: id, RemoteSHA: sha("a"), Local: confined.Precondition{SHA256: sha("edited")},
+		Kind: memsync.Update, Path: "/a.md", MemoryID: id, RemoteSHA: testdigest.SHA256("a"), Local: confined.Precondition{SHA256: testdigest.SHA256("edited")},
 	}})
 	equal(t, "server", e.server(), map[string]string{"/a.md": "edited"})
-	if got := state["/a.md"]; got != (memsync.PathState{Base: sha("edited")}) {
+	if got := state["/a.md"]; got != (memsync.PathState{Base: testdigest.SHA256("edited")}) {
 		t.Fatalf("state %+v", got)
 	}
 }
@@ -90,12 +84,12 @@ func TestApplyUpdateConflictLetsTheServerWin(t *testing.T) {
 	e.put("/a.md", "changed meanwhile")
 	writeFile(t, m.dir, "a.md", "edited")
 	state := m.ApplyActions(e.ctx, []memsync.Action{{
-		Kind: memsync.Update, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: sha("a"), Local: confined.Precondition{SHA256: sha("edited")},
+		Kind: memsync.Update, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: testdigest.SHA256("a"), Local: confined.Precondition{SHA256: testdigest.SHA256("edited")},
 	}})
 	equal(t, "server", e.server(), map[string]string{"/a.md": "changed meanwhile"})
 	// The base stays; the sent record lets the next listing tell "the
 	// server holds what we sent" from "someone else won".
-	if got := state["/a.md"]; got.Base != sha("a") || got.Sent != sha("edited") {
+	if got := state["/a.md"]; got.Base != testdigest.SHA256("a") || got.Sent != testdigest.SHA256("edited") {
 		t.Fatalf("state %+v", got)
 	}
 	m.Sync(e.ctx)
@@ -110,9 +104,9 @@ func TestApplyRefusalIsRememberedUntilTheFileChanges(t *testing.T) {
 	// A precondition the server cannot parse is a 400, the stand-in here
 	// for any content the server refuses.
 	state := m.ApplyActions(e.ctx, []memsync.Action{{
-		Kind: memsync.Update, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: "not-a-sha", Local: confined.Precondition{SHA256: sha("edited")},
+		Kind: memsync.Update, Path: "/a.md", MemoryID: e.find("/a.md").ID, RemoteSHA: "not-a-sha", Local: confined.Precondition{SHA256: testdigest.SHA256("edited")},
 	}})
-	if got := state["/a.md"]; got.Held != sha("edited") || got.Base != sha("a") {
+	if got := state["/a.md"]; got.Held != testdigest.SHA256("edited") || got.Base != testdigest.SHA256("a") {
 		t.Fatalf("state %+v, want the refused sha held", got)
 	}
 	if w := e.logs.Records(t, slog.LevelWarn, "the server refused this file's content"); len(w) != 1 || w[0]["path"] != "/a.md" {
@@ -134,7 +128,7 @@ func TestApplyDeleteRechecksTheFileAndTheMarker(t *testing.T) {
 	e.put("/b.md", "b")
 	m := e.mount(t.TempDir())
 	del := func(p, content string) memsync.Action {
-		return memsync.Action{Kind: memsync.DeleteRemote, Path: p, MemoryID: e.find(p).ID, RemoteSHA: sha(content), Local: confined.Precondition{Absent: true}}
+		return memsync.Action{Kind: memsync.DeleteRemote, Path: p, MemoryID: e.find(p).ID, RemoteSHA: testdigest.SHA256(content), Local: confined.Precondition{Absent: true}}
 	}
 	// a.md is back (it never left); b.md is gone but replaced by a link.
 	outside := t.TempDir()
@@ -162,7 +156,7 @@ func TestApplyDeleteRechecksTheFileAndTheMarker(t *testing.T) {
 	if _, ok := state["/a.md"]; ok {
 		t.Fatalf("a deleted memory is still in the state: %+v", state)
 	}
-	if !state["/b.md"].DeleteSent || state["/b.md"].Base != sha("b") {
+	if !state["/b.md"].DeleteSent || state["/b.md"].Base != testdigest.SHA256("b") {
 		t.Fatalf("state of the refused delete %+v", state["/b.md"])
 	}
 }
@@ -174,15 +168,15 @@ func TestApplyRemoveLocalKeepsAFreshEdit(t *testing.T) {
 	m := e.mount(t.TempDir())
 	writeFile(t, m.dir, "d/b.md", "edited")
 	state := m.ApplyActions(e.ctx, []memsync.Action{
-		{Kind: memsync.RemoveLocal, Path: "/d/a.md", Local: confined.Precondition{SHA256: sha("a")}},
-		{Kind: memsync.RemoveLocal, Path: "/d/b.md", Local: confined.Precondition{SHA256: sha("b")}},
+		{Kind: memsync.RemoveLocal, Path: "/d/a.md", Local: confined.Precondition{SHA256: testdigest.SHA256("a")}},
+		{Kind: memsync.RemoveLocal, Path: "/d/b.md", Local: confined.Precondition{SHA256: testdigest.SHA256("b")}},
 	})
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/d/b.md": "edited"})
-	if _, ok := state["/d/a.md"]; ok || state["/d/b.md"].Base != sha("b") {
+	if _, ok := state["/d/a.md"]; ok || state["/d/b.md"].Base != testdigest.SHA256("b") {
 		t.Fatalf("state %+v", state)
 	}
 	// A removal that empties a folder prunes it.
-	m.ApplyActions(e.ctx, []memsync.Action{{Kind: memsync.RemoveLocal, Path: "/d/b.md", Local: confined.Precondition{SHA256: sha("edited")}}})
+	m.ApplyActions(e.ctx, []memsync.Action{{Kind: memsync.RemoveLocal, Path: "/d/b.md", Local: confined.Precondition{SHA256: testdigest.SHA256("edited")}}})
 	if _, err := os.Lstat(filepath.Join(m.dir, "d")); !os.IsNotExist(err) {
 		t.Fatalf("the emptied folder d is still there: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/testclock"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/memsync"
@@ -77,24 +78,6 @@ func (r *recorder) take() []string {
 	return out
 }
 
-// clock is the injected time of the server and of every session.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is a real memstore server (internal/testserver) on a clock stopped
 // at a fixed time, one store, and an admin client that plays "another
 // writer". newEnv's server has the hosted API's shape (no change feed, no
@@ -103,7 +86,7 @@ func (c *clock) Advance(d time.Duration) {
 type env struct {
 	t       testing.TB
 	ctx     context.Context
-	clock   *clock
+	clock   *testclock.Clock // the injected time of the server and of every session
 	srv     *testserver.Server
 	admin   *client.Client
 	storeID string
@@ -122,7 +105,7 @@ func newEnv(t testing.TB) *env {
 
 func newFeedEnv(t testing.TB) *env {
 	t.Helper()
-	clk := &clock{now: time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))
 	srv := testserver.Start(t, testserver.Options{Now: clk.Now})
 	admin := srv.Client(t, client.WithAPIKey(srv.AdminKey), client.WithRetryPolicy(instant))
 	st, err := admin.CreateMemoryStore(t.Context(), api.CreateMemoryStoreRequest{Name: "Notes"})

@@ -1,8 +1,6 @@
 package memsync
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,12 +10,9 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
-)
 
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
+	"github.com/memstore/memstore/internal/testdigest"
+)
 
 // Paths the generators draw from: some differ only in case, one folder
 // shares a spelling-insensitive name with another, one is invalid, one is the
@@ -118,7 +113,7 @@ func newSim(t *rapid.T, opts Options) *sim {
 			c := rapid.SampledFrom(simContents).Draw(t, "initial content "+p)
 			s.remoteWrite(p, c)
 			s.folder[p] = c
-			s.state.MarkSynced(p, sha(c))
+			s.state.MarkSynced(p, testdigest.SHA256(c))
 		}
 	}
 	return s
@@ -146,11 +141,11 @@ func (s *sim) byID(memID string) (string, simMemory, bool) {
 func (s *sim) sync(final bool) Plan {
 	local := Local{Marker: MarkerTrusted, Files: map[string]LocalFile{}}
 	for p, c := range s.folder {
-		local.Files[p] = LocalFile{SHA256: sha(c)}
+		local.Files[p] = LocalFile{SHA256: testdigest.SHA256(c)}
 	}
 	remote := Remote{}
 	for p, m := range s.server {
-		remote[p] = RemoteMemory{ID: m.id, SHA256: sha(m.content)}
+		remote[p] = RemoteMemory{ID: m.id, SHA256: testdigest.SHA256(m.content)}
 	}
 	opts := s.opts
 	opts.Now, opts.Final = s.now, final
@@ -175,7 +170,7 @@ func (s *sim) localMatches(a Action) bool {
 	if a.Local.Absent {
 		return !ok
 	}
-	return ok && sha(c) == a.Local.SHA256
+	return ok && testdigest.SHA256(c) == a.Local.SHA256
 }
 
 func (s *sim) apply(a Action, next State) {
@@ -186,29 +181,29 @@ func (s *sim) apply(a Action, next State) {
 			return
 		}
 		s.folder[a.Path] = m.content
-		next.MarkSynced(a.Path, sha(m.content))
+		next.MarkSynced(a.Path, testdigest.SHA256(m.content))
 	case Create, Update:
 		if !s.localMatches(a) {
 			return
 		}
 		c := s.folder[a.Path]
-		next.MarkSent(a.Path, sha(c))
+		next.MarkSent(a.Path, testdigest.SHA256(c))
 		if a.Kind == Update {
 			p, m, ok := s.byID(a.MemoryID)
 			switch {
 			case !ok: // 404: deleted meanwhile, create instead
-			case sha(m.content) == sha(c): // already there: 200, no new version
+			case testdigest.SHA256(m.content) == testdigest.SHA256(c): // already there: 200, no new version
 				if !s.lost() {
-					next.MarkSynced(a.Path, sha(c))
+					next.MarkSynced(a.Path, testdigest.SHA256(c))
 				}
 				return
-			case sha(m.content) != a.RemoteSHA: // 409: the server won
+			case testdigest.SHA256(m.content) != a.RemoteSHA: // 409: the server won
 				return
 			default:
 				m.content = c
 				s.server[p] = m
 				if !s.lost() {
-					next.MarkSynced(a.Path, sha(c))
+					next.MarkSynced(a.Path, testdigest.SHA256(c))
 				}
 				return
 			}
@@ -218,7 +213,7 @@ func (s *sim) apply(a Action, next State) {
 		}
 		s.remoteWrite(a.Path, c)
 		if !s.lost() {
-			next.MarkSynced(a.Path, sha(c))
+			next.MarkSynced(a.Path, testdigest.SHA256(c))
 		}
 	case DeleteRemote:
 		if !s.localMatches(a) {
@@ -229,7 +224,7 @@ func (s *sim) apply(a Action, next State) {
 		switch {
 		case !ok:
 			next.MarkGone(a.Path)
-		case sha(m.content) != a.RemoteSHA: // 409: the server changed, it wins
+		case testdigest.SHA256(m.content) != a.RemoteSHA: // 409: the server changed, it wins
 		default:
 			delete(s.server, p)
 			if !s.lost() {

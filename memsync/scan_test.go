@@ -14,6 +14,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/validate"
 )
 
@@ -78,11 +79,11 @@ func TestScan(t *testing.T) {
 		t.Fatalf("marker %v, want trusted", local.Marker)
 	}
 	want := map[string]LocalFile{
-		"/a.md":     {SHA256: sha("alpha")},
-		"/sub/b.md": {SHA256: sha("beta ✓")},
-		"/bin":      {SHA256: sha("\xff\xfe"), Unsyncable: NotUTF8},
-		"/big":      {SHA256: sha(strings.Repeat("x", api.MaxContentBytes+1)), Unsyncable: TooLarge},
-		"/limit":    {SHA256: sha(strings.Repeat("x", api.MaxContentBytes))},
+		"/a.md":     {SHA256: testdigest.SHA256("alpha")},
+		"/sub/b.md": {SHA256: testdigest.SHA256("beta ✓")},
+		"/bin":      {SHA256: testdigest.SHA256("\xff\xfe"), Unsyncable: NotUTF8},
+		"/big":      {SHA256: testdigest.SHA256(strings.Repeat("x", api.MaxContentBytes+1)), Unsyncable: TooLarge},
+		"/limit":    {SHA256: testdigest.SHA256(strings.Repeat("x", api.MaxContentBytes))},
 	}
 	if !maps.Equal(local.Files, want) {
 		t.Fatalf("files:\n got %v\nwant %v", local.Files, want)
@@ -119,7 +120,7 @@ func TestScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if third.Rehashed != 1 || third.Files["/a.md"].SHA256 != sha("ALPHA") || len(third.Files) != 4 {
+	if third.Rehashed != 1 || third.Files["/a.md"].SHA256 != testdigest.SHA256("ALPHA") || len(third.Files) != 4 {
 		t.Fatalf("after one edit and one deletion: hashed %d, files %v", third.Rehashed, third.Files)
 	}
 }
@@ -187,7 +188,7 @@ func TestScanOfAVanishedFolder(t *testing.T) {
 	if local.Marker != MarkerMissing || !local.empty() {
 		t.Fatalf("vanished folder scanned as %+v, want empty and unmarked", local)
 	}
-	plan := Reconcile(synced("/a.md", sha("alpha")), local, Remote{"/a.md": {ID: "mem_1", SHA256: sha("alpha")}}, Options{Now: t0})
+	plan := Reconcile(synced("/a.md", testdigest.SHA256("alpha")), local, Remote{"/a.md": {ID: "mem_1", SHA256: testdigest.SHA256("alpha")}}, Options{Now: t0})
 	if !plan.Rebuild || len(plan.Actions) != 1 || plan.Actions[0].Kind != Download {
 		t.Fatalf("a vanished folder should be rebuilt: %+v", plan)
 	}
@@ -208,7 +209,7 @@ func TestScanThenReconcile(t *testing.T) {
 	for _, f := range []string{"keep.md", "edit.md", "gone.md", "link.md"} {
 		write(t, root, f, f)
 	}
-	state := synced("/keep.md", sha("keep.md"), "/edit.md", sha("edit.md"), "/gone.md", sha("gone.md"), "/link.md", sha("link.md"))
+	state := synced("/keep.md", testdigest.SHA256("keep.md"), "/edit.md", testdigest.SHA256("edit.md"), "/gone.md", testdigest.SHA256("gone.md"), "/link.md", testdigest.SHA256("link.md"))
 	remote := Remote{}
 	for p, ps := range state {
 		remote[p] = RemoteMemory{ID: id(p), SHA256: ps.Base}
@@ -229,8 +230,8 @@ func TestScanThenReconcile(t *testing.T) {
 	}
 	plan := Reconcile(state, local, remote, Options{Now: t0, Final: true})
 	want := []Action{
-		update("/edit.md", sha("edit.md"), sha("edited")),
-		deleteRemote("/gone.md", sha("gone.md")),
+		update("/edit.md", testdigest.SHA256("edit.md"), testdigest.SHA256("edited")),
+		deleteRemote("/gone.md", testdigest.SHA256("gone.md")),
 		only(SkipObscured, "/link.md"),
 	}
 	if !slices.Equal(plan.Actions, want) {

@@ -3,10 +3,12 @@
 // nothing else: the working directory, each memory store at its advertised
 // mount path (read-only stores mounted read-only, so a write fails with
 // EROFS as in the cloud), the host's system folders read-only, a private
-// /tmp, /proc and /dev, and its own PID namespace. The worker's data, its
-// credentials, other sessions' folders and the mount roots are not in the
-// view at all: the sandbox starts from an empty root and binds in only
-// those folders.
+// /tmp, /proc and /dev, and its own PID namespace; the host's secret files
+// in /etc are masked, and the shell runs as an unprivileged user (nobody)
+// where a user namespace can be made, even under a root worker. The
+// worker's data, its credentials, other sessions' folders and the mount
+// roots are not in the view at all: the sandbox starts from an empty root
+// and binds in only those folders.
 //
 // bubblewrap is what Flatpak and Anthropic's sandbox runtime use on Linux.
 // It works as root and, where the kernel allows user namespaces, as any
@@ -16,12 +18,16 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -102,7 +108,20 @@ type Config struct {
 type Launcher struct {
 	program string
 	cfg     Config
+	// ownUser says the shell runs as SandboxUID in a user namespace of its
+	// own (bubblewrap and the kernel allow it), not as the worker's user.
+	ownUser bool
+	// mask is an empty file no one may read, bound over the host's secret
+	// files.
+	mask string
 }
+
+// SandboxUID is the user (and group) the sandboxed shell runs as, where a
+// user namespace can be made: "nobody", without capabilities, even when
+// the worker is root. The namespace maps it to the worker's user, so the
+// files it writes in the workdir and the stores belong to the worker's
+// user on the host, and the files of the worker's user are its own.
+const SandboxUID = 65534
 
 // InstallHint says how to get bubblewrap; it ends every message about it
 // being missing or refused.
@@ -126,7 +145,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 	}
 	program, err := probe(ctx, cfg.Program)
 	if err == nil {
-		return &Launcher{program: program, cfg: cfg}, nil
+		mask, err := maskFile()
+		if err != nil {
+			return nil, err
+		}
+		l := &Launcher{program: program, cfg: cfg, mask: mask}
+		l.ownUser = probeRun(ctx, program, userArgs) == nil
+		if !l.ownUser {
+			log.Warn("the sandboxed shell runs as the worker's user: bubblewrap cannot make a user namespace here, so it cannot drop to an unprivileged one; the host's secret files in /etc stay masked",
+				"uid", os.Geteuid(), "fix", "allow user namespaces (sysctl user.max_user_namespaces > 0), or run the worker as an unprivileged user")
+		}
+		return l, nil
 	}
 	if cfg.Mode == Bwrap {
 		return nil, err
@@ -145,24 +174,91 @@ func probe(ctx context.Context, program string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bubblewrap (%s) is not installed or not on PATH; %s", program, InstallHint)
 	}
+	if err := probeRun(ctx, path, nil); err != nil {
+		return "", fmt.Errorf("bubblewrap (%s) cannot create a sandbox here (%v): if the worker does not run as root, the kernel must allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0), and in a container the runtime must allow them; or %s",
+			path, err, InstallHint)
+	}
+	return path, nil
+}
+
+// userArgs make the sandboxed shell SandboxUID in a user namespace.
+var userArgs = []string{"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID)}
+
+// probeRun runs `true` in an empty sandbox made by bwrap with extra
+// arguments, masking a folder as Command masks one (a bwrap too old for
+// that is refused here, not by every session); the error holds what bwrap
+// said.
+func probeRun(ctx context.Context, bwrap string, extra []string) error {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
-		return "", fmt.Errorf("sandbox check: no 'true' command on PATH to try bubblewrap with: %v", err)
+		return fmt.Errorf("no 'true' command on PATH to try bubblewrap with: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", truePath)
+	args := append([]string{"--die-with-parent", "--unshare-pid"}, extra...)
+	cmd := exec.CommandContext(ctx, bwrap, append(args, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--perms", "0000", "--tmpfs", "/tmp", "--", truePath)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		why := strings.TrimSpace(stderr.String())
-		if why == "" {
-			why = err.Error()
+		if why := strings.TrimSpace(stderr.String()); why != "" {
+			return errors.New(why)
 		}
-		return "", fmt.Errorf("bubblewrap (%s) cannot create a sandbox here (%s): if the worker does not run as root, the kernel must allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0), and in a container the runtime must allow them; or %s",
-			path, why, InstallHint)
+		return err
+	}
+	return nil
+}
+
+// maskFile returns the empty, mode 0000 file bound over the host's secret
+// files: one per user in the temporary folder, made once and reused (the
+// sticky temporary folder keeps others from replacing it). A file of that
+// name that is not such a file is refused rather than trusted.
+func maskFile() (string, error) {
+	path := filepath.Join(os.TempDir(), "memstore-sandbox-mask-"+strconv.Itoa(os.Geteuid()))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0)
+	if err == nil {
+		return path, f.Close()
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("sandbox: create %s, the empty file shown in place of the host's secret files: %w (set TMPDIR to a writable folder)", path, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || fi.Mode().Perm() != 0 || fi.Size() != 0 || !ok || int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("sandbox: %s is not the empty, mode 0000 file of this user the sandbox shows in place of the host's secret files (%v, %d bytes); remove it and start again", path, fi.Mode(), fi.Size())
 	}
 	return path, nil
+}
+
+// secretsRoot is the host folder whose unreadable entries are masked.
+const secretsRoot = "/etc"
+
+// secrets lists what under /etc others may not read: password and group
+// shadows, private keys, database access rules. The sandbox shows them
+// through the read-only /etc, and its shell, running as the worker's user
+// or mapped to it, would otherwise read them as their owner.
+func secrets() (files, dirs []string) {
+	filepath.WalkDir(secretsRoot, func(path string, d fs.DirEntry, err error) error {
+		if d == nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, ierr := d.Info()
+		if ierr != nil {
+			return nil
+		}
+		switch perm := fi.Mode().Perm(); {
+		case d.IsDir() && perm&0o005 != 0o005:
+			dirs = append(dirs, path)
+			return filepath.SkipDir
+		case d.IsDir() && err != nil:
+			return filepath.SkipDir
+		case fi.Mode().IsRegular() && perm&0o004 == 0:
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, dirs
 }
 
 // Store is one memory store as a session's sandbox shows it.
@@ -198,14 +294,21 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // read-only, gives it fresh /proc, /dev and /tmp, binds the working
 // directory read-write and each store at its mount path (read-only ones
 // read-only), adds the configured binds, then makes the memory root and the
-// root itself read-only. It has its own PID, IPC and UTS namespaces (and
-// network, when NoNetwork), and dies with its parent; the process group is
-// the caller's, so killing the group kills everything in it.
+// root itself read-only. What under /etc others may not read (the password
+// shadows, private keys) is masked: files by an empty file no one may
+// read, folders by an empty one. HOME is the working directory, the one
+// folder of the agent's own. It has its own PID, IPC and UTS namespaces
+// (and network, when NoNetwork), a user namespace where the shell is
+// SandboxUID when one can be made, and dies with its parent; the process
+// group is the caller's, so killing the group kills everything in it.
 func (l *Launcher) Command(v View, argv []string) []string {
 	if l == nil {
 		return argv
 	}
 	a := []string{l.program, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
+	if l.ownUser {
+		a = append(a, userArgs...)
+	}
 	if l.cfg.NoNetwork {
 		a = append(a, "--unshare-net")
 	}
@@ -221,6 +324,13 @@ func (l *Launcher) Command(v View, argv []string) []string {
 			a = append(a, "--ro-bind", d, d)
 		}
 	}
+	files, dirs := secrets()
+	for _, f := range files {
+		a = append(a, "--ro-bind", l.mask, f)
+	}
+	for _, d := range dirs {
+		a = append(a, "--perms", "0000", "--tmpfs", d, "--remount-ro", d)
+	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 	a = append(a, "--bind", v.Workdir, v.Workdir)
 	if v.MemoryRoot != "" {
@@ -235,7 +345,7 @@ func (l *Launcher) Command(v View, argv []string) []string {
 	if v.MemoryRoot != "" {
 		a = append(a, "--remount-ro", v.MemoryRoot)
 	}
-	a = append(a, "--remount-ro", "/", "--chdir", v.Workdir, "--")
+	a = append(a, "--remount-ro", "/", "--chdir", v.Workdir, "--setenv", "HOME", v.Workdir, "--")
 	return append(a, argv...)
 }
 
@@ -268,6 +378,10 @@ func (l *Launcher) LogAttrs(v View) []any {
 	if l.cfg.NoNetwork {
 		network = "off"
 	}
+	uid := os.Geteuid()
+	if l.ownUser {
+		uid = SandboxUID
+	}
 	return []any{"sandbox", string(Bwrap), "workdir", v.Workdir, "stores", rw, "read_only_stores", ro,
-		"binds", binds, "network", network}
+		"binds", binds, "network", network, "uid", uid}
 }

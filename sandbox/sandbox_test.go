@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/toolset"
 )
@@ -134,6 +136,15 @@ func (h *host) checkView(t *testing.T, ts *toolset.Toolset) {
 	wantOut(t, bash(t, ts, "cat /mnt/memory/notes/x.md"), "a memory\n")
 	wantOut(t, bash(t, ts, "ls /mnt/memory"), "notes\npolicy\n")
 	wantOut(t, bash(t, ts, "pwd"), h.work+"\n")
+	wantOut(t, bash(t, ts, `echo "$HOME" && cd && pwd`), h.work+"\n"+h.work+"\n")
+	// The host's secret files are there, but unreadable, even to a shell
+	// whose worker is root.
+	for _, secret := range []string{"/etc/shadow", "/etc/gshadow"} {
+		if _, err := os.Stat(secret); err == nil {
+			wantFail(t, bash(t, ts, "cat "+secret), "Permission denied")
+		}
+	}
+	wantOut(t, bash(t, ts, "id -u"), strconv.Itoa(sandbox.SandboxUID)+"\n")
 	wantFail(t, bash(t, ts, "echo x > /mnt/memory/policy/y.md"), "Read-only file system")
 	wantFail(t, bash(t, ts, "echo x > /mnt/memory/policy/rules.md"), "Read-only file system")
 	wantFail(t, bash(t, ts, "mkdir /mnt/memory/another"), "Read-only file system")
@@ -146,6 +157,12 @@ func (h *host) checkView(t *testing.T, ts *toolset.Toolset) {
 	// processes are not there.
 	wantOut(t, bash(t, ts, "test -e /proc/1/cmdline && ! ls /proc | grep -qx "+strconv.Itoa(os.Getpid())+" && echo own"), "own\n")
 
+	// What the shell wrote belongs to the worker's user on the host.
+	for _, name := range []string{filepath.Join(h.notes, "new.md"), filepath.Join(h.work, "work.txt")} {
+		if fi, err := os.Stat(name); err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != owner(t, h.work) {
+			t.Errorf("%s: %v; want it written, owned by the workdir's owner (uid %d)", name, err, owner(t, h.work))
+		}
+	}
 	for name, want := range map[string]string{
 		filepath.Join(h.notes, "new.md"):                "new\n",
 		filepath.Join(h.work, "work.txt"):               "w\n",
@@ -162,6 +179,16 @@ func (h *host) checkView(t *testing.T, ts *toolset.Toolset) {
 			t.Errorf("%s on the host = %q, %v; want %q", name, b, err, want)
 		}
 	}
+}
+
+// owner is the uid that owns path.
+func owner(t *testing.T, path string) int {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
 
 // The shell sees the session's workdir and stores at their advertised
@@ -209,9 +236,7 @@ func TestShellSeesExactlyTheSessionAsAnUnprivilegedUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ts := h.tools(t, l, drop...)
-	wantOut(t, bash(t, ts, "id -u"), nobody+"\n")
-	h.checkView(t, ts)
+	h.checkView(t, h.tools(t, l, drop...))
 }
 
 // hostPids finds the host pids of the processes whose command line holds
@@ -322,11 +347,6 @@ func TestExtraBinds(t *testing.T) {
 	wantFail(t, bash(t, ts, "echo 2 > /opt/tool/v"), "Read-only file system")
 }
 
-// recorder keeps the log lines New writes.
-type recorder struct{ bytes.Buffer }
-
-func (r *recorder) logger() *slog.Logger { return slog.New(slog.NewTextHandler(&r.Buffer, nil)) }
-
 // Without a working bubblewrap, auto falls back to no sandbox with one
 // warning that says how to install it, and bwrap refuses to start.
 func TestMissingOrRefusedBubblewrap(t *testing.T) {
@@ -340,8 +360,8 @@ func TestMissingOrRefusedBubblewrap(t *testing.T) {
 		{"refused", refuser, "No permissions to create new namespace"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var logs recorder
-			l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Auto, Program: c.program}, logs.logger())
+			var logs, bwrapLogs testlog.Buffer
+			l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Auto, Program: c.program}, logs.Text())
 			if l != nil || err != nil {
 				t.Fatalf("auto = %v, %v; want no sandbox and no error", l, err)
 			}
@@ -349,13 +369,12 @@ func TestMissingOrRefusedBubblewrap(t *testing.T) {
 			if strings.Count(line, "\n") != 1 || !strings.Contains(line, "level=WARN") || !strings.Contains(line, c.says) || !strings.Contains(line, "apt-get install bubblewrap") {
 				t.Errorf("auto's warning = %q", line)
 			}
-			logs.Reset()
-			l, err = sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Program: c.program}, logs.logger())
+			l, err = sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Program: c.program}, bwrapLogs.Text())
 			if l != nil || err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "--sandbox none") {
 				t.Errorf("bwrap = %v, %v; want a refusal that says why and what to do", l, err)
 			}
-			if logs.Len() != 0 {
-				t.Errorf("bwrap logged %q; its error says it all", logs.String())
+			if bwrapLogs.String() != "" {
+				t.Errorf("bwrap logged %q; its error says it all", bwrapLogs.String())
 			}
 		})
 	}
@@ -400,5 +419,22 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := sandbox.ParseMode("docker"); err == nil || !strings.Contains(err.Error(), "auto") {
 		t.Errorf("ParseMode(docker) = %v", err)
+	}
+}
+
+// A mask file that is not empty and unreadable (someone else's, or
+// changed) is refused, not shown in place of the host's secrets, and left
+// as it was.
+func TestTamperedMaskFileIsRefused(t *testing.T) {
+	launcher(t, sandbox.Config{}) // skips without bubblewrap
+	t.Setenv("TMPDIR", t.TempDir())
+	mask := filepath.Join(os.TempDir(), "memstore-sandbox-mask-"+strconv.Itoa(os.Geteuid()))
+	write(t, mask, "root:$6$planted\n")
+	l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
+	if l != nil || err == nil || !strings.Contains(err.Error(), mask) || !strings.Contains(err.Error(), "remove it") {
+		t.Fatalf("New = %v, %v; want a refusal naming %s and the fix", l, err, mask)
+	}
+	if b, err := os.ReadFile(mask); err != nil || string(b) != "root:$6$planted\n" {
+		t.Errorf("the refused file was changed: %q, %v", b, err)
 	}
 }

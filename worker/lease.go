@@ -90,16 +90,32 @@ func (l *lease) TTL() time.Duration { return time.Duration(l.ttl.Load()) }
 func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 	interval := beatInterval(assumedLeaseTTL)
 	lastOK := l.clock.Now()
+	// lastSentOK is when the last beat that landed was sent: the server
+	// extended the lease at some moment after it, so the lease cannot have
+	// lapsed before lastSentOK plus the TTL.
+	lastSentOK := lastOK
 	stopping := false
 	failures := 0 // transient failures since the last beat that landed
 	for {
+		sent := l.clock.Now()
 		beatCtx, cancel := context.WithTimeout(ctx, max(interval, minHeartbeatInterval))
 		hb, err := l.c.HeartbeatWork(beatCtx, l.env, l.work, api.WorkHeartbeatParams{ExpectedLastHeartbeat: l.expected, DesiredTTLSeconds: l.desiredTTL})
 		cancel()
 		if ctx.Err() != nil {
 			return leaseHeld
 		}
-		if state, stale := client.StaleHeartbeat(err); stale {
+		state, stale := client.StaleHeartbeat(err)
+		if stale && failures > 0 && l.ownLostBeat(state, lastSentOK) {
+			// A beat whose answer never came (a timeout, a cut
+			// connection) had landed: the server holds its heartbeat,
+			// not the one this beat expected. Nobody else can hold the
+			// lease, since it has not lapsed; go on from the server's.
+			l.log.Info("a heartbeat whose answer was lost had reached the server; going on from the heartbeat it holds",
+				"last_heartbeat", *state.LastHeartbeat)
+			l.expected = *state.LastHeartbeat
+			continue
+		}
+		if stale {
 			attrs := []any{"err", err}
 			if state != nil {
 				attrs = append(attrs, "server_state", state.State, "server_ttl_seconds", state.TTLSeconds)
@@ -112,7 +128,7 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 		case err == nil:
 			failures = 0
 			l.expected = hb.LastHeartbeat
-			lastOK = l.clock.Now()
+			lastOK, lastSentOK = l.clock.Now(), sent
 			if hb.TTLSeconds > 0 {
 				ttl := max(time.Duration(hb.TTLSeconds)*time.Second, time.Second)
 				l.ttl.Store(int64(ttl))
@@ -157,4 +173,19 @@ func (l *lease) run(ctx context.Context, stop func(cause error)) leaseEnd {
 			return leaseHeld
 		}
 	}
+}
+
+// ownLostBeat reports whether a 412 after beats whose answers were lost
+// can only be one of those beats having landed: the item is still live on
+// the server with a heartbeat, and too little time has passed since the
+// last beat that landed was sent for the lease to have lapsed and the item
+// to have gone to another claim.
+func (l *lease) ownLostBeat(state *api.WorkLeaseState, lastSentOK time.Time) bool {
+	if state == nil || state.LastHeartbeat == nil || *state.LastHeartbeat == l.expected {
+		return false
+	}
+	if state.State != api.WorkActive && state.State != api.WorkStopping {
+		return false
+	}
+	return l.clock.Now().Sub(lastSentOK) < l.TTL()
 }

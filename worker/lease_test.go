@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -267,5 +268,57 @@ func TestFailedBeatsAreRetriedByTheLeaseAloneWithOneWarningEach(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
 		t.Errorf("%d warnings, want one per failed beat (2):\n%s", n, logs)
+	}
+}
+
+// A beat that lands on the server but whose answer is lost (the connection
+// is cut after the server extended the lease) leaves the worker expecting
+// the heartbeat before it, so its next beat gets a 412. That is not a lost
+// lease: the lease cannot have lapsed, so the server's newer heartbeat can
+// only be the worker's own. The session goes on and finishes; before, the
+// worker dropped the item as taken by another claim.
+func TestABeatWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
+	f := newFixture(t, "")
+	logs := &testlog.Buffer{}
+	cfg := f.config(logs)
+	sess := f.session(script(api.ScriptEndTerminate,
+		toolCall("bash", map[string]any{"command": "until [ -e finish ]; do sleep 0.01; done; echo done", "timeout_ms": 60000})))
+	work := f.claim()
+	var beats atomic.Int32
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/work/"+work.ID+"/heartbeat") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			switch beats.Add(1) {
+			case 3: // applied, then the answer is lost with its connection
+				h.ServeHTTP(httptest.NewRecorder(), r)
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				conn.Close()
+				return
+			case 8:
+				if err := os.WriteFile(filepath.Join(cfg.Workdir, "finish"), nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	if err := f.worker(cfg).RunItem(context.Background(), Item{Work: work}); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolResults(f.events(sess.ID)); len(got) != 1 || got[0].text != "done\n" {
+		t.Errorf("results = %+v, want the call to finish", got)
+	}
+	if line := logs.Line("lease lost"); line != "" {
+		t.Errorf("the worker gave up the lease: %s", line)
+	}
+	if logs.Line("a heartbeat whose answer was lost had reached the server") == "" {
+		t.Errorf("no line says the lost beat had landed:\n%s", logs)
 	}
 }

@@ -131,11 +131,22 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	f := newFixture(t, "")
 	shared := f.memStore("Shared", map[string]string{"/seed.md": "seed\n"})
 	clock := newFakeClock()
-	cfg := f.sandboxConfig(&testlog.Buffer{})
+	logs := &testlog.Buffer{}
+	cfg := f.sandboxConfig(logs)
 	cfg.Now, cfg.MaxIdle = clock.Now, -1
 	w := f.worker(cfg)
 	names := []string{"one", "two"}
 	var sessions []*api.Session
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker log:\n%s", logs)
+			for _, s := range sessions {
+				for _, e := range f.events(s.ID) {
+					t.Logf("session %s event %s %s", s.ID, e.Type, e.ID)
+				}
+			}
+		}
+	})
 	var done []chan error
 	for _, own := range names {
 		s := f.session(script(api.ScriptEndIdle,
@@ -199,8 +210,8 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 
 	// Without the sandbox, one mount root holds one folder per store: the
 	// second session of the store is refused while the first runs.
-	logs := &testlog.Buffer{}
-	plain := f.memoryConfig(logs)
+	plainLogs := &testlog.Buffer{}
+	plain := f.memoryConfig(plainLogs)
 	plain.MaxIdle = -1
 	pw := f.worker(plain)
 	first := f.session(script(api.ScriptEndIdle), attach(shared, api.AccessReadWrite))
@@ -213,8 +224,8 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another running worker serves that folder") {
 		t.Errorf("the second unsandboxed session = %v, want the mount refusal", err)
 	}
-	if logs.Line("level=ERROR", "another running worker serves that folder", "session_id="+second.ID) == "" {
-		t.Errorf("no refusal log line for the second session:\n%s", logs)
+	if plainLogs.Line("level=ERROR", "another running worker serves that folder", "session_id="+second.ID) == "" {
+		t.Errorf("no refusal log line for the second session:\n%s", plainLogs)
 	}
 	if got := toolResults(f.events(second.ID)); len(got) != 0 {
 		t.Errorf("the refused session ran its tools: %+v", got)

@@ -33,10 +33,7 @@ import (
 type cliContext struct {
 	streams
 	conn connFlags
-	// quiet prints only ids (-q), for shell scripts.
-	quiet bool
-	// output is --output: json, table, yaml, or "" for the default.
-	output string
+	outputFlags
 	// keyFrom is where the API key came from (a flag, a variable, a file).
 	keyFrom string
 }
@@ -54,8 +51,8 @@ func newAPINoun(s streams, use, short string, verbs func(cli *cliContext) []*cob
 // register adds the connection and output flags to fs.
 func (cli *cliContext) register(fs *pflag.FlagSet) {
 	cli.conn.register(fs)
-	fs.BoolVarP(&cli.quiet, "quiet", "q", false, "print only the id (of each object, one per line), for scripts")
-	fs.StringVar(&cli.output, "output", "", "output format: json, table or yaml (default: table on a terminal, json otherwise)")
+	cli.registerQuiet(fs)
+	cli.registerOutput(fs)
 }
 
 // connFlags are the flags every API verb takes.
@@ -99,7 +96,7 @@ func (c *connFlags) key() (key, from string, err error) {
 // It never retries: a person at the terminal (or a script) sees a failure
 // at once and decides, rather than waiting through silent attempts.
 func (cli *cliContext) client() (*client.Client, error) {
-	if _, err := cli.format(); err != nil {
+	if _, err := cli.format(cli.stdout); err != nil {
 		return nil, err
 	}
 	key, from, err := cli.conn.key()
@@ -318,4 +315,9 @@ func textArg(arg string, stdin io.Reader) (string, error) {
 		return string(b), nil
 	}
 	return arg, nil
+}
+
+// print writes v to the verb's stdout as --output and -q say.
+func (cli *cliContext) print(v any) error {
+	return cli.outputFlags.print(cli.stdout, v)
 }

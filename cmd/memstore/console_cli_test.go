@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,8 +81,23 @@ func TestCLIUsersSignInToTheConsoleOfServe(t *testing.T) {
 	rs, data := cliServer(t)
 	memstoreCLIInput(t, 0, "a long enough password\n", "user", "create", "ada", "--data", data)
 	memstoreCLIInput(t, 1, "short\n", "user", "passwd", "ada", "--data", data)
-	if out := memstoreCLI(t, 0, "user", "list", "--data", data); !strings.HasPrefix(out, "ada\tuser_") {
-		t.Fatalf("user list printed %q", out)
+	// user list prints as every verb does: JSON for programs (never the
+	// password hash), a table or YAML on request.
+	var users []map[string]any
+	if err := json.Unmarshal([]byte(memstoreCLI(t, 0, "user", "list", "--data", data)), &users); err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 1 || users[0]["name"] != "ada" || !strings.HasPrefix(users[0]["id"].(string), "user_") || users[0]["created_at"] == nil || len(users[0]) != 3 {
+		t.Fatalf("user list printed %v; want ada's id, name and created_at only", users)
+	}
+	if out := memstoreCLI(t, 0, "user", "list", "--data", data, "--output", "table"); !regexp.MustCompile(`^ID +NAME +CREATED_AT\nuser_\S+ +ada +\d{4}-`).MatchString(out) {
+		t.Errorf("user list --output table printed:\n%s", out)
+	}
+	if out := memstoreCLI(t, 0, "user", "list", "--data", data, "--output", "yaml"); !strings.Contains(out, "  name: ada\n") {
+		t.Errorf("user list --output yaml printed:\n%s", out)
+	}
+	if out := memstoreCLI(t, 2, "user", "list", "--data", data, "--output", "xml"); out != "" {
+		t.Errorf("user list --output xml printed %q", out)
 	}
 	signIn := func(password string) int { return consoleSignIn(t, rs.baseURL, "ada", password) }
 	if got := signIn("a long enough password"); got != http.StatusSeeOther {

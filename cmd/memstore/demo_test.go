@@ -81,7 +81,7 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 		out = &testlog.Buffer{}
 		code := make(chan int, 1)
 		go func() {
-			code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data}, testStreams(out, io.Discard))
+			code <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--metrics-addr", "127.0.0.1:0"}, testStreams(out, io.Discard))
 		}()
 		waitUntil(t, "up to print its environment key", func() bool { return strings.Contains(out.String(), "environment key") })
 		return out, func() int { cancel(); return <-code }
@@ -152,6 +152,21 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 		}
 		return true
 	})
+	// One /metrics shows the server's and the worker's series.
+	res, err := http.Get(field(out.String(), "metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`memstore_memory_writes_total{op="create"} 1`, `memstore_worker_items_total{result="ok"} 1`, "go_goroutines "} {
+		if !strings.Contains(string(scraped), want) {
+			t.Errorf("up's /metrics lacks %s:\n%s", want, scraped)
+		}
+	}
 	// What up says about the sandbox holds: with bubblewrap the agent's
 	// bash cannot read admin.key; without it, it can, as the line warns.
 	var catKey *api.Event

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 )
@@ -23,39 +24,57 @@ const (
 	outputYAML  = "yaml"
 )
 
+// outputFlags are --output and -q: how a verb prints what it got.
+type outputFlags struct {
+	// quiet prints only ids (-q), for shell scripts.
+	quiet bool
+	// output is --output: json, table, yaml, or "" for the default.
+	output string
+}
+
+// registerOutput adds --output to fs.
+func (o *outputFlags) registerOutput(fs *pflag.FlagSet) {
+	fs.StringVar(&o.output, "output", "", "output format: json, table or yaml (default: table on a terminal, json otherwise)")
+}
+
+// registerQuiet adds -q to fs.
+func (o *outputFlags) registerQuiet(fs *pflag.FlagSet) {
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only the id (of each object, one per line), for scripts")
+}
+
 // format is the chosen output format: --output, else a table when a person
 // reads stdout (a terminal) and JSON when a program does.
-func (cli *cliContext) format() (string, error) {
-	switch cli.output {
+func (o outputFlags) format(stdout io.Writer) (string, error) {
+	switch o.output {
 	case outputJSON, outputTable, outputYAML:
-		return cli.output, nil
+		return o.output, nil
 	case "":
-		if f, ok := cli.stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			return outputTable, nil
 		}
 		return outputJSON, nil
 	}
-	return "", usageError{fmt.Errorf("--output %q: use json, table or yaml", cli.output)}
+	return "", usageError{fmt.Errorf("--output %q: use json, table or yaml", o.output)}
 }
 
-// print writes v, an API object or a list of them, in the output format;
-// with -q it writes only the id of the object, or of each object of a
-// list, one per line.
-func (cli *cliContext) print(v any) error {
-	if cli.quiet {
-		return printIDs(cli.stdout, v)
+// print writes v, an API object or a list of them, to stdout in the output
+// format; with -q it writes only the id of the object, or of each object
+// of a list, one per line.
+func (o outputFlags) print(stdout io.Writer, v any) error {
+	if o.quiet {
+		return printIDs(stdout, v)
 	}
-	format, err := cli.format()
+	format, err := o.format(stdout)
 	if err != nil {
 		return err
 	}
 	switch format {
 	case outputTable:
-		return printTable(cli.stdout, v)
+		return printTable(stdout, v)
 	case outputYAML:
-		return printYAML(cli.stdout, v)
+		return printYAML(stdout, v)
 	}
-	enc := json.NewEncoder(cli.stdout)
+	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -46,7 +47,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	metricsAddrFlag(fs, &o.metricsAddr)
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
 	return cmd
 }
@@ -136,7 +137,7 @@ func runServe(ctx context.Context, o serveOptions, s streams) error {
 		return err
 	}
 	if o.metricsAddr != "" {
-		stopMetrics, err := serveMetrics(o.metricsAddr, rs.metrics, logger)
+		_, stopMetrics, err := serveMetrics(o.metricsAddr, rs.metrics, logger)
 		if err != nil {
 			rs.shutdown()
 			return err
@@ -166,8 +167,8 @@ type runningServer struct {
 	adminKey string // "" unless generated or given by MEMSTORE_ADMIN_KEY
 	// store is the server's database (up makes the first console user in it).
 	store storage.Store
-	// metrics is the server's /metrics handler.
-	metrics  http.Handler
+	// metrics are the server's metrics.
+	metrics  prometheus.Gatherer
 	shutdown func() error
 }
 
@@ -262,7 +263,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		baseURL:  baseURL,
 		adminKey: key,
 		store:    db,
-		metrics:  srv.MetricsHandler(),
+		metrics:  srv.Metrics(),
 		shutdown: func() error {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/testlog"
 )
@@ -268,13 +270,40 @@ func TestMetricsAddressTakenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	stop, err := serveMetrics(ln.Addr().String(), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	_, stop, err := serveMetrics(ln.Addr().String(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err == nil {
 		stop()
 		t.Fatal("serveMetrics on a taken address succeeded")
 	}
 	if !strings.Contains(err.Error(), "--metrics-addr") || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Errorf("error = %v; want the address and the flag", err)
+	}
+}
+
+// The worker verbs take --metrics-addr too: on a taken address they stop
+// before serving anything, naming the flag.
+func TestWorkerMetricsAddressTakenIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("ANTHROPIC_WORK_SECRET", "secret")
+	t.Setenv("ANTHROPIC_SANDBOX", "none")
+	dir := t.TempDir()
+	local := []string{"--base-url", "http://127.0.0.1:1", "--environment-id", "env_x", "--environment-key", "k", "--workdir", dir, "--mount-root", dir, "--metrics-addr", ln.Addr().String()}
+	for _, args := range [][]string{
+		append([]string{"worker", "poll"}, local...),
+		append([]string{"worker", "run", "--work-id", "work_x", "--session-id", "sesn_x"}, local...),
+		append([]string{"worker", "webhook", "--listen", "127.0.0.1:0", "--webhook-secret", "whsec_x"}, local...),
+	} {
+		var errb bytes.Buffer
+		if code := run(context.Background(), args, testStreams(io.Discard, &errb)); code == 0 {
+			t.Errorf("%v: exit 0 on a taken metrics address", args[:2])
+		}
+		if !strings.Contains(errb.String(), "--metrics-addr") || !strings.Contains(errb.String(), ln.Addr().String()) {
+			t.Errorf("%v: stderr = %q; want the address and the flag", args[:2], errb.String())
+		}
 	}
 }
 

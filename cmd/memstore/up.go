@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/memstore/memstore/api"
@@ -37,6 +38,7 @@ func newUpCommand(s streams) *cobra.Command {
 	f.registerLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
 	modelFlag(fs, &o)
+	metricsAddrFlag(fs, &o.metricsAddr)
 	return cmd
 }
 
@@ -91,11 +93,26 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	if err != nil {
 		return err
 	}
+	// The worker's series go beside the server's, which already hold the
+	// process's own (Go runtime, CPU, memory).
+	workerMetrics := prometheus.NewRegistry()
+	if o.metricsAddr != "" {
+		cfg.Metrics = workerMetrics
+	}
 	w, err := worker.New(cfg)
 	if err != nil {
 		return err
 	}
 	onForceQuit(ctx, w.Abandon)
+	metricsNote := ""
+	if o.metricsAddr != "" {
+		url, stopMetrics, err := serveMetrics(o.metricsAddr, prometheus.Gatherers{rs.metrics, workerMetrics}, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+		metricsNote = "\n  metrics          " + url + " (the server's and the worker's)"
+	}
 
 	// Like the admin key, the environment key is shown once, when it is
 	// made; afterwards the output (which a service manager may keep) only
@@ -125,7 +142,7 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
   environment      %s (%s)
   environment key  %s
   worker           works in %s; mounts /mnt/memory/… under %s
-  sandbox          %s
+  sandbox          %s%s
 
 Next, in another terminal (the CLI finds this server and its admin key through these):%s
   export MEMSTORE_BASE_URL=%s MEMSTORE_DATA=%s
@@ -136,7 +153,7 @@ To talk to Claude instead (start up with MEMSTORE_MODEL_API_KEY set):
   memstore agent create claude-notes --model claude-sonnet-4-5
   memstore chat --env %s --agent <agent id> --store <store id>
 Stop with Ctrl-C: the worker flushes its session's memory and lets go of it first.
-`, rs.baseURL, keyWhere, rs.baseURL, console.Prefix, consoleUser, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, installHint(), rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
+`, rs.baseURL, keyWhere, rs.baseURL, console.Prefix, consoleUser, st.EnvironmentID, envNote, envKey, cfg.Workdir, cfg.MountRoot, sandboxNote, metricsNote, installHint(), rs.baseURL, dataDir, st.EnvironmentID, st.EnvironmentID)
 	return w.Run(ctx)
 }
 

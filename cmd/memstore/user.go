@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/memstore/memstore/internal/console"
@@ -27,19 +29,18 @@ func newUserCommand(s streams) *cobra.Command {
 		userVerb("create <name>", "add a console user; the password is read from the terminal or standard input, or --generate",
 			`  memstore user create ada            # asks for the password twice
   memstore user create ci --generate  # prints a generated password once`,
-			true, &data, s, userCreate),
-		userVerb("list", "list console users", "  memstore user list", false, &data, s, userList),
-		userVerb("delete <name>", "delete a console user, signing them out at once", "  memstore user delete ada", false, &data, s, userDelete),
-		userVerb("passwd <name>", "set a console user's password, signing them out everywhere", "  memstore user passwd admin --generate", true, &data, s, userPasswd),
+			generateFlag, &data, s, userCreate),
+		userVerb("list", "list console users", "  memstore user list\n  memstore user list --output json", outputFlag, &data, s, userList),
+		userVerb("delete <name>", "delete a console user, signing them out at once", "  memstore user delete ada", nil, &data, s, userDelete),
+		userVerb("passwd <name>", "set a console user's password, signing them out everywhere", "  memstore user passwd admin --generate", generateFlag, &data, s, userPasswd),
 	)
 	cmd.PersistentFlags().StringVar(&data, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder of the server (env MEMSTORE_DATA)")
 	return cmd
 }
 
 // userVerb makes a user verb: it opens the database of the data folder
-// and runs do with it; generate says whether the verb sets a password (and
-// so takes --generate).
-func userVerb(use, short, example string, generate bool, data *string, s streams, do func(ctx context.Context, u userContext, args []string) error) *cobra.Command {
+// and runs do with it; flags, when not nil, adds the verb's own flags.
+func userVerb(use, short, example string, flags func(*pflag.FlagSet, *userContext), data *string, s streams, do func(ctx context.Context, u userContext, args []string) error) *cobra.Command {
 	u := userContext{streams: s}
 	nargs := argCount(1, 1) // the user's name
 	if !strings.Contains(use, "<name>") {
@@ -54,10 +55,20 @@ func userVerb(use, short, example string, generate bool, data *string, s streams
 		u.db = db
 		return do(ctx, u, args)
 	})
-	if generate {
-		cmd.Flags().BoolVar(&u.generate, "generate", false, "generate a password and print it")
+	if flags != nil {
+		flags(cmd.Flags(), &u)
 	}
 	return cmd
+}
+
+// generateFlag adds --generate, to the verbs that set a password.
+func generateFlag(fs *pflag.FlagSet, u *userContext) {
+	fs.BoolVar(&u.generate, "generate", false, "generate a password and print it")
+}
+
+// outputFlag adds --output, to the verb that lists users.
+func outputFlag(fs *pflag.FlagSet, u *userContext) {
+	u.out.registerOutput(fs)
 }
 
 // userContext is what a user verb runs with.
@@ -65,6 +76,15 @@ type userContext struct {
 	streams
 	db       *sqlite.DB
 	generate bool
+	out      outputFlags
+}
+
+// consoleUser is a console user as the user verbs print it: never with
+// its password hash.
+type consoleUser struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func openUsers(ctx context.Context, data string) (*sqlite.DB, error) {
@@ -135,10 +155,11 @@ func userList(ctx context.Context, u userContext, _ []string) error {
 	if err != nil {
 		return err
 	}
-	for _, user := range users {
-		fmt.Fprintf(u.stdout, "%s\t%s\tcreated %s\n", user.Name, user.ID, user.CreatedAt.Format("2006-01-02 15:04:05 UTC"))
+	list := make([]consoleUser, len(users))
+	for i, user := range users {
+		list[i] = consoleUser{ID: user.ID, Name: user.Name, CreatedAt: user.CreatedAt.UTC()}
 	}
-	return nil
+	return u.out.print(u.stdout, list)
 }
 
 func userDelete(ctx context.Context, u userContext, args []string) error {

@@ -133,8 +133,8 @@ func webhookUpdateVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command
 
 func newWorkerWebhookCommand(s streams) *cobra.Command {
 	var (
-		f              workerFlags
-		listen, secret string
+		f                           workerFlags
+		listen, secret, metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:     "webhook",
@@ -142,11 +142,12 @@ func newWorkerWebhookCommand(s streams) *cobra.Command {
 		Example: `  ANTHROPIC_ENVIRONMENT_KEY=$KEY MEMSTORE_WEBHOOK_SECRET=whsec_… memstore worker webhook --environment-id $ENV --listen 0.0.0.0:8090`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return workerWebhook(cmd.Context(), &f, listen, secret, s.stderr)
+			return workerWebhook(cmd.Context(), &f, listen, secret, metricsAddr, s.stderr)
 		},
 	}
 	fs := cmd.Flags()
 	f.register(fs)
+	metricsAddrFlag(fs, &metricsAddr)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8090", "address to receive webhook deliveries on")
 	fs.StringVar(&secret, "webhook-secret", envOr("MEMSTORE_WEBHOOK_SECRET", ""), "the endpoint's signing secret, whsec_… (env MEMSTORE_WEBHOOK_SECRET)")
 	return cmd
@@ -155,11 +156,12 @@ func newWorkerWebhookCommand(s streams) *cobra.Command {
 // workerWebhook is `memstore worker webhook`: a worker that webhooks wake
 // instead of a poll loop, listening on listen for the deliveries of an
 // endpoint subscribed to session.status_run_started.
-func workerWebhook(ctx context.Context, f *workerFlags, listen, secret string, stderr io.Writer) error {
-	w, err := f.newWorker(stderr, "", nil)
+func workerWebhook(ctx context.Context, f *workerFlags, listen, secret, metricsAddr string, stderr io.Writer) error {
+	w, stopMetrics, err := f.newWorker(stderr, "", metricsAddr)
 	if err != nil {
 		return err
 	}
+	defer stopMetrics()
 	h, err := w.NewWebhookHandler(secret)
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -156,22 +155,33 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	}, nil
 }
 
-// newWorker builds the worker of poll or run, registering its metrics in
-// metrics when it is not nil.
-func (f *workerFlags) newWorker(stderr io.Writer, onWork string, metrics prometheus.Registerer) (*worker.Worker, error) {
+// newWorker builds the worker of poll or run. With a metricsAddr it
+// serves the worker's metrics, with the process's own, there until stop.
+func (f *workerFlags) newWorker(stderr io.Writer, onWork, metricsAddr string) (w *worker.Worker, stop func(), err error) {
 	logger, err := newLogger(stderr, f.logFormat)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := f.config(logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if onWork != "" {
 		cfg.OnWork = onWorkScript(onWork, cfg.Client.BaseURL(), stderr)
 	}
-	cfg.Metrics = metrics
-	return worker.New(cfg)
+	reg := prometheus.NewRegistry()
+	if metricsAddr != "" {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Metrics = reg // left nil otherwise: a nil *Registry would not be
+	}
+	if w, err = worker.New(cfg); err != nil {
+		return nil, nil, err
+	}
+	if metricsAddr == "" {
+		return w, func() {}, nil
+	}
+	_, stop, err = serveMetrics(metricsAddr, reg, logger)
+	return w, stop, err
 }
 
 func newWorkerPollCommand(s streams) *cobra.Command {
@@ -188,33 +198,17 @@ func newWorkerPollCommand(s streams) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+	metricsAddrFlag(cmd.Flags(), &metricsAddr)
 	cmd.Flags().StringVar(&onWork, "on-work", "", "instead of serving each claimed item here, run this command (with /bin/sh -c) with the item's JSON, secret included, on stdin and its identity in ANTHROPIC_* variables; typically it starts a sandbox that runs 'memstore worker run'")
 	return cmd
 }
 
 func workerPoll(ctx context.Context, f *workerFlags, onWork, metricsAddr string, stderr io.Writer) error {
-	var metrics prometheus.Registerer // nil: none (a nil *Registry would not be)
-	reg := prometheus.NewRegistry()
-	if metricsAddr != "" {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		metrics = reg
-	}
-	w, err := f.newWorker(stderr, onWork, metrics)
+	w, stopMetrics, err := f.newWorker(stderr, onWork, metricsAddr)
 	if err != nil {
 		return err
 	}
-	if metricsAddr != "" {
-		logger, err := newLogger(stderr, f.logFormat)
-		if err != nil {
-			return err
-		}
-		stopMetrics, err := serveMetrics(metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), logger)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
+	defer stopMetrics()
 	onForceQuit(ctx, w.Abandon)
 	return w.Run(ctx)
 }
@@ -272,13 +266,14 @@ func onWorkScript(script, baseURL string, stderr io.Writer) func(ctx context.Con
 func newWorkerRunCommand(s streams) *cobra.Command {
 	var f workerFlags
 	var r runFlags
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:     "run",
 		Short:   "serve one already-claimed work item (inside a per-session sandbox)",
 		Example: `  ANTHROPIC_WORK_SECRET=… memstore worker run --environment-id $ENV --work-id $WORK --session-id $SESSION`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return workerRun(cmd.Context(), &f, r, s.stderr)
+			return workerRun(cmd.Context(), &f, r, metricsAddr, s.stderr)
 		},
 	}
 	fs := cmd.Flags()
@@ -286,6 +281,7 @@ func newWorkerRunCommand(s streams) *cobra.Command {
 	fs.StringVar(&r.workID, "work-id", os.Getenv("ANTHROPIC_WORK_ID"), "the claimed work item, work_… (env ANTHROPIC_WORK_ID)")
 	fs.StringVar(&r.sessionID, "session-id", os.Getenv("ANTHROPIC_SESSION_ID"), "the item's session, sesn_… (env ANTHROPIC_SESSION_ID)")
 	fs.StringVar(&r.secretFile, "work-secret-file", "", "file holding the work secret, readable by its owner only (default: env ANTHROPIC_WORK_SECRET)")
+	metricsAddrFlag(fs, &metricsAddr)
 	fs.StringVar(&r.lastHeartbeat, "last-heartbeat", os.Getenv("ANTHROPIC_WORK_LAST_HEARTBEAT"), "continue a lease another process started: its last heartbeat's last_heartbeat (env ANTHROPIC_WORK_LAST_HEARTBEAT)")
 	return cmd
 }
@@ -296,7 +292,7 @@ type runFlags struct {
 	workID, sessionID, secretFile, lastHeartbeat string
 }
 
-func workerRun(ctx context.Context, f *workerFlags, r runFlags, stderr io.Writer) error {
+func workerRun(ctx context.Context, f *workerFlags, r runFlags, metricsAddr string, stderr io.Writer) error {
 	for _, req := range []struct{ flag, env, val string }{
 		{"--work-id", "ANTHROPIC_WORK_ID", r.workID},
 		{"--environment-id", "ANTHROPIC_ENVIRONMENT_ID", f.environmentID},
@@ -317,10 +313,11 @@ func workerRun(ctx context.Context, f *workerFlags, r runFlags, stderr io.Writer
 	if secret == "" && f.envKey() == "" {
 		return errors.New("no credential for the item: set ANTHROPIC_WORK_SECRET or --work-secret-file to the work secret the poll returned (or, for a session without memory stores, --environment-key)")
 	}
-	w, err := f.newWorker(stderr, "", nil)
+	w, stopMetrics, err := f.newWorker(stderr, "", metricsAddr)
 	if err != nil {
 		return err
 	}
+	defer stopMetrics()
 	onForceQuit(ctx, w.Abandon)
 	work := api.Work{ID: r.workID, EnvironmentID: f.environmentID, Data: api.WorkData{Type: "session", ID: r.sessionID}}
 	if secret != "" {

@@ -210,10 +210,15 @@ func (c *Console) applyImport(r *http.Request, q *request, s api.MemoryStore, st
 		var err error
 		switch st.Action {
 		case storearchive.Create:
-			_, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
+			if _, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore}); err == nil {
+				c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
+			}
 			st.Reason = "created"
 		case storearchive.Change:
-			_, _, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.Memory.ID, Content: &st.Content, IfSHA256: st.Memory.SHA256, By: q.Actor()})
+			var changed bool
+			if _, changed, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.Memory.ID, Content: &st.Content, IfSHA256: st.Memory.SHA256, By: q.Actor()}); changed {
+				c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
+			}
 			st.Reason = "changed"
 		}
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -43,8 +44,9 @@ type Config struct {
 	// api.DefaultMaxMemories).
 	MaxMemoriesPerStore int
 	// API is the server the console runs beside (required), for what only
-	// it knows: when a session's log changes, which workers poll, and how
-	// keys are minted and revoked.
+	// it knows: when a session's log changes, which workers poll, how keys
+	// are minted and revoked, and what follows a memory write (the
+	// metrics, the change feed's wake-ups).
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
@@ -58,6 +60,7 @@ type API interface {
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
 	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
 	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
+	MemoryWritten(storeID string, op server.MemoryOp)
 }
 
 // Console serves the web console. Build it with New and mount Handler at

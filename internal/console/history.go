@@ -8,6 +8,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -174,8 +175,10 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 		}
 		return c.showHistory(w, r, q, http.StatusBadRequest, fmt.Sprintf("Version %s %s, so it holds no text to restore. Pick a version that has content.", v.ID, what))
 	}
-	m, _, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: v.Content, By: q.Actor()})
+	op := server.MemoryUpdated
+	m, changed, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: v.Content, By: q.Actor()})
 	if errors.Is(err, storage.ErrNotFound) {
+		op, changed = server.MemoryCreated, true
 		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: *v.Path, Content: *v.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
 	}
 	if err != nil {
@@ -183,6 +186,9 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 			return c.showHistory(w, r, q, http.StatusConflict, "Nothing was restored. "+msg)
 		}
 		return err
+	}
+	if changed {
+		c.cfg.API.MemoryWritten(s.ID, op)
 	}
 	c.log.InfoContext(r.Context(), "memory version restored", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "memory_version_id", v.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)

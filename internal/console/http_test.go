@@ -14,6 +14,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -237,15 +238,22 @@ func TestDeletedUserIsSignedOut(t *testing.T) {
 	}
 }
 
-func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
+// signedInWithStore is a console with a store, and ada signed in to it.
+func signedInWithStore(t *testing.T) (*testserver.Server, *browserless, api.MemoryStore) {
+	t.Helper()
 	srv := startConsole(t)
-	ctx := context.Background()
-	store, err := srv.Admin(t).CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	store, err := srv.Admin(t).CreateMemoryStore(context.Background(), api.CreateMemoryStoreRequest{Name: "notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := newVisitor(t, srv)
 	v.login("ada", testPassword)
+	return srv, v, *store
+}
+
+func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
+	srv, v, store := signedInWithStore(t)
+	ctx := context.Background()
 	token := v.csrf("/console/stores/" + store.ID + "/")
 	if status, page := v.do("POST", "/console/stores/"+store.ID+"/memories", url.Values{"csrf": {token}, "path": {"/a.md"}, "content": {"hello"}}); status != http.StatusSeeOther {
 		t.Fatalf("create memory: status %d\n%s", status, page)
@@ -257,6 +265,42 @@ func TestConsoleChangesAreAttributedToTheUser(t *testing.T) {
 	}
 	if len(versions.Data) != 1 || versions.Data[0].CreatedBy != (api.Actor{Type: api.UserActor, UserID: users[0].ID}) {
 		t.Fatalf("versions by user_id %s = %+v, want the one the console wrote, by a user_actor", users[0].ID, versions.Data)
+	}
+}
+
+// Console writes count in memstore_memory_writes_total as API writes do:
+// once each, and not when nothing changed or the write was refused.
+func TestConsoleMemoryWritesAreCounted(t *testing.T) {
+	srv, v, store := signedInWithStore(t)
+	ctx := context.Background()
+	storePage := "/console/stores/" + store.ID + "/"
+	token := v.csrf(storePage)
+	post := func(path string, form url.Values, want int) {
+		t.Helper()
+		form.Set("csrf", token)
+		if status, page := v.do("POST", path, form); status != want {
+			t.Fatalf("POST %s: status %d, want %d\n%s", path, status, want, page)
+		}
+	}
+	post(storePage+"memories", url.Values{"path": {"/a.md"}, "content": {"one"}}, http.StatusSeeOther)
+	var m api.Memory
+	for it, err := range srv.Admin(t).ListAllMemories(ctx, store.ID, client.ListMemoriesParams{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = *it.Memory
+	}
+	memPage := storePage + "memories/" + m.ID
+	post(memPage, url.Values{"path": {"/a.md"}, "content": {"two"}, "sha": {m.ContentSHA256}}, http.StatusSeeOther)
+	post(memPage, url.Values{"path": {"/a.md"}, "content": {"two"}, "sha": {testdigest.SHA256("two")}}, http.StatusSeeOther) // no change
+	post(memPage, url.Values{"path": {"/a.md"}, "content": {"three"}, "sha": {m.ContentSHA256}}, http.StatusConflict)        // stale
+	post(memPage+"/delete", url.Values{"sha": {testdigest.SHA256("two")}}, http.StatusSeeOther)
+
+	got := testserver.Scrape(t, srv.Metrics)
+	for op, want := range map[string]float64{"create": 1, "update": 1, "delete": 1} {
+		if n := got[`memstore_memory_writes_total{op="`+op+`"}`]; n != want {
+			t.Errorf("memory writes %s = %v, want %v", op, n, want)
+		}
 	}
 }
 

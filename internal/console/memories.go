@@ -8,6 +8,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
 )
@@ -166,6 +167,7 @@ func (c *Console) createMemory(w http.ResponseWriter, r *http.Request, q *reques
 		}
 		return err
 	}
+	c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
 	c.log.InfoContext(r.Context(), "memory created", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "user_id", q.User.ID)
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
 	return nil
@@ -279,6 +281,7 @@ func (c *Console) saveMemory(w http.ResponseWriter, r *http.Request, q *request)
 		return err
 	}
 	if changed {
+		c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
 		c.log.InfoContext(r.Context(), "memory updated", "memory_store_id", s.ID, "memory_id", m.ID, "path", updated.Path, "memory_version_id", updated.MemoryVersionID, "user_id", q.User.ID)
 	}
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
@@ -303,6 +306,7 @@ func (c *Console) deleteMemory(w http.ResponseWriter, r *http.Request, q *reques
 		}
 		return err
 	}
+	c.cfg.API.MemoryWritten(s.ID, server.MemoryDeleted)
 	c.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "user_id", q.User.ID)
 	http.Redirect(w, r, storeURL(s.ID)+"?prefix="+url.QueryEscape(m.Path[:strings.LastIndexByte(m.Path, '/')+1]), http.StatusSeeOther)
 	return nil

@@ -31,9 +31,23 @@ func advertise(w http.ResponseWriter) {
 	w.Header().Set(api.ExtensionsHeader, extensions)
 }
 
-// memoryChanged wakes the change feed's long polls on a store; the memory
-// write handlers call it after their write committed.
-func (s *Server) memoryChanged(storeID string) {
+// MemoryOp is what a write did to a memory: the label of
+// memstore_memory_writes_total.
+type MemoryOp string
+
+// The memory writes: a created, changed or deleted memory.
+const (
+	MemoryCreated MemoryOp = "create"
+	MemoryUpdated MemoryOp = "update"
+	MemoryDeleted MemoryOp = "delete"
+)
+
+// MemoryWritten is called after a memory write committed, by the API's
+// handlers and by the console beside it, the two paths that write
+// memories: it counts the write and wakes the change feed's long polls on
+// the store. A write that changed nothing is not reported.
+func (s *Server) MemoryWritten(storeID string, op MemoryOp) {
+	s.metrics.memoryWrites.WithLabelValues(string(op)).Inc()
 	s.storeChanges.notify(storeID)
 }
 

@@ -10,32 +10,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testclock"
 )
-
-// cpClock is the injected clock of a control-plane test server.
-type cpClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *cpClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *cpClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // cpEnv is a real server on httptest over a real SQLite file, with an
 // admin API key and an injected clock.
@@ -44,20 +26,20 @@ type cpEnv struct {
 	srv    *Server
 	db     *sqlite.DB
 	hs     *httptest.Server
-	clock  *cpClock
+	clock  *testclock.Clock
 	apiKey string
 	dbPath string // the SQLite file (with its -wal and -shm beside it)
 }
 
 func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	t.Helper()
-	clock := &cpClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	dbPath := filepath.Join(t.TempDir(), "memstore.db")
-	db, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{Now: clock.now})
+	db, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock.now, StreamKeepalive: time.Hour}
+	cfg := Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock.Now, StreamKeepalive: time.Hour}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -145,7 +145,7 @@ func TestKeyRevokedElsewhereRefusedWithinCredentialTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must(200, "GET", poll, k.Key, nil, nil)
-	e.clock.advance(credentialTTL)
+	e.clock.Advance(credentialTTL)
 	if r := e.call("GET", poll, k.Key, nil); r.status != 401 || r.errType() != string(api.Authentication) {
 		t.Fatalf("key revoked elsewhere, %v later: %d %s; want 401", credentialTTL, r.status, r.body)
 	}

@@ -84,8 +84,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if err != nil {
 		return storeError(err, req.storeID)
 	}
-	s.memoryChanged(req.storeID)
-	s.metrics.memoryWrites.WithLabelValues("create").Inc()
+	s.MemoryWritten(req.storeID, MemoryCreated)
 	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
 		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, withView(m, req.view))
@@ -155,8 +154,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
 	if changed {
-		s.memoryChanged(req.storeID)
-		s.metrics.memoryWrites.WithLabelValues("update").Inc()
+		s.MemoryWritten(req.storeID, MemoryUpdated)
 		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
 			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
 	}
@@ -182,8 +180,7 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 		}
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	s.memoryChanged(req.storeID)
-	s.metrics.memoryWrites.WithLabelValues("delete").Inc()
+	s.MemoryWritten(req.storeID, MemoryDeleted)
 	s.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: req.id, Type: "memory_deleted"})
 	return nil

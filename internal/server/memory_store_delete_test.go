@@ -22,7 +22,7 @@ func TestDeletingAStoreAttachedToALiveSessionIsRefused(t *testing.T) {
 	ag := e.scriptedAgent()
 	attach := map[string]any{"resources": []any{map[string]any{"type": "memory_store", "memory_store_id": st.ID}}}
 	live := e.session(env.ID, ag.ID, attach)
-	e.clock.advance(1)
+	e.clock.Advance(1)
 	unserved := e.session(env.ID, ag.ID, attach)
 
 	refused := func(when, sessionID string) {

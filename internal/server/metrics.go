@@ -53,7 +53,7 @@ func newMetrics(store storage.Store) *metrics {
 		}, []string{"environment_id", "state"}),
 		memoryWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_memory_writes_total",
-			Help: "Memories written through the API, by operation (create, update, delete); an update that changes nothing is not counted.",
+			Help: "Memories written through the API or the web console, by operation (create, update, delete); an update that changes nothing is not counted.",
 		}, []string{"op"}),
 	}
 	m.reg.MustRegister(m.requests, m.requestDuration, m.streamsOpen, m.claims, m.leaseExpiries, m.memoryWrites,
@@ -62,11 +62,17 @@ func newMetrics(store storage.Store) *metrics {
 	return m
 }
 
+// Metrics gathers the server's metrics, for a process that serves them
+// together with others of its own (`memstore up`: the worker's too).
+func (s *Server) Metrics() prometheus.Gatherer {
+	return s.metrics.reg
+}
+
 // MetricsHandler serves the server's metrics in Prometheus's text format.
 // It carries no credential check: serve it on a listener of its own
 // (`serve --metrics-addr`) that only the monitoring system reaches.
 func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(s.Metrics(), promhttp.HandlerOpts{})
 }
 
 // observe counts a finished request under its route pattern.

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,16 +18,12 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/testdigest"
 )
 
 // The official Go SDK, pointed at memstore, must work unchanged: this test
 // drives every memory-store endpoint through it and checks that every
 // typed response decodes with all its fields present.
-
-func hashOf(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
 
 // fieldsPresent fails unless every field of v's JSON metadata was sent, and
 // sent with a valid value, except the nullable ones, which must be present
@@ -84,7 +78,7 @@ func checkMemory(t *testing.T, m *anthropic.BetaManagedAgentsMemory, full bool) 
 	if full != m.JSON.Content.Valid() {
 		t.Fatalf("memory content present=%v, want %v (view full=%v): %s", m.JSON.Content.Valid(), full, full, m.RawJSON())
 	}
-	if full && (hashOf(m.Content) != m.ContentSha256 || int64(len(m.Content)) != m.ContentSizeBytes) {
+	if full && (testdigest.SHA256(m.Content) != m.ContentSha256 || int64(len(m.Content)) != m.ContentSizeBytes) {
 		t.Fatalf("content_sha256/size do not describe content: %s", m.RawJSON())
 	}
 }
@@ -287,7 +281,7 @@ func TestOfficialSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMemory(t, upd, false)
-	if upd.ID != target.ID || upd.ContentSha256 != hashOf("- [x] ship\n") || upd.MemoryVersionID == target.MemoryVersionID {
+	if upd.ID != target.ID || upd.ContentSha256 != testdigest.SHA256("- [x] ship\n") || upd.MemoryVersionID == target.MemoryVersionID {
 		t.Fatalf("update = %s", upd.RawJSON())
 	}
 	before = e.requests.Load()
@@ -330,7 +324,7 @@ func TestOfficialSDK(t *testing.T) {
 
 	// ---- guarded delete ----
 	victim := created[4] // /people/ana.md
-	_, err = mems.Delete(ctx, victim.ID, anthropic.BetaMemoryStoreMemoryDeleteParams{MemoryStoreID: st.ID, ExpectedContentSha256: param.NewOpt(hashOf("not the content"))})
+	_, err = mems.Delete(ctx, victim.ID, anthropic.BetaMemoryStoreMemoryDeleteParams{MemoryStoreID: st.ID, ExpectedContentSha256: param.NewOpt(testdigest.SHA256("not the content"))})
 	sdkError(t, err, http.StatusConflict, api.MemoryPreconditionFailed)
 	del, err := mems.Delete(ctx, victim.ID, anthropic.BetaMemoryStoreMemoryDeleteParams{MemoryStoreID: st.ID, ExpectedContentSha256: param.NewOpt(victim.ContentSha256)})
 	if err != nil {

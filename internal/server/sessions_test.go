@@ -88,7 +88,7 @@ func TestSessionLifecycleAndList(t *testing.T) {
 	if s1.Status != api.SessionIdle || s1.Title == nil || *s1.Title != "one" || s1.Agent.Model.ID != api.ScriptedModel || s1.Agent.Version != 1 || len(s1.Resources) != 0 {
 		t.Fatalf("created = %+v", s1)
 	}
-	e.clock.advance(time.Second)
+	e.clock.Advance(time.Second)
 	s2 := e.session(env.ID, ag.ID, map[string]any{"initial_events": []any{api.UserMessage(`{"tool_calls":[]}`)}})
 	if s2.Status != api.SessionIdle {
 		t.Fatalf("a script with no calls should end idle at once, status %s", s2.Status)
@@ -394,7 +394,7 @@ func TestResumeSettlesASessionWhoseItemStoppedBeforeACrash(t *testing.T) {
 	if evs := e.events(sess.ID); evs[len(evs)-1].Type != api.EventAgentToolUse {
 		t.Fatalf("unexpected log before the restart: %+v", evs[len(evs)-1])
 	}
-	restarted := New(Config{Store: e.db, Logger: e.srv.log, Now: e.clock.now})
+	restarted := New(Config{Store: e.db, Logger: e.srv.log, Now: e.clock.Now})
 	if err := restarted.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}

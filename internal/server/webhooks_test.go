@@ -23,23 +23,10 @@ import (
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testclock"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
-
-// hookClock is an injected clock that starts at the real time, since the
-// SDK's Unwrap checks a delivery's timestamp against the real clock.
-type hookClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *hookClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *hookClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // hookEnv is a real server (SQLite file, httptest) with the official SDK
 // pointed at it, and a receiver that records every delivery and answers
@@ -51,7 +38,9 @@ type hookEnv struct {
 	url    string
 	apiKey string
 	sdk    anthropic.Client
-	clock  *hookClock
+	// clock starts at the real time: the SDK's Unwrap checks a
+	// delivery's timestamp against the real clock.
+	clock *testclock.Clock
 
 	recv     *httptest.Server
 	mu       sync.Mutex
@@ -63,13 +52,13 @@ type hookEnv struct {
 
 func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy) *hookEnv {
 	t.Helper()
-	e := &hookEnv{t: t, clock: &hookClock{t: time.Now().UTC()}, status: http.StatusNoContent}
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: e.clock.now})
+	e := &hookEnv{t: t, clock: testclock.New(time.Now().UTC()), status: http.StatusNoContent}
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.db = db
-	e.srv = server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: e.clock.now,
+	e.srv = server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
 		Webhooks: server.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
 	hs := httptest.NewServer(e.srv.Handler())
 	e.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -313,11 +302,11 @@ func TestWebhookReceiverDownGetsEveryEventInOrder(t *testing.T) {
 	// A minute of failures.
 	for range 12 {
 		e.deliver()
-		e.clock.advance(5 * time.Second)
+		e.clock.Advance(5 * time.Second)
 	}
 	e.setStatus(http.StatusOK)
 	for range 50 {
-		e.clock.advance(20 * time.Second)
+		e.clock.Advance(20 * time.Second)
 		if e.deliver() == 0 {
 			break
 		}
@@ -363,7 +352,7 @@ func TestWebhookEndpointFailingForLongIsDisabled(t *testing.T) {
 	e.environment("hooked")
 	for range 12 {
 		e.deliver()
-		e.clock.advance(10 * time.Second)
+		e.clock.Advance(10 * time.Second)
 	}
 	got, err := e.sdk.Beta.Organization.Webhooks.Get(context.Background(), ep.ID, anthropic.BetaOrganizationWebhookGetParams{})
 	if err != nil || got.State != "disabled" || !strings.Contains(got.DisabledReason, "HTTP 500") {
@@ -385,7 +374,7 @@ func TestWebhookEndpointFailingForLongIsDisabled(t *testing.T) {
 	}
 	before := len(e.received)
 	e.environment("after")
-	e.clock.advance(time.Hour)
+	e.clock.Advance(time.Hour)
 	if e.deliver(); len(e.received) != before {
 		t.Fatal("a disabled endpoint was sent an event")
 	}

@@ -125,7 +125,7 @@ func TestLeaseExpiresAndIsReclaimedWithANewToken(t *testing.T) {
 
 	// No beat for longer than the TTL: the item goes back to the queue and
 	// another worker claims it, with another token.
-	f.clock.advance(api.DefaultLeaseTTLSeconds*time.Second + time.Second)
+	f.clock.Advance(api.DefaultLeaseTTLSeconds*time.Second + time.Second)
 	w2, sec2 := f.poll(f.env.ID, f.key, "b")
 	if w2 == nil || w2.ID != w1.ID || sec2.SessionsToken == sec1.SessionsToken {
 		t.Fatalf("re-claim = %+v (same token: %v)", w2, sec2.SessionsToken == sec1.SessionsToken)
@@ -168,7 +168,7 @@ func TestStaleHeartbeatIs412AndChangesNothing(t *testing.T) {
 	w, sec := f.poll(f.env.ID, f.key, "a")
 	var hb api.WorkHeartbeat
 	f.heartbeat(f.env.ID, w.ID, sec.SessionsToken, api.NoHeartbeat).decode(t, &hb)
-	f.clock.advance(10 * time.Second)
+	f.clock.Advance(10 * time.Second)
 	before := f.work(f.env.ID, w.ID)
 	for _, expected := range []string{api.NoHeartbeat, "2026-05-01T11:00:00.000000000Z"} {
 		r := f.heartbeat(f.env.ID, w.ID, sec.SessionsToken, expected)
@@ -280,22 +280,22 @@ func TestUnackedClaimIsReclaimedAfterReclaimOlderThan(t *testing.T) {
 	if again, _ := f.poll(f.env.ID, f.key, "b"); again != nil {
 		t.Fatal("a fresh claim was handed out again")
 	}
-	f.clock.advance(2 * time.Second)
+	f.clock.Advance(2 * time.Second)
 	if again, _ := f.poll(f.env.ID, f.key, "b", "reclaim_older_than_ms", "1000"); again == nil || again.ID != w.ID {
 		t.Fatalf("reclaim_older_than_ms=1000 after 2 s: %+v", again)
 	}
 	// Without the parameter the hosted default of 5 s applies.
-	f.clock.advance(4 * time.Second)
+	f.clock.Advance(4 * time.Second)
 	if again, _ := f.poll(f.env.ID, f.key, "c"); again != nil {
 		t.Fatal("reclaimed after 4 s with the 5 s default")
 	}
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	if again, _ := f.poll(f.env.ID, f.key, "c"); again == nil || again.ID != w.ID {
 		t.Fatalf("not reclaimed after 5 s: %+v", again)
 	}
 	// Acked, it is no longer offered.
 	f.must(200, "POST", f.workPath(w.ID, "/ack"), f.key, nil, nil)
-	f.clock.advance(10 * time.Second)
+	f.clock.Advance(10 * time.Second)
 	if again, _ := f.poll(f.env.ID, f.key, "d", "reclaim_older_than_ms", "1"); again != nil {
 		t.Fatal("an acknowledged item was reclaimed")
 	}
@@ -303,7 +303,7 @@ func TestUnackedClaimIsReclaimedAfterReclaimOlderThan(t *testing.T) {
 
 func TestQueueStats(t *testing.T) {
 	f := newLeaseFixture(t)
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	f.session(f.env.ID, f.sess.Agent.ID, nil)
 	var st api.WorkQueueStats
 	f.must(200, "GET", "/v1/environments/"+f.env.ID+"/work/stats", f.key, nil, &st)
@@ -317,7 +317,7 @@ func TestQueueStats(t *testing.T) {
 	if st.Depth != 0 || st.Pending != 2 || st.WorkersPolling != 2 {
 		t.Fatalf("stats after two claims by two workers = %+v", st)
 	}
-	f.clock.advance(api.WorkersPollingWindow + time.Second)
+	f.clock.Advance(api.WorkersPollingWindow + time.Second)
 	f.must(200, "GET", "/v1/environments/"+f.env.ID+"/work/stats", f.apiKey, nil, &st)
 	if st.WorkersPolling != 0 {
 		t.Fatalf("workers_polling 31 s later = %d", st.WorkersPolling)
@@ -367,11 +367,11 @@ func TestHeartbeatLeaseIsTheDesiredTTLWithinBounds(t *testing.T) {
 	if hb.TTLSeconds != 120 || !hb.LeaseExtended {
 		t.Fatalf("heartbeat asking for 120 s = %+v", hb)
 	}
-	f.clock.advance(119 * time.Second)
+	f.clock.Advance(119 * time.Second)
 	if again, _ := f.poll(f.env.ID, f.key, "b"); again != nil {
 		t.Fatalf("a 120 s lease lapsed after 119 s: %+v", again)
 	}
-	f.clock.advance(2 * time.Second)
+	f.clock.Advance(2 * time.Second)
 	w2, sec2 := f.poll(f.env.ID, f.key, "b")
 	if w2 == nil || w2.ID != w.ID {
 		t.Fatalf("a 120 s lease still held after 121 s: %+v", w2)

@@ -4,13 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memstore/memstore/internal/testdigest"
 )
 
 func TestWriteThenReadGivesTheSameFiles(t *testing.T) {
@@ -75,8 +75,7 @@ func TestReadSkipsLinksAndOversizedFilesAndRefusesBombs(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
-	existing := map[string]Existing{"/same.md": {"mem_1", sum("same")}, "/changed.md": {"mem_2", sum("old")}}
+	existing := map[string]Existing{"/same.md": {"mem_1", testdigest.SHA256("same")}, "/changed.md": {"mem_2", testdigest.SHA256("old")}}
 	check := func(path, content string) error {
 		if strings.Contains(path, "..") {
 			return errors.New("path: must not contain a .. segment")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testdigest"
 )
 
 // Reopener opens a fresh, empty database whose clock is now, and returns a
@@ -61,7 +62,7 @@ func testChanges(t *testing.T, open Factory) {
 		if _, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Content: ptr("a2"), By: apiActor}); err != nil || changed {
 			t.Fatalf("no-op update: changed=%v, %v", changed, err)
 		}
-		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Content: ptr("a3"), IfSHA256: sha("stale"), By: apiActor}); err == nil {
+		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Content: ptr("a3"), IfSHA256: testdigest.SHA256("stale"), By: apiActor}); err == nil {
 			t.Fatal("stale precondition accepted")
 		}
 		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: b.ID, Path: ptr("/dir/b"), By: apiActor}); err != nil {
@@ -83,7 +84,7 @@ func testChanges(t *testing.T, open Factory) {
 				t.Fatalf("change %+v does not match its version %+v (%v)", c, v, err)
 			}
 		}
-		if got[3].MemoryID != b.ID || *got[3].ContentSHA256 != sha("b1") {
+		if got[3].MemoryID != b.ID || *got[3].ContentSHA256 != testdigest.SHA256("b1") {
 			t.Fatalf("a rename keeps the memory id and hash: %+v", got[3])
 		}
 		// A cursor resumes exactly after itself; the other store counts on its own.
@@ -192,7 +193,7 @@ func testChanges(t *testing.T, open Factory) {
 				seen []string
 			)
 			err := f.s.Snapshot(f.ctx, st.ID, prefix, func(s int64) error { seq = s; return nil }, func(m api.Memory) error {
-				if m.Content == nil || m.ContentSHA256 != sha(*m.Content) || m.ContentSizeBytes != int64(len(*m.Content)) || m.MemoryStoreID != st.ID {
+				if m.Content == nil || m.ContentSHA256 != testdigest.SHA256(*m.Content) || m.ContentSizeBytes != int64(len(*m.Content)) || m.MemoryStoreID != st.ID {
 					t.Fatalf("snapshot memory %+v", m)
 				}
 				seen = append(seen, m.Path+"="+*m.Content)
@@ -230,7 +231,7 @@ func testChanges(t *testing.T, open Factory) {
 // change feed's sequences continue, never repeating one.
 func RunRestarts(t *testing.T, reopen Reopener) {
 	clock := newClock()
-	open := reopen(t, clock.now)
+	open := reopen(t, clock.Now)
 	ctx := context.Background()
 	s := open()
 	f := &fixture{t: t, ctx: ctx, s: s, clock: clock}

@@ -13,6 +13,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testclock"
 )
 
 // cpFixture is a store with one environment, one agent and helpers to make
@@ -20,7 +21,7 @@ import (
 type cpFixture struct {
 	t     *testing.T
 	ctx   context.Context
-	clock *fixedClock
+	clock *testclock.Clock
 	s     storage.Store
 	env   api.Environment
 	agent api.Agent
@@ -28,13 +29,13 @@ type cpFixture struct {
 
 func newCPFixture(t *testing.T, open Factory) *cpFixture {
 	f := &cpFixture{t: t, ctx: context.Background(), clock: newClock()}
-	f.s = open(t, f.clock.now)
+	f.s = open(t, f.clock.Now)
 	t.Cleanup(func() { f.s.Close() })
 	f.env = f.newEnvironment("build")
 	f.agent = api.Agent{SessionAgent: api.SessionAgent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel},
 		Tools: []json.RawMessage{}, Skills: []json.RawMessage{}, MCPServers: []json.RawMessage{},
 		ExecutionIdentity: api.ExecutionIdentity{Type: "service_account"}, Version: 1},
-		Metadata: map[string]string{}, CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
+		Metadata: map[string]string{}, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.s.CreateAgent(f.ctx, f.agent); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func newCPFixture(t *testing.T, open Factory) *cpFixture {
 
 func (f *cpFixture) newEnvironment(name string) api.Environment {
 	e := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: name, Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
-		Metadata: map[string]string{}, CreatedAt: f.clock.now(), UpdatedAt: f.clock.now()}
+		Metadata: map[string]string{}, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.s.CreateEnvironment(f.ctx, e); err != nil {
 		f.t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func (f *cpFixture) newEnvironment(name string) api.Environment {
 // it and its first work item's id.
 func (f *cpFixture) newSession(env api.Environment, res ...api.SessionResource) (api.Session, string) {
 	f.t.Helper()
-	now := f.clock.now()
+	now := f.clock.Now()
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID,
 		Agent:    api.SessionAgent{ID: f.agent.ID, Type: "agent", Name: f.agent.Name, Model: f.agent.Model, Version: 1},
 		Metadata: map[string]string{}, Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
@@ -77,7 +78,7 @@ func (f *cpFixture) memoryStore(name string) api.MemoryStore {
 
 // resource is st attached with the given access at mountPath.
 func (f *cpFixture) resource(st api.MemoryStore, access, mountPath string) api.SessionResource {
-	now := f.clock.now()
+	now := f.clock.Now()
 	return api.SessionResource{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: st.ID, Access: access,
 		Name: st.Name, MountPath: mountPath, CreatedAt: now, UpdatedAt: now}
 }
@@ -95,7 +96,7 @@ func testEnvironments(t *testing.T, open Factory) {
 	ctx, s := f.ctx, f.s
 
 	got, err := s.GetEnvironment(ctx, f.env.ID)
-	if err != nil || got.Name != "build" || got.Config.Type != api.EnvironmentConfigSelfHosted || got.Description != nil || !got.CreatedAt.Equal(f.clock.now()) {
+	if err != nil || got.Name != "build" || got.Config.Type != api.EnvironmentConfigSelfHosted || got.Description != nil || !got.CreatedAt.Equal(f.clock.Now()) {
 		t.Fatalf("GetEnvironment = %+v, %v", got, err)
 	}
 	if _, err := s.GetEnvironment(ctx, "env_nope"); !errors.Is(err, storage.ErrNotFound) {
@@ -122,7 +123,7 @@ func testEnvironments(t *testing.T, open Factory) {
 	// Newest first, paged by id, archived hidden unless asked for.
 	second := f.newEnvironment("second")
 	third := f.newEnvironment("third")
-	now := f.clock.now()
+	now := f.clock.Now()
 	if _, err := s.UpdateEnvironment(ctx, second.ID, func(e *api.Environment) error { e.ArchivedAt = &now; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func testAgents(t *testing.T, open Factory) {
 	if err != nil || got.Name != "scripted" || got.Model.ID != api.ScriptedModel || got.Version != 1 {
 		t.Fatalf("GetAgent = %+v, %v", got, err)
 	}
-	now := f.clock.now()
+	now := f.clock.Now()
 	if _, err := s.UpdateAgent(ctx, f.agent.ID, func(a *api.Agent) error { a.ArchivedAt = &now; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 		{api.MemoryStore{ID: ids.New(ids.MemoryStore)}, storage.ErrNotFound},
 		{archived, storage.ErrStoreArchived},
 	} {
-		now := f.clock.now()
+		now := f.clock.Now()
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: f.env.ID, Agent: api.SessionAgent{ID: f.agent.ID},
 			Resources: []api.SessionResource{f.resource(c.store, api.AccessReadWrite, "/mnt/memory/x")}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
 		w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}
@@ -318,7 +319,7 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 		}
 	}
 	served, workID := f.newSession(f.env, f.resource(st, api.AccessReadWrite, "/mnt/memory/shared"))
-	f.clock.advance(time.Millisecond)
+	f.clock.Advance(time.Millisecond)
 	unserved, _ := f.newSession(f.env, f.resource(st, api.AccessReadOnly, "/mnt/memory/shared"))
 	inUse(served.ID) // idle: a message would bring a worker back
 	if w, _, err := f.claim(f.env, "w"); err != nil || w.ID != workID {
@@ -381,7 +382,7 @@ func testEvents(t *testing.T, open Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sent) != 2 || sent[0].ID == "" || sent[0].ProcessedAt == nil || !sent[0].ProcessedAt.Equal(f.clock.now()) || sent[1].Text() != "two" {
+	if len(sent) != 2 || sent[0].ID == "" || sent[0].ProcessedAt == nil || !sent[0].ProcessedAt.Equal(f.clock.Now()) || sent[1].Text() != "two" {
 		t.Fatalf("AppendEvents returned %+v", sent)
 	}
 	if v := rec.last(); !v.WorkLive || len(v.Log) != 0 || v.Seq != 0 || v.Session.ID != sess.ID {
@@ -477,13 +478,13 @@ func testWorkQueue(t *testing.T, open Factory) {
 		t.Fatalf("claim on an empty queue: %v", err)
 	}
 	first, firstWork := f.newSession(f.env)
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	_, secondWork := f.newSession(f.env)
 	other := f.newEnvironment("other")
 	f.newSession(other)
 
 	st, err := s.WorkStats(ctx, f.env.ID)
-	if err != nil || st.Depth != 2 || st.Pending != 0 || st.OldestQueuedAt == nil || !st.OldestQueuedAt.Equal(f.clock.now().Add(-time.Second)) {
+	if err != nil || st.Depth != 2 || st.Pending != 0 || st.OldestQueuedAt == nil || !st.OldestQueuedAt.Equal(f.clock.Now().Add(-time.Second)) {
 		t.Fatalf("WorkStats = %+v, %v", st, err)
 	}
 
@@ -521,17 +522,17 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if _, err := beat("2026-01-01T00:00:00.000000000Z", w.TokenID, time.Minute); !errors.As(err, &mm) || mm.Current.State != api.WorkStarting {
 		t.Fatalf("a first beat without NO_HEARTBEAT: %v", err)
 	}
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	w, err = beat(api.NoHeartbeat, w.TokenID, 30*time.Second)
 	if err != nil || w.State != api.WorkActive || w.LatestHeartbeatAt == nil || w.StartedAt == nil || w.LeaseTTLSeconds != 30 ||
-		!w.LeaseExpiresAt.Equal(f.clock.now().Add(30*time.Second)) {
+		!w.LeaseExpiresAt.Equal(f.clock.Now().Add(30*time.Second)) {
 		t.Fatalf("first beat = %+v, %v", w, err)
 	}
 	last := storage.HeartbeatToken(*w.LatestHeartbeatAt)
 	if _, err := beat(api.NoHeartbeat, w.TokenID, time.Minute); !errors.As(err, &mm) || mm.Current.LatestHeartbeatAt == nil {
 		t.Fatalf("a replayed NO_HEARTBEAT: %v", err)
 	}
-	f.clock.advance(10 * time.Second)
+	f.clock.Advance(10 * time.Second)
 	w, err = beat(last, w.TokenID, 30*time.Second)
 	if err != nil || storage.HeartbeatToken(*w.LatestHeartbeatAt) == last {
 		t.Fatalf("second beat = %+v, %v", w, err)
@@ -540,7 +541,7 @@ func testWorkQueue(t *testing.T, open Factory) {
 
 	// The lease lapses: the item goes back to the queue at its old place
 	// and the old token loses its lease even with the right expectation.
-	f.clock.advance(31 * time.Second)
+	f.clock.Advance(31 * time.Second)
 	if settled, err := s.ExpireLeases(ctx, f.env.ID); err != nil || len(settled) != 1 || settled[0].ID != firstWork || settled[0].State != api.WorkQueued {
 		t.Fatalf("ExpireLeases = %+v, %v; want %s queued again", settled, err, firstWork)
 	}
@@ -567,7 +568,7 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if _, _, err := f.claim(f.env, "w3"); !errors.Is(err, storage.ErrNoWork) {
 		t.Fatalf("everything is claimed, yet: %v", err)
 	}
-	f.clock.advance(5 * time.Second)
+	f.clock.Advance(5 * time.Second)
 	reclaim := func(older time.Duration) (storage.Work, error) {
 		return s.ClaimWork(ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w4", ClaimTTL: time.Minute, ReclaimOlderThan: older,
 			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: ids.New("h")})
@@ -589,7 +590,7 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if got, err := s.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: f.env.ID, WorkID: secondWork, Expected: "stale", TTL: time.Minute}); err != nil || got.State != api.WorkStopping {
 		t.Fatalf("heartbeat of a stopping item with a stale expectation = %+v, %v; want stopping", got, err)
 	}
-	f.clock.advance(2 * time.Minute)
+	f.clock.Advance(2 * time.Minute)
 	settled, err := s.ExpireLeases(ctx, f.env.ID)
 	i := slices.IndexFunc(settled, func(w storage.Work) bool { return w.ID == secondWork })
 	if err != nil || i < 0 || settled[i].State != api.WorkStopped {

@@ -10,12 +10,13 @@ import (
 
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testclock"
 )
 
 func testCredentials(t *testing.T, open Factory) {
 	ctx := context.Background()
 	clock := newClock()
-	s := open(t, clock.now)
+	s := open(t, clock.Now)
 	t.Cleanup(func() { s.Close() })
 
 	if n, err := s.CountCredentials(ctx, storage.APIKey); err != nil || n != 0 {
@@ -40,8 +41,8 @@ func testCredentials(t *testing.T, open Factory) {
 	if got.ID != tok.ID || got.Kind != storage.SessionsToken || got.SessionID != "sesn_1" || got.WorkID != "work_1" || got.EnvironmentID != "" {
 		t.Fatalf("CredentialByHash = %+v, want %+v", got, tok)
 	}
-	if !got.CreatedAt.Equal(clock.now()) {
-		t.Fatalf("CreatedAt = %v, want the store clock %v", got.CreatedAt, clock.now())
+	if !got.CreatedAt.Equal(clock.Now()) {
+		t.Fatalf("CreatedAt = %v, want the store clock %v", got.CreatedAt, clock.Now())
 	}
 	if _, err := s.CredentialByHash(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("unknown hash: err = %v, want ErrNotFound", err)
@@ -55,12 +56,12 @@ func testCredentials(t *testing.T, open Factory) {
 
 // testEnvironmentKeys lists and revokes the keys of one environment, never
 // touching another environment's keys or other kinds of credential.
-func testEnvironmentKeys(t *testing.T, s storage.Store, clock *fixedClock) {
+func testEnvironmentKeys(t *testing.T, s storage.Store, clock *testclock.Clock) {
 	ctx := context.Background()
 	var mine []storage.Credential
 	for i, env := range []string{"env_a", "env_b", "env_a", "env_a"} {
-		clock.advance(time.Second)
-		c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, clock.now()), Kind: storage.EnvironmentKey, EnvironmentID: env, Name: fmt.Sprint("k", i)}
+		clock.Advance(time.Second)
+		c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, clock.Now()), Kind: storage.EnvironmentKey, EnvironmentID: env, Name: fmt.Sprint("k", i)}
 		if err := s.CreateCredential(ctx, c, fmt.Sprint("env-hash-", i)); err != nil {
 			t.Fatal(err)
 		}

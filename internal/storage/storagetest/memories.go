@@ -2,8 +2,6 @@ package storagetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testclock"
+	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testenv"
 )
 
@@ -25,11 +25,6 @@ var (
 	sessionActor = api.Actor{Type: api.SessionActor, SessionID: "sesn_01TESTTESTTESTTESTTESTTEST"}
 )
 
-func sha(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // fixture is one open store with helpers that fail the test on error.
@@ -37,12 +32,12 @@ type fixture struct {
 	t     *testing.T
 	ctx   context.Context
 	s     storage.Store
-	clock *fixedClock
+	clock *testclock.Clock
 }
 
 func newFixture(t *testing.T, open Factory) *fixture {
 	clock := newClock()
-	s := open(t, clock.now)
+	s := open(t, clock.Now)
 	t.Cleanup(func() { s.Close() })
 	return &fixture{t: t, ctx: context.Background(), s: s, clock: clock}
 }
@@ -133,7 +128,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(a.ID, "memstore_") || a.Type != "memory_store" || a.Name != "alpha" || a.Description != "first" ||
-			a.Metadata["team"] != "x" || !a.CreatedAt.Equal(f.clock.now()) || !a.UpdatedAt.Equal(f.clock.now()) || a.ArchivedAt != nil {
+			a.Metadata["team"] != "x" || !a.CreatedAt.Equal(f.clock.Now()) || !a.UpdatedAt.Equal(f.clock.Now()) || a.ArchivedAt != nil {
 			t.Fatalf("created store = %+v", a)
 		}
 		got, err := f.s.GetMemoryStore(f.ctx, a.ID)
@@ -153,7 +148,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 		var made []api.MemoryStore
 		for i := range 7 {
 			made = append(made, f.store(fmt.Sprintf("s%d", i)))
-			f.clock.advance(time.Minute)
+			f.clock.Advance(time.Minute)
 		}
 		if _, err := f.s.ArchiveMemoryStore(f.ctx, made[3].ID); err != nil {
 			t.Fatal(err)
@@ -198,7 +193,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		got, err := f.s.UpdateMemoryStore(f.ctx, st.ID, storage.MemoryStorePatch{
 			Name:     ptr("renamed"),
 			Metadata: map[string]*string{"drop": nil, "change": ptr("33"), "new": ptr("4"), "absent": nil},
@@ -207,10 +202,10 @@ func testMemoryStores(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		want := map[string]string{"keep": "1", "change": "33", "new": "4"}
-		if got.Name != "renamed" || got.Description != "" || !reflect.DeepEqual(got.Metadata, want) || !got.UpdatedAt.Equal(f.clock.now()) || !got.CreatedAt.Equal(st.CreatedAt) {
+		if got.Name != "renamed" || got.Description != "" || !reflect.DeepEqual(got.Metadata, want) || !got.UpdatedAt.Equal(f.clock.Now()) || !got.CreatedAt.Equal(st.CreatedAt) {
 			t.Fatalf("updated = %+v, want name renamed, metadata %v, updated_at now", got, want)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		same, err := f.s.UpdateMemoryStore(f.ctx, st.ID, storage.MemoryStorePatch{Name: ptr("renamed"), Metadata: map[string]*string{"keep": ptr("1"), "absent": nil}})
 		if err != nil {
 			t.Fatal(err)
@@ -264,12 +259,12 @@ func testMemoryStores(t *testing.T, open Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		arch, err := f.s.ArchiveMemoryStore(f.ctx, st.ID)
-		if err != nil || arch.ArchivedAt == nil || !arch.ArchivedAt.Equal(f.clock.now()) || !arch.UpdatedAt.Equal(f.clock.now()) {
+		if err != nil || arch.ArchivedAt == nil || !arch.ArchivedAt.Equal(f.clock.Now()) || !arch.UpdatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("archive = %+v, %v", arch, err)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		again, err := f.s.ArchiveMemoryStore(f.ctx, st.ID)
 		if err != nil || !reflect.DeepEqual(again, arch) {
 			t.Fatalf("archiving twice = %+v, %v; want it unchanged %+v", again, err, arch)
@@ -344,8 +339,8 @@ func testMemories(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(m.ID, "mem_") || m.Type != "memory" || m.MemoryStoreID != st.ID || m.Path != "/notes/hello.md" ||
-			m.Content == nil || *m.Content != content || m.ContentSHA256 != sha(content) || m.ContentSizeBytes != int64(len(content)) ||
-			!strings.HasPrefix(m.MemoryVersionID, "memver_") || !m.CreatedAt.Equal(f.clock.now()) || !m.UpdatedAt.Equal(f.clock.now()) {
+			m.Content == nil || *m.Content != content || m.ContentSHA256 != testdigest.SHA256(content) || m.ContentSizeBytes != int64(len(content)) ||
+			!strings.HasPrefix(m.MemoryVersionID, "memver_") || !m.CreatedAt.Equal(f.clock.Now()) || !m.UpdatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("created = %+v", m)
 		}
 		got, err := f.s.GetMemory(f.ctx, st.ID, m.ID)
@@ -357,16 +352,16 @@ func testMemories(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		if v.Operation != api.OperationCreated || v.MemoryID != m.ID || v.MemoryStoreID != st.ID || *v.Path != m.Path || *v.Content != content ||
-			*v.ContentSHA256 != sha(content) || *v.ContentSizeBytes != int64(len(content)) || v.CreatedBy != sessionActor || v.RedactedAt != nil || v.RedactedBy != nil {
+			*v.ContentSHA256 != testdigest.SHA256(content) || *v.ContentSizeBytes != int64(len(content)) || v.CreatedBy != sessionActor || v.RedactedAt != nil || v.RedactedBy != nil {
 			t.Fatalf("created version = %+v", v)
 		}
 		empty := f.create(st.ID, "/empty", "")
-		if *empty.Content != "" || empty.ContentSHA256 != sha("") || empty.ContentSizeBytes != 0 {
+		if *empty.Content != "" || empty.ContentSHA256 != testdigest.SHA256("") || empty.ContentSizeBytes != 0 {
 			t.Fatalf("empty memory = %+v", empty)
 		}
 		// Content with bytes SQL engines like to mangle survives exactly.
 		odd := "nul\x00byte, crlf\r\n, emoji 🧠, trailing space "
-		if got := f.create(st.ID, "/odd", odd); *got.Content != odd || got.ContentSHA256 != sha(odd) {
+		if got := f.create(st.ID, "/odd", odd); *got.Content != odd || got.ContentSHA256 != testdigest.SHA256(odd) {
 			t.Fatalf("content changed in storage: %q", *got.Content)
 		}
 		// A memory is invisible through another store's id.
@@ -470,14 +465,14 @@ func testMemories(t *testing.T, open Factory) {
 		f := newFixture(t, open)
 		st := f.store("s")
 		m := f.create(st.ID, "/doc", "v1")
-		f.clock.advance(time.Minute)
+		f.clock.Advance(time.Minute)
 
-		up, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v2"), IfSHA256: sha("v1"), By: sessionActor})
+		up, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v2"), IfSHA256: testdigest.SHA256("v1"), By: sessionActor})
 		if err != nil || !changed {
 			t.Fatalf("update with a matching precondition: changed=%v err=%v", changed, err)
 		}
-		if up.ID != m.ID || *up.Content != "v2" || up.ContentSHA256 != sha("v2") || up.MemoryVersionID == m.MemoryVersionID ||
-			!up.UpdatedAt.Equal(f.clock.now()) || !up.CreatedAt.Equal(m.CreatedAt) {
+		if up.ID != m.ID || *up.Content != "v2" || up.ContentSHA256 != testdigest.SHA256("v2") || up.MemoryVersionID == m.MemoryVersionID ||
+			!up.UpdatedAt.Equal(f.clock.Now()) || !up.CreatedAt.Equal(m.CreatedAt) {
 			t.Fatalf("updated = %+v", up)
 		}
 		v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.MemoryVersionID)
@@ -486,9 +481,9 @@ func testMemories(t *testing.T, open Factory) {
 		}
 
 		// Stale precondition: refused, with the current hash, nothing written.
-		_, _, err = f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v3"), IfSHA256: sha("v1"), By: apiActor})
+		_, _, err = f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v3"), IfSHA256: testdigest.SHA256("v1"), By: apiActor})
 		var pf *storage.PreconditionFailedError
-		if !errors.As(err, &pf) || pf.CurrentSHA256 != sha("v2") {
+		if !errors.As(err, &pf) || pf.CurrentSHA256 != testdigest.SHA256("v2") {
 			t.Fatalf("stale precondition: %v", err)
 		}
 		if got, _ := f.s.GetMemory(f.ctx, st.ID, m.ID); *got.Content != "v2" || got.MemoryVersionID != up.MemoryVersionID {
@@ -498,8 +493,8 @@ func testMemories(t *testing.T, open Factory) {
 		// Stale precondition but the state already equals the request:
 		// success, no new version.
 		before := len(f.versions(storage.MemoryVersionQuery{StoreID: st.ID}))
-		f.clock.advance(time.Minute)
-		same, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v2"), IfSHA256: sha("v1"), By: apiActor})
+		f.clock.Advance(time.Minute)
+		same, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v2"), IfSHA256: testdigest.SHA256("v1"), By: apiActor})
 		if err != nil || changed || same.MemoryVersionID != up.MemoryVersionID || !same.UpdatedAt.Equal(up.UpdatedAt) || *same.Content != "v2" {
 			t.Fatalf("no-op with stale precondition = %+v, changed=%v, %v", same, changed, err)
 		}
@@ -520,7 +515,7 @@ func testMemories(t *testing.T, open Factory) {
 		a := f.create(st.ID, "/a", "A")
 		b := f.create(st.ID, "/dir/b", "B")
 
-		r, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Path: ptr("/moved/a"), IfSHA256: sha("A"), By: apiActor})
+		r, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Path: ptr("/moved/a"), IfSHA256: testdigest.SHA256("A"), By: apiActor})
 		if err != nil || !changed || r.ID != a.ID || r.Path != "/moved/a" || *r.Content != "A" || r.ContentSHA256 != a.ContentSHA256 {
 			t.Fatalf("rename = %+v, changed=%v, %v", r, changed, err)
 		}
@@ -571,16 +566,16 @@ func testMemories(t *testing.T, open Factory) {
 		f := newFixture(t, open)
 		st := f.store("s")
 		m := f.create(st.ID, "/d", "content")
-		err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, sha("other"), sessionActor)
+		err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, testdigest.SHA256("other"), sessionActor)
 		var pf *storage.PreconditionFailedError
-		if !errors.As(err, &pf) || pf.CurrentSHA256 != sha("content") {
+		if !errors.As(err, &pf) || pf.CurrentSHA256 != testdigest.SHA256("content") {
 			t.Fatalf("guard mismatch: %v", err)
 		}
 		if _, err := f.s.GetMemory(f.ctx, st.ID, m.ID); err != nil || f.count(st.ID) != 1 {
 			t.Fatalf("a refused delete removed the memory: %v", err)
 		}
-		f.clock.advance(time.Minute)
-		if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, sha("content"), sessionActor); err != nil {
+		f.clock.Advance(time.Minute)
+		if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, testdigest.SHA256("content"), sessionActor); err != nil {
 			t.Fatalf("guarded delete: %v", err)
 		}
 		if _, err := f.s.GetMemory(f.ctx, st.ID, m.ID); !errors.Is(err, storage.ErrNotFound) || f.count(st.ID) != 0 {
@@ -592,7 +587,7 @@ func testMemories(t *testing.T, open Factory) {
 		}
 		del := h[0]
 		if del.Path == nil || *del.Path != "/d" || del.Content != nil || del.ContentSHA256 != nil || del.ContentSizeBytes != nil ||
-			del.CreatedBy != sessionActor || !del.CreatedAt.Equal(f.clock.now()) {
+			del.CreatedBy != sessionActor || !del.CreatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("deleted version = %+v", del)
 		}
 		if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, "", apiActor); !errors.Is(err, storage.ErrNotFound) {
@@ -715,7 +710,7 @@ func testMemoryListing(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		for _, it := range page.Items {
-			if it.Memory.Content != nil || it.Memory.ContentSHA256 != sha("content of "+it.Memory.Path) || it.Memory.MemoryVersionID == "" {
+			if it.Memory.Content != nil || it.Memory.ContentSHA256 != testdigest.SHA256("content of "+it.Memory.Path) || it.Memory.MemoryVersionID == "" {
 				t.Fatalf("basic item = %+v", it.Memory)
 			}
 		}
@@ -820,19 +815,19 @@ func testMemoryVersions(t *testing.T, open Factory) {
 	t.Run("ListFilters", func(t *testing.T) {
 		f := newFixture(t, open)
 		st := f.store("s")
-		t0 := f.clock.now()
+		t0 := f.clock.Now()
 		a := f.create(st.ID, "/a", "a1")
-		f.clock.advance(time.Minute)
+		f.clock.Advance(time.Minute)
 		b, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: st.ID, Path: "/b", Content: "b1", By: sessionActor, MaxMemories: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.clock.advance(time.Minute)
-		t2 := f.clock.now()
+		f.clock.Advance(time.Minute)
+		t2 := f.clock.Now()
 		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Content: ptr("a2"), By: sessionActor}); err != nil {
 			t.Fatal(err)
 		}
-		f.clock.advance(time.Minute)
+		f.clock.Advance(time.Minute)
 		if err := f.s.DeleteMemory(f.ctx, st.ID, b.ID, "", apiActor); err != nil {
 			t.Fatal(err)
 		}
@@ -906,20 +901,20 @@ func testMemoryVersions(t *testing.T, open Factory) {
 		if v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.MemoryVersionID); v.RedactedAt != nil || v.Content == nil {
 			t.Fatalf("a refused redaction changed the head: %+v", v)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		v, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.MemoryVersionID, apiActor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if v.Content != nil || v.ContentSHA256 != nil || v.ContentSizeBytes != nil || v.Path != nil ||
-			v.RedactedAt == nil || !v.RedactedAt.Equal(f.clock.now()) || v.RedactedBy == nil || *v.RedactedBy != apiActor ||
+			v.RedactedAt == nil || !v.RedactedAt.Equal(f.clock.Now()) || v.RedactedBy == nil || *v.RedactedBy != apiActor ||
 			v.Operation != api.OperationCreated || v.CreatedBy != apiActor || v.MemoryID != m.ID || !v.CreatedAt.Equal(m.CreatedAt) {
 			t.Fatalf("redacted = %+v", v)
 		}
 		if got, _ := f.s.GetMemoryVersion(f.ctx, st.ID, m.MemoryVersionID); !reflect.DeepEqual(got, v) {
 			t.Fatalf("stored redaction = %+v, want %+v", got, v)
 		}
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		again, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.MemoryVersionID, sessionActor)
 		if err != nil || !reflect.DeepEqual(again, v) {
 			t.Fatalf("second redaction = %+v, %v; want unchanged", again, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testclock"
 )
 
 // Factory opens a fresh, empty store whose clock is now. Each call must
@@ -37,12 +38,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("ConcurrentDeliveryClaims", func(t *testing.T) { testConcurrentDeliveryClaims(t, open) })
 }
 
-// fixedClock is a settable clock for the suite.
-type fixedClock struct{ t time.Time }
-
-func newClock() *fixedClock {
-	return &fixedClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+// newClock is the suite's settable clock, stopped at a fixed time.
+func newClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 }
-
-func (c *fixedClock) now() time.Time          { return c.t }
-func (c *fixedClock) advance(d time.Duration) { c.t = c.t.Add(d) }

@@ -13,7 +13,7 @@ import (
 func testUsers(t *testing.T, open Factory) {
 	ctx := context.Background()
 	clock := newClock()
-	s := open(t, clock.now)
+	s := open(t, clock.Now)
 	t.Cleanup(func() { s.Close() })
 
 	ada := storage.User{ID: ids.New(ids.User), Name: "ada", PasswordHash: "h1"}
@@ -32,7 +32,7 @@ func testUsers(t *testing.T, open Factory) {
 		t.Fatalf("ListUsers = %+v, %v; want ada then bob (the refused duplicate not stored)", users, err)
 	}
 	got, err := s.UserByName(ctx, "ada")
-	if err != nil || got.ID != ada.ID || got.PasswordHash != "h1" || !got.CreatedAt.Equal(clock.now()) {
+	if err != nil || got.ID != ada.ID || got.PasswordHash != "h1" || !got.CreatedAt.Equal(clock.Now()) {
 		t.Fatalf("UserByName(ada) = %+v, %v", got, err)
 	}
 	if _, err := s.UserByName(ctx, "nobody"); !errors.Is(err, storage.ErrNotFound) {
@@ -41,7 +41,7 @@ func testUsers(t *testing.T, open Factory) {
 
 	session := func(u storage.User, hash string) {
 		t.Helper()
-		cs := storage.ConsoleSession{ID: ids.New(ids.ConsoleSession), UserID: u.ID, ExpiresAt: clock.now().Add(time.Hour)}
+		cs := storage.ConsoleSession{ID: ids.New(ids.ConsoleSession), UserID: u.ID, ExpiresAt: clock.Now().Add(time.Hour)}
 		if err := s.CreateConsoleSession(ctx, cs, hash); err != nil {
 			t.Fatal(err)
 		}
@@ -80,12 +80,12 @@ func testUsers(t *testing.T, open Factory) {
 		t.Fatalf("password hash = %q after SetUserPassword, want h9", got.PasswordHash)
 	}
 	// Sessions expire by the store's clock.
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	if live("s-bob") {
 		t.Fatal("a session past its expiry is still live")
 	}
 	// Deleting a user ends their sessions at once.
-	clock.advance(-time.Hour)
+	clock.Advance(-time.Hour)
 	session(bob, "s-bob-2")
 	if err := s.DeleteUser(ctx, bob.ID); err != nil {
 		t.Fatal(err)
@@ -116,16 +116,16 @@ func testMemoryStoreUsage(t *testing.T, open Factory) {
 		t.Fatalf("usage of an empty store = %+v, want zero and no last change", u)
 	}
 	f.create(st.ID, "/a.md", "12345")
-	f.clock.advance(time.Minute)
+	f.clock.Advance(time.Minute)
 	m := f.create(st.ID, "/dir/b.md", "123")
 	f.create(st.ID, "/dir0.md", "1") // byte-wise just past the folder /dir/
-	if u := usage("/"); u.Memories != 3 || u.Bytes != 9 || u.LastChange == nil || !u.LastChange.Equal(f.clock.now()) {
+	if u := usage("/"); u.Memories != 3 || u.Bytes != 9 || u.LastChange == nil || !u.LastChange.Equal(f.clock.Now()) {
 		t.Fatalf("usage = %+v, want 3 memories, 9 bytes, last change now", u)
 	}
 	if u := usage("/dir/"); u.Memories != 1 || u.Bytes != 3 {
 		t.Fatalf("usage of /dir/ = %+v, want only /dir/b.md", u)
 	}
-	f.clock.advance(time.Minute)
+	f.clock.Advance(time.Minute)
 	if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, "", apiActor); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 func (f *cpFixture) webhookEndpoint(types ...string) webhooks.Endpoint {
 	f.t.Helper()
-	now := f.clock.now()
+	now := f.clock.Now()
 	e := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.NewAt(ids.Webhook, now), Type: "webhook_endpoint", URL: "https://example.test/hook",
 		EnabledEvents: types, State: webhooks.StateEnabled, CreatedAt: now, UpdatedAt: now}, Secret: "whsec_c2VjcmV0"}
 	if err := f.s.CreateWebhookEndpoint(f.ctx, e); err != nil {
@@ -29,7 +29,7 @@ func (f *cpFixture) webhookEndpoint(types ...string) webhooks.Endpoint {
 // claimAll claims every delivery due now under token.
 func (f *cpFixture) claimAll(token string, p webhooks.Policy) []webhooks.Delivery {
 	f.t.Helper()
-	ds, err := f.s.ClaimDeliveries(f.ctx, f.clock.now(), 100, token, p)
+	ds, err := f.s.ClaimDeliveries(f.ctx, f.clock.Now(), 100, token, p)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func testWebhookEndpoints(t *testing.T, open Factory) {
 	if err != nil || up.Name != "hook" {
 		t.Fatalf("update = %+v, %v", up, err)
 	}
-	f.clock.advance(time.Millisecond)
+	f.clock.Advance(time.Millisecond)
 	second := f.webhookEndpoint(webhooks.SessionDeleted)
 	list, err := f.s.ListWebhookEndpoints(f.ctx, storage.ListQuery{Limit: 10})
 	if err != nil || len(list) != 2 || list[0].ID != second.ID || list[1].Name != "hook" {
@@ -118,7 +118,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 	if _, err := f.s.ArchiveMemoryStore(f.ctx, st.ID); err != nil { // already archived: no second event
 		t.Fatal(err)
 	}
-	now := f.clock.now()
+	now := f.clock.Now()
 	if _, err := f.s.UpdateSession(f.ctx, sess.ID, func(x *api.Session) error { x.ArchivedAt = &now; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 			if d.EndpointID == all.ID {
 				got = append(got, eventTypes(t, []webhooks.Delivery{d})...)
 			}
-			if err := f.finish(d.Seq, "t", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 204}, p); err != nil {
+			if err := f.finish(d.Seq, "t", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 204}, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -171,11 +171,11 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 
 	// Pruning takes the settled deliveries made before the cut, never a
 	// pending one.
-	f.clock.advance(time.Hour)
+	f.clock.Advance(time.Hour)
 	if _, err := f.s.AppendEvents(f.ctx, sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	n, err := f.s.PruneWebhookDeliveries(f.ctx, f.clock.now())
+	n, err := f.s.PruneWebhookDeliveries(f.ctx, f.clock.Now())
 	if err != nil || n != int64(len(want)+1) {
 		t.Fatalf("pruned %d, %v; want %d", n, err, len(want)+1)
 	}
@@ -199,7 +199,7 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	if _, err := f.s.AppendEvents(f.ctx, a.ID, []api.Event{{Type: api.EventSessionStatusRunning}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.advance(time.Millisecond)
+	f.clock.Advance(time.Millisecond)
 	b, _ := f.newSession(f.env)
 
 	ds := f.claimAll("t1", p)
@@ -209,29 +209,29 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	if again := f.claimAll("t2", p); len(again) != 0 {
 		t.Fatalf("leased deliveries claimed again: %q", eventTypes(t, again))
 	}
-	fail := api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 503, ResponseExcerpt: "down"}
+	fail := api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 503, ResponseExcerpt: "down"}
 	if err := f.finish(ds[0].Seq, "t1", fail, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.finish(ds[1].Seq, "stale", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 200}, p); err != nil {
+	if err := f.finish(ds[1].Seq, "stale", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 200}, p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.claimAll("t3", p); len(got) != 0 {
 		t.Fatalf("a's retry is not due and b's lease holds, yet claimed %q", eventTypes(t, got))
 	}
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	retry := f.claimAll("t4", p)
 	if got := eventTypes(t, retry); !slices.Equal(got, []string{webhooks.SessionCreated + " " + a.ID}) {
 		t.Fatalf("after the backoff claimed %q, want a's session.created again (and not its later event)", got)
 	}
-	if err := f.finish(retry[0].Seq, "t4", api.WebhookAttempt{AttemptedAt: f.clock.now(), StatusCode: 500}, p); err != nil {
+	if err := f.finish(retry[0].Seq, "t4", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 500}, p); err != nil {
 		t.Fatal(err)
 	}
 	// Keep failing past the window: the delivery fails, the endpoint is disabled.
 	for i := 0; i < 20; i++ {
-		f.clock.advance(4 * time.Second)
+		f.clock.Advance(4 * time.Second)
 		for _, d := range f.claimAll("t5", p) {
-			if err := f.finish(d.Seq, "t5", api.WebhookAttempt{AttemptedAt: f.clock.now(), Error: "connection refused"}, p); err != nil {
+			if err := f.finish(d.Seq, "t5", api.WebhookAttempt{AttemptedAt: f.clock.Now(), Error: "connection refused"}, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -278,7 +278,7 @@ func testConcurrentDeliveryClaims(t *testing.T, open Factory) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ds, err := f.s.ClaimDeliveries(f.ctx, f.clock.now(), 3, fmt.Sprintf("d%d", i), p)
+			ds, err := f.s.ClaimDeliveries(f.ctx, f.clock.Now(), 3, fmt.Sprintf("d%d", i), p)
 			if err != nil {
 				errs <- err
 				return
