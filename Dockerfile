@@ -10,6 +10,17 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/memstore ./cmd/memstore && mkdir -p /out/data
 
+# The worker image (--target worker): the same binary beside a shell, which
+# the agent's bash tool runs in.
+FROM debian:bookworm-slim AS worker
+RUN useradd --uid 65532 --create-home memstore && mkdir -p /mnt/memory && chown memstore /mnt/memory
+COPY --from=build /out/memstore /usr/local/bin/memstore
+USER memstore
+WORKDIR /home/memstore
+ENTRYPOINT ["/usr/local/bin/memstore"]
+CMD ["worker", "poll"]
+
+# The server image, the default target.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/memstore /usr/local/bin/memstore
 # The data folder belongs to the user the server runs as.

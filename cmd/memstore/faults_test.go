@@ -297,48 +297,16 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 		if !edited && countType(results(), api.EventUserToolResult) > 0 {
 			editSeeds()
 		}
-		s, err := admin.GetSession(ctx, sess.ID)
-		if err != nil || s.Status != api.SessionTerminated {
-			return false
-		}
-		for w, err := range admin.ListAllWork(ctx, env.ID, api.WorkListParams{}) {
-			if err != nil || w.State != api.WorkStopped {
-				return false
-			}
-		}
-		return true
+		return sessionFinished(admin, env.ID, sess.ID)
 	})
 
 	// 0 edits lost: the server holds the agent's last content of every
 	// file and the other writer's changes, nothing else.
-	got := map[string]string{}
-	for it, err := range admin.ListAllMemories(ctx, store.ID, client.ListMemoriesParams{View: api.ViewFull}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := it.Memory; m != nil {
-			got[m.Path] = *m.Content
-		}
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := storeContents(t, admin, store.ID); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("memories = %v\nwant       %v\nworker output:\n%s", got, want, worker.out)
 	}
 	// 0 duplicate tool results, and every call answered.
-	answers := map[string]int{}
-	events := results()
-	for _, e := range events {
-		if e.Type == api.EventUserToolResult {
-			answers[e.ToolUseID]++
-		}
-	}
-	for _, e := range events {
-		if e.Type == api.EventAgentToolUse && answers[e.ID] != 1 {
-			t.Errorf("tool call %s has %d results, want 1", e.ID, answers[e.ID])
-		}
-	}
-	if n := countType(events, api.EventAgentToolUse); n != 9 {
-		t.Errorf("%d tool calls, want the script's 9", n)
-	}
+	checkToolCalls(t, results(), 9)
 	// The mount is gone, and so is its state folder (no edit lost, so no
 	// copy kept).
 	if entries, _ := os.ReadDir(mountRoot); len(entries) != 0 {
@@ -364,4 +332,55 @@ func countType(events []api.Event, typ string) int {
 		}
 	}
 	return n
+}
+
+// checkToolCalls checks that a session's log holds the script's calls
+// tool calls, each answered by exactly one result.
+func checkToolCalls(t *testing.T, events []api.Event, calls int) {
+	t.Helper()
+	answers := map[string]int{}
+	for _, e := range events {
+		if e.Type == api.EventUserToolResult {
+			answers[e.ToolUseID]++
+		}
+	}
+	for _, e := range events {
+		if e.Type == api.EventAgentToolUse && answers[e.ID] != 1 {
+			t.Errorf("tool call %s has %d results, want 1", e.ID, answers[e.ID])
+		}
+	}
+	if n := countType(events, api.EventAgentToolUse); n != calls {
+		t.Errorf("%d tool calls, want the script's %d", n, calls)
+	}
+}
+
+// storeContents maps each memory of a store to its content.
+func storeContents(t *testing.T, c *client.Client, storeID string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for it, err := range c.ListAllMemories(context.Background(), storeID, client.ListMemoriesParams{View: api.ViewFull}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := it.Memory; m != nil {
+			got[m.Path] = *m.Content
+		}
+	}
+	return got
+}
+
+// sessionFinished reports whether a session is terminated and every work
+// item of its environment stopped, as c sees them.
+func sessionFinished(c *client.Client, environmentID, sessionID string) bool {
+	ctx := context.Background()
+	s, err := c.GetSession(ctx, sessionID)
+	if err != nil || s.Status != api.SessionTerminated {
+		return false
+	}
+	for w, err := range c.ListAllWork(ctx, environmentID, api.WorkListParams{}) {
+		if err != nil || w.State != api.WorkStopped {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
@@ -14,6 +15,7 @@ import (
 type Store interface {
 	ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error)
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error)
+	storage.Turns
 }
 
 // ErrStale refuses an append whose step the log no longer calls for: the
@@ -22,17 +24,22 @@ type Store interface {
 var ErrStale = errors.New("agent: the session's log moved on since this step was decided")
 
 // Runner drives sessions: for each session it is woken for, one goroutine
-// asks the runtime for the next step and carries it out, until the session
-// waits. A step's events are appended only if the log, re-read inside the
-// append's transaction, still calls for them, so a reaction is never
-// emitted twice, even by two runners sharing one database; a per-session
-// lock (a PostgreSQL advisory lock, say) would only spare the second
-// runner's wasted model call.
+// takes the session's turn (storage.Turns), asks the runtime for the next
+// step and carries it out until the session waits, then gives the turn
+// back. With several servers on one database every server's Runner may be
+// woken for the same event; the one that takes the turn reacts, so a model
+// call is made once. The others try again every TurnRetry while the turn is
+// held (the server also wakes the Runner for sessions mid-turn now and
+// then: that is how a turn whose server died is picked up). A step's
+// events are appended only if the log, re-read inside the append's
+// transaction, still calls for them: that, not the turn, is what keeps a
+// reaction from being emitted twice when a turn changes hands mid-step.
 type Runner struct {
-	store    Store
-	rt       Runtime
-	log      *slog.Logger
-	appended func(sessionID string)
+	store     Store
+	rt        Runtime
+	log       *slog.Logger
+	appended  func(sessionID string)
+	turnRetry time.Duration
 
 	ctx  context.Context
 	stop context.CancelFunc
@@ -58,15 +65,44 @@ type waiter struct {
 	ch  chan struct{}
 }
 
-// NewRunner returns a Runner of rt over store. appended is called after
-// each append the Runner makes (the server wakes the session's streams).
-func NewRunner(store Store, rt Runtime, log *slog.Logger, appended func(sessionID string)) *Runner {
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	Log *slog.Logger
+	// Appended is called after each append the Runner makes (the server
+	// wakes the session's streams).
+	Appended func(sessionID string)
+	// TurnRetry is how often a session whose turn another holder has is
+	// tried again (default DefaultTurnRetry).
+	TurnRetry time.Duration
+}
+
+// DefaultTurnRetry is RunnerConfig.TurnRetry's default.
+const DefaultTurnRetry = 2 * time.Second
+
+// NewRunner returns a Runner of rt over store.
+func NewRunner(store Store, rt Runtime, cfg RunnerConfig) *Runner {
+	if cfg.TurnRetry <= 0 {
+		cfg.TurnRetry = DefaultTurnRetry
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Runner{store: store, rt: rt, log: log, appended: appended, ctx: ctx, stop: stop, sessions: map[string]*driven{}}
+	return &Runner{store: store, rt: rt, log: cfg.Log, appended: cfg.Appended, turnRetry: cfg.TurnRetry, ctx: ctx, stop: stop, sessions: map[string]*driven{}}
 }
 
 // Wake tells the Runner that a session's log or work changed.
 func (r *Runner) Wake(sessionID string) { r.kick(sessionID, false) }
+
+// Nudge is Wake for a change another server made: it wakes the session
+// only if this Runner is driving it now (it may hold the turn, mid-step).
+// Otherwise the server that made the change drives the session itself, so
+// a change is not read again by every server sharing the database.
+func (r *Runner) Nudge(sessionID string) {
+	r.mu.Lock()
+	_, driving := r.sessions[sessionID]
+	r.mu.Unlock()
+	if driving {
+		r.kick(sessionID, false)
+	}
+}
 
 // Settle wakes a session and waits until the Runner has carried out every
 // step the log calls for now that needs no Work, so that a caller (an HTTP
@@ -167,20 +203,44 @@ func (r *Runner) drive(d *driven) {
 	defer r.wg.Done()
 	for {
 		gen := r.begin(d)
-		r.advance(d, gen)
+		retry := r.turn(d, gen)
 		r.reached(d, gen)
 		if r.ctx.Err() != nil {
 			r.retire(d, true)
 			return
 		}
-		if r.retire(d, false) {
+		if !retry && r.retire(d, false) {
 			return
+		}
+		var again <-chan time.Time
+		if retry {
+			again = time.After(r.turnRetry)
 		}
 		select {
 		case <-d.wake:
+		case <-again:
 		case <-r.ctx.Done():
 		}
 	}
+}
+
+// turn takes the session's turn and advances the session. It reports
+// whether to try again later: another holder has the turn (and may die
+// before finishing it), or the turn could not be taken.
+func (r *Runner) turn(d *driven, gen uint64) (retry bool) {
+	release, ok, err := r.store.TryTurn(r.ctx, d.id)
+	if err != nil {
+		if r.ctx.Err() == nil {
+			r.log.Error("the session's turn could not be taken; trying again", "session_id", d.id, "retry_in", r.turnRetry, "err", err)
+		}
+		return true
+	}
+	if !ok {
+		return true
+	}
+	defer release()
+	r.advance(d, gen)
+	return false
 }
 
 // advance carries out the session's steps until it waits, fails, or the

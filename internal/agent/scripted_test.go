@@ -75,12 +75,12 @@ func (h *harness) open() {
 		h.t.Fatal(err)
 	}
 	h.db = db
-	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(h.claude)}, slog.New(slog.DiscardHandler), func(id string) {
+	h.runner = NewRunner(db, ByModel{Scripted: Scripted{}, Model: NewClaude(h.claude)}, RunnerConfig{Log: slog.New(slog.DiscardHandler), Appended: func(id string) {
 		select {
 		case h.appended <- id:
 		default:
 		}
-	})
+	}})
 	runner := h.runner
 	h.t.Cleanup(func() {
 		runner.Close()
@@ -417,7 +417,7 @@ func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, slog.New(slog.DiscardHandler), func(string) {})
+	second := NewRunner(other, ByModel{Scripted: Scripted{}, Model: NewClaude(ClaudeConfig{})}, RunnerConfig{Log: slog.New(slog.DiscardHandler), Appended: func(string) {}})
 	t.Cleanup(func() {
 		second.Close()
 		other.Close()

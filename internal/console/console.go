@@ -56,7 +56,7 @@ type Config struct {
 type API interface {
 	WaitSession(sessionID string) <-chan struct{}
 	Closing() <-chan struct{}
-	WorkersPolling(environmentID string) int64
+	WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
 	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
 	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
 	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error

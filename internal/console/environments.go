@@ -57,10 +57,9 @@ func (c *Console) showEnvironment(w http.ResponseWriter, r *http.Request, q *req
 	if err != nil {
 		return err
 	}
-	if v.Stats, err = c.store.WorkStats(r.Context(), id); err != nil {
+	if v.Stats, err = c.cfg.API.WorkQueueStats(r.Context(), id); err != nil {
 		return err
 	}
-	v.Stats.WorkersPolling = c.cfg.API.WorkersPolling(id)
 	if v.Work, err = c.store.ListWork(r.Context(), id, storage.ListQuery{Limit: environmentWorkShown}); err != nil {
 		return err
 	}

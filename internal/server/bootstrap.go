@@ -28,6 +28,11 @@ func (s *Server) BootstrapAdminKey(ctx context.Context, fromEnv string) (key str
 		}
 		c := storage.Credential{ID: ids.New(ids.APIKey), Kind: storage.APIKey, Name: "admin (MEMSTORE_ADMIN_KEY)"}
 		if err := s.store.CreateCredential(ctx, c, HashSecret(fromEnv)); err != nil {
+			// Replicas starting together on one database race to
+			// register the same key: the loser finds the winner's.
+			if _, lerr := s.store.CredentialByHash(ctx, HashSecret(fromEnv)); lerr == nil {
+				return fromEnv, false, nil
+			}
 			return "", false, fmt.Errorf("register MEMSTORE_ADMIN_KEY: %w", err)
 		}
 		return fromEnv, false, nil

@@ -80,10 +80,13 @@ func (n *notifier) notifyAll() {
 
 // wake delivers a change another server committed (storage.Waker); a wake
 // without a topic means changes may have been missed, and wakes everyone.
+// A session's log nudges this server's runner too: if it holds the
+// session's turn, the change (an interrupt, say) is its to react to.
 func (cp *controlPlane) wake(w storage.Wake) {
 	switch w.Topic {
 	case storage.TopicSession:
 		cp.sessions.notify(w.Key)
+		cp.runner.Nudge(w.Key)
 	case storage.TopicQueue:
 		cp.queues.notify(w.Key)
 	default:

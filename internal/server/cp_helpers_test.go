@@ -19,12 +19,13 @@ import (
 	"github.com/memstore/memstore/internal/testclock"
 )
 
-// cpEnv is a real server on httptest over a real SQLite file, with an
-// admin API key and an injected clock.
+// cpEnv is a real server on httptest over a real SQLite file (or the
+// store an option puts in its Config), with an admin API key and an
+// injected clock.
 type cpEnv struct {
 	t      testing.TB
 	srv    *Server
-	db     *sqlite.DB
+	db     storage.Store
 	hs     *httptest.Server
 	clock  *testclock.Clock
 	apiKey string
@@ -48,9 +49,10 @@ func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	if srv.cfg.PublicBaseURL == "" {
 		srv.cfg.PublicBaseURL = hs.URL
 	}
-	e := &cpEnv{t: t, srv: srv, db: db, hs: hs, clock: clock, dbPath: dbPath}
+	e := &cpEnv{t: t, srv: srv, db: cfg.Store, hs: hs, clock: clock, dbPath: dbPath}
 	t.Cleanup(func() {
 		hs.Close()
+		srv.Close()
 		db.Close()
 	})
 	key, _, err := srv.BootstrapAdminKey(context.Background(), "")

@@ -51,6 +51,13 @@ type Config struct {
 	// Model configures the runtime of agents whose model is not "scripted"
 	// (the upstream Messages API and its key).
 	Model agent.ClaudeConfig
+	// TurnRetry is how often a session whose turn another server holds is
+	// tried again (default agent.DefaultTurnRetry).
+	TurnRetry time.Duration
+	// TurnSweep is how often a server sharing its database looks for
+	// sessions whose turn was dropped by a server that died (default
+	// DefaultTurnSweep): about the longest such a turn waits.
+	TurnSweep time.Duration
 	// Webhooks configures the delivery of webhooks.
 	Webhooks WebhooksConfig
 }
@@ -63,6 +70,9 @@ type WebhooksConfig struct {
 	AllowPrivate bool
 	Policy       webhooks.Policy
 }
+
+// DefaultTurnSweep is Config.TurnSweep's default.
+const DefaultTurnSweep = 10 * time.Second
 
 // Server serves the API. Build it with New and mount Handler.
 type Server struct {
@@ -120,6 +130,9 @@ func New(cfg Config) *Server {
 	if cfg.StreamKeepalive <= 0 {
 		cfg.StreamKeepalive = 15 * time.Second
 	}
+	if cfg.TurnSweep <= 0 {
+		cfg.TurnSweep = DefaultTurnSweep
+	}
 	s := &Server{
 		cfg:   cfg,
 		store: cfg.Store,
@@ -138,24 +151,64 @@ func New(cfg Config) *Server {
 	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
 	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
 	// A runtime's appends change session statuses: look for their webhooks.
-	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, cfg.Logger, func(sessionID string) {
-		s.cp.sessions.notify(sessionID)
-		s.dispatch.Nudge()
-	})
+	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, agent.RunnerConfig{
+		Log: cfg.Logger, TurnRetry: cfg.TurnRetry,
+		Appended: func(sessionID string) {
+			s.cp.sessions.notify(sessionID)
+			s.dispatch.Nudge()
+		}})
 	s.routes()
 	return s
 }
 
-// ListenForWakes makes the event streams and long polls of this server
-// wake for changes other servers commit to a shared database (a backend
-// offering storage.Waker), until ctx ends. Without such a backend it does
-// nothing: one process sees all its own writes.
+// ListenForWakes makes this server follow the others sharing its database
+// (a backend offering storage.Waker), until ctx ends: its event streams and
+// long polls wake for changes they commit, and every TurnSweep it looks
+// for turns their servers dropped by dying. Without such a backend it does
+// nothing: one process sees all its own writes, and its turns end with it.
 func (s *Server) ListenForWakes(ctx context.Context) error {
 	w, ok := s.store.(storage.Waker)
 	if !ok {
 		return nil
 	}
-	return w.Listen(ctx, s.cp.wake)
+	if err := w.Listen(ctx, s.cp.wake); err != nil {
+		return err
+	}
+	go s.sweepTurns(ctx)
+	return nil
+}
+
+// sweepTurns wakes this server's runner, every TurnSweep, for each session
+// in the middle of a turn (running or rescheduling). A turn another server
+// holds is left to it (and tried again while held); a turn nobody holds
+// any more, because its server died mid-step, is taken and carried on.
+func (s *Server) sweepTurns(ctx context.Context) {
+	t := time.NewTicker(s.cfg.TurnSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRunning, api.SessionRescheduling}}
+		for {
+			list, err := s.store.ListSessions(ctx, q)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("could not list the sessions in a turn to take up those whose server died; trying again at the next sweep", "err", err)
+				}
+				break
+			}
+			for _, sess := range list {
+				s.cp.runner.Wake(sess.ID)
+			}
+			if len(list) < q.Limit {
+				break
+			}
+			q.After = list[len(list)-1].ID
+		}
+	}
 }
 
 // RunWebhooks sends webhook deliveries until ctx ends: those due every
@@ -214,12 +267,6 @@ func (s *Server) WaitSession(sessionID string) <-chan struct{} {
 // Closing is closed by CloseStreams: a stream the console serves ends
 // then too, so a shutdown does not wait for its browser.
 func (s *Server) Closing() <-chan struct{} { return s.closing }
-
-// WorkersPolling counts the distinct workers that polled an environment in
-// the last 30 s, as the work queue stats report them.
-func (s *Server) WorkersPolling(environmentID string) int64 {
-	return s.cp.pollers.count(environmentID, s.now())
-}
 
 // CloseStreams ends every open event stream, and any opened later after
 // its first batch. A stream stays open for as long as its client likes (a

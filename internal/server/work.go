@@ -417,17 +417,25 @@ func (s *Server) workStats(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	if err := s.expire(ctx, env); err != nil {
-		return err
-	}
-	st, err := s.store.WorkStats(ctx, env)
+	st, err := s.WorkQueueStats(r.Context(), env)
 	if err != nil {
-		return err
-	}
-	if st.WorkersPolling, err = s.workersPolling(ctx, env); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
+}
+
+// WorkQueueStats counts an environment's queue as the API reports it
+// (leases past their time expired first), with the workers that polled it
+// through any server sharing the database; the console shows the same.
+func (s *Server) WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
+	if err := s.expire(ctx, environmentID); err != nil {
+		return api.WorkQueueStats{}, err
+	}
+	st, err := s.store.WorkStats(ctx, environmentID)
+	if err != nil {
+		return st, err
+	}
+	st.WorkersPolling, err = s.workersPolling(ctx, environmentID)
+	return st, err
 }

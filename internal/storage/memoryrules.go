@@ -209,3 +209,27 @@ func PlanUpdate(cur api.Memory, in MemoryUpdate, contentSHA256 string) (MemoryCh
 	}
 	return c, nil
 }
+
+// PageChanges is one page of a store's change feed after sequence after,
+// for a store whose latest sequence is latest: a cursor above latest is
+// refused, one at latest gets an empty page without a query, and list
+// (which reads up to n changes after the cursor) is asked for one more
+// than limit to tell whether more follow.
+func PageChanges(latest, after int64, limit int, list func(n int) ([]api.MemoryChange, error)) (ChangePage, error) {
+	page := ChangePage{Latest: latest, Changes: []api.MemoryChange{}}
+	if after > latest {
+		return page, &SequenceAheadError{After: after, Latest: latest}
+	}
+	if after == latest {
+		return page, nil
+	}
+	changes, err := list(limit + 1)
+	if err != nil {
+		return page, err
+	}
+	page.Changes = changes
+	if len(changes) > limit {
+		page.Changes, page.More = changes[:limit], true
+	}
+	return page, nil
+}

@@ -20,6 +20,7 @@ type Store interface {
 	MemoryStores
 	ControlPlane
 	Users
+	Turns
 	Webhooks
 	// Close releases the backend's connections.
 	Close() error

@@ -3,9 +3,11 @@
 // lapsed lease do to it, and how a queue is counted.
 //
 // Every rule is a pure function over storage.Work rows and a time the
-// caller passes in, so the storage backends only load rows, lock them and
-// save what these functions return: SQLite and PostgreSQL cannot drift
-// apart, and the rules are tested without a database.
+// caller passes in, and the order in which a claim, a change or an expiry
+// reads, decides and writes is written once too (rows.go, over a backend's
+// Rows), so the storage backends only load rows, lock them and save: SQLite
+// and PostgreSQL cannot drift apart, and the rules are tested without a
+// database.
 package workqueue
 
 import (

@@ -28,26 +28,19 @@ func scanChange(r pgx.Row) (api.MemoryChange, error) {
 func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit int) (storage.ChangePage, error) {
 	var page storage.ChangePage
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if page.Latest, err = latestSequence(ctx, tx, storeID); err != nil {
+		latest, err := latestSequence(ctx, tx, storeID)
+		if err != nil {
 			return err
 		}
-		if after > page.Latest {
-			return &storage.SequenceAheadError{After: after, Latest: page.Latest}
-		}
-		if after == page.Latest {
-			page.Changes = []api.MemoryChange{}
-			return nil
-		}
-		page.Changes, err = queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`,
-			storeID, after, limit+1)
-		if err != nil {
-			return fmt.Errorf("list changes of memory store %s: %w", storeID, err)
-		}
-		if len(page.Changes) > limit {
-			page.Changes, page.More = page.Changes[:limit], true
-		}
-		return nil
+		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]api.MemoryChange, error) {
+			changes, err := queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`,
+				storeID, after, n)
+			if err != nil {
+				return nil, fmt.Errorf("list changes of memory store %s: %w", storeID, err)
+			}
+			return changes, nil
+		})
+		return err
 	})
 	return page, err
 }

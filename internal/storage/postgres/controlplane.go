@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/workqueue"
@@ -408,14 +407,6 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 
 // ---- events ----
 
-// statusOf maps the status events to the session status they set.
-var statusOf = map[string]string{
-	api.EventSessionStatusRunning:    api.SessionRunning,
-	api.EventSessionStatusIdle:       api.SessionIdle,
-	api.EventSessionStatusTerminated: api.SessionTerminated,
-	"session.status_rescheduled":     api.SessionRescheduling,
-}
-
 // viewInTx reads a session, its whole log and whether its work is live,
 // all through q (one transaction, so they agree). lock takes the session's
 // row lock first.
@@ -450,41 +441,24 @@ func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events
 			return api.Session{}, nil, err
 		}
 	}
-	// processed_at strictly increases along the log: the official worker
-	// drops every tool call processed at or before the latest interrupt, so
-	// two events sharing a timestamp could hide a call made after it.
-	var last time.Time
-	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
-		last = *view.Log[n-1].ProcessedAt
-	}
+	ap := storage.NewAppend(view)
 	out := make([]api.Event, 0, len(events))
 	for _, e := range events {
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return api.Session{}, nil, err
 		}
-		if !now.After(last) {
-			now = last.Add(time.Microsecond)
-		}
-		last = now
-		e.ID = ids.NewAt(ids.Event, now)
-		e.ProcessedAt = &now
+		e = ap.Next(e, now)
 		if _, err := tx.Exec(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4)`,
 			e.ID, sessionID, e.Type, toJSON(e)); err != nil {
 			return api.Session{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
 		}
-		if st, ok := statusOf[e.Type]; ok {
-			view.Session.Status = st
-		}
 		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
 			return api.Session{}, nil, err
 		}
-		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
-			view.Session.Usage.Add(*e.ModelUsage)
-		}
-		view.Session.UpdatedAt = now
 		out = append(out, e)
 	}
+	view.Session = ap.Session
 	if len(events) > 0 {
 		if err := saveSession(ctx, tx, view.Session); err != nil {
 			return api.Session{}, nil, err

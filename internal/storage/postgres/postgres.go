@@ -18,9 +18,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +44,7 @@ type Options struct {
 type DB struct {
 	pool  *pgxpool.Pool
 	clock func() time.Time
+	turns turnLocks
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -79,7 +77,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		reason := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s; check that the server is running and the URL's host, user, password and sslmode", where, reason)
 	}
-	s := &DB{pool: pool}
+	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}}
 	if opts.Now != nil {
 		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
 	}
@@ -90,8 +88,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	return s, nil
 }
 
-// Close closes the pool.
+// Close closes the pool and the connection that holds sessions' turns.
 func (s *DB) Close() error {
+	s.turns.close()
 	s.pool.Close()
 	return nil
 }
@@ -125,31 +124,20 @@ func (s *DB) applyMigrations(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	all, err := storage.Migrations(migrations)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return fmt.Errorf("migration %s: name must start with a number and '_'", name)
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	for _, m := range all {
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, version).Scan(&n); err != nil || n > 0 {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.Version).Scan(&n); err != nil || n > 0 {
 				return err
 			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version)
 			return err
 		})
 		if err != nil {

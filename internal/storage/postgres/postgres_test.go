@@ -44,16 +44,7 @@ func TestOpenUnreachableIsOneClearLine(t *testing.T) {
 // Two servers on one database: an event appended or an item queued through
 // one wakes the waiters of the other (LISTEN/NOTIFY, delivered at commit).
 func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
-	url := testenv.PostgresSchema(t)
-	open := func() *postgres.DB {
-		db, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := twoReplicas(t)
 	wakes := make(chan storage.Wake, 16)
 	if err := b.Listen(t.Context(), func(w storage.Wake) { wakes <- w }); err != nil {
 		t.Fatal(err)
@@ -257,4 +248,44 @@ func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("pollers since t0 = %d (%v), want 2 (w1 and w2; w3 is older, w9 elsewhere)", n, err)
 	}
+}
+
+// Two servers on one database: a session's turn held by one is refused to
+// the other, and a server that goes away (its connections end, as when its
+// process is killed) hands the turn over at once.
+func TestATurnHasOneHolderAcrossReplicas(t *testing.T) {
+	a, b := twoReplicas(t)
+	if _, ok, err := a.TryTurn(t.Context(), "sesn_x"); err != nil || !ok {
+		t.Fatalf("a.TryTurn = %v, %v; want the turn", ok, err)
+	}
+	if _, ok, err := b.TryTurn(t.Context(), "sesn_x"); err != nil || ok {
+		t.Fatalf("b.TryTurn while a holds it = %v, %v; want refused", ok, err)
+	}
+	a.Close()
+	// PostgreSQL releases a's locks once its backend has seen the
+	// connection end, a moment after Close returns: b tries until then.
+	for bound := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		release, ok, err := b.TryTurn(t.Context(), "sesn_x")
+		if err != nil || (!ok && time.Now().After(bound)) {
+			t.Fatalf("b.TryTurn after a closed = %v, %v; want the turn", ok, err)
+		}
+		if ok {
+			release()
+			return
+		}
+	}
+}
+
+// twoReplicas opens two handles of one fresh database, as two servers do.
+func twoReplicas(t *testing.T) (a, b *postgres.DB) {
+	url := testenv.PostgresSchema(t)
+	open := func() *postgres.DB {
+		db, err := postgres.Open(t.Context(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return open(), open()
 }

@@ -113,34 +113,13 @@ func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (
 func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.Work, error) {
 	var settled []storage.Work
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		settled = nil
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
+		var requeued bool
+		var err error
+		settled, requeued, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
+		if err == nil && requeued {
+			err = notifyWake(ctx, tx, storage.TopicQueue, environmentID)
 		}
-		// The bound on lease_expires_at only spares reading current
-		// leases; workqueue.Lapsed decides.
-		lapsed, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
-			WHERE environment_id = $1 AND state != 'stopped' AND lease_expires_at <= $2 FOR UPDATE SKIP LOCKED`, environmentID, now)
-		if err != nil {
-			return err
-		}
-		for _, w := range lapsed {
-			if !workqueue.Lapsed(w, now) {
-				continue
-			}
-			w, wasStopped := workqueue.Expire(w, now)
-			settled = append(settled, w)
-			if !wasStopped {
-				if err := notifyWake(ctx, tx, storage.TopicQueue, environmentID); err != nil {
-					return err
-				}
-			}
-			if err := saveWork(ctx, tx, w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	return settled, err
 }
@@ -150,61 +129,55 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 // concurrent claims neither wait for each other nor get the same item.
 func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
 	var out storage.Work
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		// The WHERE clause narrows to what workqueue.Claimable accepts so
-		// that LIMIT 1 finds it through the index; Next decides.
-		reclaimBefore := now.Add(-c.ReclaimOlderThan)
-		candidates, err := queryAll(ctx, tx, scanWork, `SELECT `+workColumns+` FROM work_items
-			WHERE environment_id = $1 AND state = 'queued' AND (claimed_at IS NULL OR ($2 AND claimed_at <= $3))
-			ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, c.EnvironmentID, c.ReclaimOlderThan > 0, reclaimBefore)
-		if err != nil {
-			return err
-		}
-		w, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan)
-		if !ok {
-			return storage.ErrNoWork
-		}
-		w, tok := workqueue.Claim(w, c, now)
-		if err := saveWork(ctx, tx, w); err != nil {
-			return err
-		}
-		if err := insertCredential(ctx, tx, tok, c.TokenHash); err != nil {
-			return fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
-		}
-		out = w
-		return nil
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		out, err = workqueue.ClaimIn(ctx, workRows{s, tx}, c)
+		return err
 	})
 	return out, err
 }
 
-// changeWork locks one item, applies a rule of package workqueue to it at
-// the store's clock and saves the result when the rule changed it.
+// changeWork locks one item and applies a rule of package workqueue to it.
 func (s *DB) changeWork(ctx context.Context, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
 	var out storage.Work
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWork(tx.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = $1 AND environment_id = $2 FOR UPDATE`, workID, environmentID))
-		if err != nil {
-			return err
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		w, changed, err := rule(w, now)
-		if err != nil {
-			return err
-		}
-		out = w
-		if !changed {
-			return nil
-		}
-		return saveWork(ctx, tx, w)
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		out, err = workqueue.ChangeIn(ctx, workRows{s, tx}, environmentID, workID, rule)
+		return err
 	})
 	return out, err
+}
+
+// workRows are the work queue's rows in a transaction (workqueue.Rows),
+// locked as they are read.
+type workRows struct {
+	s  *DB
+	tx pgx.Tx
+}
+
+func (r workRows) Now(ctx context.Context) (time.Time, error) { return r.s.now(ctx, r.tx) }
+
+func (r workRows) Work(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+	return scanWork(r.tx.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = $1 AND environment_id = $2 FOR UPDATE`, workID, environmentID))
+}
+
+// Claimable narrows to what workqueue.Claimable accepts so that LIMIT 1
+// finds it through the index, skipping items other pollers hold.
+func (r workRows) Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error) {
+	return queryAll(ctx, r.tx, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = $1 AND state = 'queued' AND (claimed_at IS NULL OR ($2 AND claimed_at <= $3))
+		ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, c.EnvironmentID, c.ReclaimOlderThan > 0, now.Add(-c.ReclaimOlderThan))
+}
+
+// Leased bounds lease_expires_at only to spare reading current leases;
+// workqueue.Lapsed decides.
+func (r workRows) Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error) {
+	return queryAll(ctx, r.tx, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = $1 AND state != 'stopped' AND lease_expires_at <= $2 FOR UPDATE SKIP LOCKED`, environmentID, now)
+}
+
+func (r workRows) SaveWork(ctx context.Context, w storage.Work) error { return saveWork(ctx, r.tx, w) }
+
+func (r workRows) InsertCredential(ctx context.Context, c storage.Credential, hash string) error {
+	return insertCredential(ctx, r.tx, c, hash)
 }
 
 // AckWork implements storage.WorkQueue.
@@ -229,13 +202,7 @@ func (s *DB) StopWork(ctx context.Context, environmentID, workID string, force b
 
 // UpdateWork implements storage.WorkQueue.
 func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn func(*storage.Work) error) (storage.Work, error) {
-	return s.changeWork(ctx, environmentID, workID, func(w storage.Work, _ time.Time) (storage.Work, bool, error) {
-		if err := fn(&w); err != nil {
-			return w, false, err
-		}
-		w.ID, w.EnvironmentID = workID, environmentID
-		return w, true, nil
-	})
+	return s.changeWork(ctx, environmentID, workID, workqueue.Update(environmentID, workID, fn))
 }
 
 // GetWork implements storage.WorkQueue.

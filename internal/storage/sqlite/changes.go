@@ -49,26 +49,19 @@ func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit
 	var page storage.ChangePage
 	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
-		var err error
-		if page.Latest, err = latestSequence(ctx, tx, storeID); err != nil {
+		latest, err := latestSequence(ctx, tx, storeID)
+		if err != nil {
 			return err
 		}
-		if after > page.Latest {
-			return &storage.SequenceAheadError{After: after, Latest: page.Latest}
-		}
-		if after == page.Latest {
-			page.Changes = []api.MemoryChange{}
-			return nil
-		}
-		page.Changes, err = queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
-			storeID, after, limit+1)
-		if err != nil {
-			return fmt.Errorf("list changes of memory store %s: %w", storeID, err)
-		}
-		if len(page.Changes) > limit {
-			page.Changes, page.More = page.Changes[:limit], true
-		}
-		return nil
+		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]api.MemoryChange, error) {
+			changes, err := queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
+				storeID, after, n)
+			if err != nil {
+				return nil, fmt.Errorf("list changes of memory store %s: %w", storeID, err)
+			}
+			return changes, nil
+		})
+		return err
 	})
 	return page, err
 }
@@ -86,7 +79,7 @@ func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64
 		if err := at(seq); err != nil {
 			return err
 		}
-		upper := prefix[:len(prefix)-1] + "0"
+		_, upper := storage.SubtreeRange(prefix)
 		rows, err := tx.QueryContext(ctx, memoryWithContent+` WHERE m.store_id = ? AND m.path >= ? AND m.path < ? ORDER BY m.path`, storeID, prefix, upper)
 		if err != nil {
 			return fmt.Errorf("snapshot of memory store %s: %w", storeID, err)

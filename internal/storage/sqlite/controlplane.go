@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/workqueue"
@@ -479,14 +478,6 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 
 // ---- events ----
 
-// statusOf maps the status events to the session status they set.
-var statusOf = map[string]string{
-	api.EventSessionStatusRunning:    api.SessionRunning,
-	api.EventSessionStatusIdle:       api.SessionIdle,
-	api.EventSessionStatusTerminated: api.SessionTerminated,
-	"session.status_rescheduled":     api.SessionRescheduling,
-}
-
 // viewInTx reads a session with its whole log (see sessionLog) and whether
 // a live work item serves it.
 func (s *DB) viewInTx(ctx context.Context, q queryer, sessionID string) (storage.SessionView, eventLog, error) {
@@ -516,23 +507,10 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 			return api.Session{}, eventLog{}, err
 		}
 	}
-	// processed_at strictly increases along the log: the official worker
-	// drops every tool call processed at or before the latest interrupt, so
-	// two events sharing a timestamp (a coarse or frozen clock) could hide
-	// a call made after it.
-	var last time.Time
-	if n := len(view.Log); n > 0 && view.Log[n-1].ProcessedAt != nil {
-		last = *view.Log[n-1].ProcessedAt
-	}
+	ap := storage.NewAppend(view)
 	out := make([]api.Event, 0, len(events))
 	for _, e := range events {
-		now := s.now()
-		if !now.After(last) {
-			now = last.Add(time.Microsecond)
-		}
-		last = now
-		e.ID = ids.NewAt(ids.Event, now)
-		e.ProcessedAt = &now
+		e = ap.Next(e, s.now())
 		res, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
 			e.ID, sessionID, e.Type, toJSON(e))
 		if err == nil {
@@ -541,19 +519,13 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 		if err != nil {
 			return api.Session{}, eventLog{}, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
 		}
-		if st, ok := statusOf[e.Type]; ok {
-			view.Session.Status = st
-		}
 		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
 			return api.Session{}, eventLog{}, err
 		}
-		if e.Type == api.EventSpanModelRequestEnd && e.ModelUsage != nil {
-			view.Session.Usage.Add(*e.ModelUsage)
-		}
-		view.Session.UpdatedAt = now
 		view.Log = append(view.Log, e)
 		out = append(out, e)
 	}
+	view.Session = ap.Session
 	if stored != nil {
 		*stored = out
 	}

@@ -139,6 +139,8 @@ func (b *pendingBatch) finish(batchErr error) {
 // commitBatch runs first and the writes that join it to one COMMIT, then
 // answers each; a write failing halfway costs the others one more run.
 func (s *DB) commitBatch(first commitRequest) {
+	s.writer.Lock()
+	defer s.writer.Unlock()
 	b := &pendingBatch{}
 	b.add(first)
 	for {

@@ -8,11 +8,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +36,15 @@ type DB struct {
 	logs logCache
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
+	// turns are the sessions' turns taken: one process owns the file, so
+	// the turns it holds are all there are.
+	turns storage.TurnSet
+	// writer queues this process's write transactions (tx and the group
+	// committer's). Left to SQLite, waiting writers poll the file lock
+	// from its busy handler, and with 32 of them claiming at once some
+	// lost every round until busy_timeout failed them with SQLITE_BUSY; a
+	// Go mutex turns fair once a waiter has waited a millisecond.
+	writer sync.Mutex
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -95,6 +100,11 @@ func DSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
+// TryTurn implements storage.Turns.
+func (s *DB) TryTurn(ctx context.Context, sessionID string) (func(), bool, error) {
+	return s.turns.TryTurn(ctx, sessionID)
+}
+
 // Close closes the database.
 func (s *DB) Close() error {
 	s.stopCommitter()
@@ -108,31 +118,20 @@ func (s *DB) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	all, err := storage.Migrations(migrations)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return fmt.Errorf("migration %s: name must start with a number and '_'", name)
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	for _, m := range all {
 		err = s.tx(ctx, func(tx *sql.Tx) error {
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil || n > 0 {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil || n > 0 {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, formatTime(s.now()))
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, formatTime(s.now()))
 			return err
 		})
 		if err != nil {
@@ -144,6 +143,8 @@ func (s *DB) migrate(ctx context.Context) error {
 
 // tx runs fn in one write transaction, committing when fn returns nil.
 func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	s.writer.Lock()
+	defer s.writer.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

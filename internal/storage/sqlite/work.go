@@ -148,101 +148,84 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 		return nil, err
 	}
 	var settled []storage.Work
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		lapsed, err := leasedWork(ctx, tx, environmentID, now)
-		if err != nil {
-			return err
-		}
-		for _, w := range lapsed {
-			if !workqueue.Lapsed(w, now) {
-				continue
-			}
-			w, _ = workqueue.Expire(w, now)
-			settled = append(settled, w)
-			if err := saveWork(ctx, tx, w); err != nil {
-				return err
-			}
-		}
-		return nil
+	err = s.tx(ctx, func(tx *sql.Tx) (err error) {
+		settled, _, err = workqueue.ExpireIn(ctx, workRows{s, tx}, environmentID)
+		return err
 	})
 	return settled, err
 }
 
-// nextClaimable returns the item a claim gets at now, if any. The WHERE
-// clause narrows to what workqueue.Claimable accepts so that LIMIT 1 finds
-// it through the queue index; workqueue.Next decides.
-func nextClaimable(ctx context.Context, q queryer, c storage.Claim, now time.Time) (storage.Work, bool, error) {
+// claimable lists the item a claim may take at now. The WHERE clause
+// narrows to what workqueue.Claimable accepts so that LIMIT 1 finds it
+// through the queue index; workqueue.Next decides.
+func claimable(ctx context.Context, q queryer, c storage.Claim, now time.Time) ([]storage.Work, error) {
 	reclaimBefore := "" // no claimed item qualifies
 	if c.ReclaimOlderThan > 0 {
 		reclaimBefore = formatTime(now.Add(-c.ReclaimOlderThan))
 	}
-	candidates, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
 		WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)
 		ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore)
-	if err != nil {
-		return storage.Work{}, false, err
-	}
-	w, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan)
-	return w, ok, nil
 }
 
 // ClaimWork implements storage.WorkQueue.
 func (s *DB) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
 	// An empty queue is the common answer to a poll: find that out with a
 	// read, without taking the write lock.
-	if _, ok, err := nextClaimable(ctx, s.db, c, s.now()); err != nil || !ok {
-		if err == nil {
-			err = storage.ErrNoWork
-		}
+	now := s.now()
+	candidates, err := claimable(ctx, s.db, c, now)
+	if err != nil {
 		return storage.Work{}, err
 	}
+	if _, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan); !ok {
+		return storage.Work{}, storage.ErrNoWork
+	}
 	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) (err error) {
 		// One write transaction per claim (BEGIN IMMEDIATE): a second
 		// poller waits for this one to commit, then sees the item claimed.
-		now := s.now()
-		w, ok, err := nextClaimable(ctx, tx, c, now)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return storage.ErrNoWork
-		}
-		w, tok := workqueue.Claim(w, c, now)
-		if err := saveWork(ctx, tx, w); err != nil {
-			return err
-		}
-		if err := insertCredential(ctx, tx, tok, c.TokenHash); err != nil {
-			return fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
-		}
-		out = w
-		return nil
+		out, err = workqueue.ClaimIn(ctx, workRows{s, tx}, c)
+		return err
 	})
 	return out, err
 }
 
-// changeWork loads one item in a write transaction, applies a rule of
-// package workqueue to it at the store's clock and saves the result when
-// the rule changed it.
+// changeWork applies a rule of package workqueue to one item in a write
+// transaction.
 func (s *DB) changeWork(ctx context.Context, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
 	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		w, err := getWork(ctx, tx, environmentID, workID)
-		if err != nil {
-			return err
-		}
-		w, changed, err := rule(w, s.now())
-		if err != nil {
-			return err
-		}
-		out = w
-		if !changed {
-			return nil
-		}
-		return saveWork(ctx, tx, w)
+	err := s.tx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = workqueue.ChangeIn(ctx, workRows{s, tx}, environmentID, workID, rule)
+		return err
 	})
 	return out, err
+}
+
+// workRows are the work queue's rows in a write transaction
+// (workqueue.Rows); SQLite's single writer needs no row locks.
+type workRows struct {
+	s  *DB
+	tx *sql.Tx
+}
+
+func (r workRows) Now(context.Context) (time.Time, error) { return r.s.now(), nil }
+
+func (r workRows) Work(ctx context.Context, environmentID, workID string) (storage.Work, error) {
+	return getWork(ctx, r.tx, environmentID, workID)
+}
+
+func (r workRows) Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error) {
+	return claimable(ctx, r.tx, c, now)
+}
+
+func (r workRows) Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error) {
+	return leasedWork(ctx, r.tx, environmentID, now)
+}
+
+func (r workRows) SaveWork(ctx context.Context, w storage.Work) error { return saveWork(ctx, r.tx, w) }
+
+func (r workRows) InsertCredential(ctx context.Context, c storage.Credential, hash string) error {
+	return insertCredential(ctx, r.tx, c, hash)
 }
 
 // AckWork implements storage.WorkQueue.
@@ -279,20 +262,7 @@ func (s *DB) ListWork(ctx context.Context, environmentID string, q storage.ListQ
 
 // UpdateWork implements storage.WorkQueue.
 func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn func(*storage.Work) error) (storage.Work, error) {
-	var out storage.Work
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		w, err := getWork(ctx, tx, environmentID, workID)
-		if err != nil {
-			return err
-		}
-		if err := fn(&w); err != nil {
-			return err
-		}
-		w.ID, w.EnvironmentID = workID, environmentID
-		out = w
-		return saveWork(ctx, tx, w)
-	})
-	return out, err
+	return s.changeWork(ctx, environmentID, workID, workqueue.Update(environmentID, workID, fn))
 }
 
 // WorkStats implements storage.WorkQueue.

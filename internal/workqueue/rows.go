@@ -1,0 +1,116 @@
+package workqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Rows is what the bodies of the work queue's writes need of a backend,
+// inside one of its write transactions: its clock and the rows of work
+// items and credentials. A backend locks the rows it returns where it
+// locks rows (PostgreSQL: FOR UPDATE, SKIP LOCKED for claims); the order
+// of reads, rules and writes is here, once for every backend.
+type Rows interface {
+	// Now is the transaction's clock (the database's, or an injected one).
+	Now(ctx context.Context) (time.Time, error)
+	// Work loads one item to change it; storage.ErrNotFound if absent.
+	Work(ctx context.Context, environmentID, workID string) (storage.Work, error)
+	// Claimable lists the queued items a claim may take at now, oldest
+	// first (a backend may return only the first).
+	Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error)
+	// Leased lists the items whose lease may have lapsed at now.
+	Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error)
+	// SaveWork writes an item back.
+	SaveWork(ctx context.Context, w storage.Work) error
+	// InsertCredential stores a minted sessions token.
+	InsertCredential(ctx context.Context, c storage.Credential, hash string) error
+}
+
+// ClaimIn claims the next item for c in rows and mints its sessions
+// token, or returns storage.ErrNoWork.
+func ClaimIn(ctx context.Context, rows Rows, c storage.Claim) (storage.Work, error) {
+	now, err := rows.Now(ctx)
+	if err != nil {
+		return storage.Work{}, err
+	}
+	candidates, err := rows.Claimable(ctx, c, now)
+	if err != nil {
+		return storage.Work{}, err
+	}
+	w, ok := Next(candidates, now, c.ReclaimOlderThan)
+	if !ok {
+		return storage.Work{}, storage.ErrNoWork
+	}
+	w, tok := Claim(w, c, now)
+	if err := rows.SaveWork(ctx, w); err != nil {
+		return storage.Work{}, err
+	}
+	if err := rows.InsertCredential(ctx, tok, c.TokenHash); err != nil {
+		return storage.Work{}, fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
+	}
+	return w, nil
+}
+
+// ChangeIn applies rule (Ack, a Heartbeat, a Stop) to one item in rows at
+// their clock, and saves the result when the rule changed it.
+func ChangeIn(ctx context.Context, rows Rows, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
+	w, err := rows.Work(ctx, environmentID, workID)
+	if err != nil {
+		return storage.Work{}, err
+	}
+	now, err := rows.Now(ctx)
+	if err != nil {
+		return storage.Work{}, err
+	}
+	w, changed, err := rule(w, now)
+	if err != nil {
+		return storage.Work{}, err
+	}
+	if changed {
+		if err := rows.SaveWork(ctx, w); err != nil {
+			return storage.Work{}, err
+		}
+	}
+	return w, nil
+}
+
+// ExpireIn settles the lapsed leases of an environment in rows: each item
+// goes back to the queue or stops (Expire). It returns every item settled
+// and whether any went back to the queue (pollers may want waking).
+func ExpireIn(ctx context.Context, rows Rows, environmentID string) (settled []storage.Work, requeued bool, err error) {
+	now, err := rows.Now(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	leased, err := rows.Leased(ctx, environmentID, now)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, w := range leased {
+		if !Lapsed(w, now) {
+			continue
+		}
+		w, wasStopped := Expire(w, now)
+		settled = append(settled, w)
+		requeued = requeued || !wasStopped
+		if err := rows.SaveWork(ctx, w); err != nil {
+			return nil, false, err
+		}
+	}
+	return settled, requeued, nil
+}
+
+// Update is the rule of an UpdateWork: fn edits the item (its metadata),
+// which keeps its identity whatever fn did.
+func Update(environmentID, workID string, fn func(*storage.Work) error) func(storage.Work, time.Time) (storage.Work, bool, error) {
+	return func(w storage.Work, _ time.Time) (storage.Work, bool, error) {
+		if err := fn(&w); err != nil {
+			return w, false, err
+		}
+		w.ID, w.EnvironmentID = workID, environmentID
+		return w, true, nil
+	}
+}
