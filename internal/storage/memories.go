@@ -189,6 +189,15 @@ type MemoryUpdate struct {
 	By       api.Actor
 }
 
+// ContentSHA256 is the hash of the new content, "" when the update keeps
+// the content; backends compute it before their write transaction.
+func (u MemoryUpdate) ContentSHA256() string {
+	if u.Content == nil {
+		return ""
+	}
+	return ContentHash(*u.Content)
+}
+
 // MemoryQuery selects memories for ListMemories.
 type MemoryQuery struct {
 	StoreID string

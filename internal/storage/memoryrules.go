@@ -184,18 +184,21 @@ type MemoryChange struct {
 	Noop bool
 }
 
-// PlanUpdate decides an update against the memory as stored (cur, with its
-// content): the new path, content and hash, whether it is a no-op, and the
-// precondition's refusal. Every backend calls it inside the transaction
-// that read cur, then checks the path and writes.
-func PlanUpdate(cur api.Memory, in MemoryUpdate) (MemoryChange, error) {
-	c := MemoryChange{Path: cur.Path, Content: *cur.Content, SHA256: cur.ContentSHA256}
+// PlanUpdate decides an update against the memory as stored (cur): the new
+// path, content and hash, whether it is a no-op, and the precondition's
+// refusal. Every backend calls it inside the transaction that read cur,
+// then checks the path and writes. contentSHA256 is in.ContentSHA256(),
+// computed before the transaction (writers take turns in it; hashing 100 KB
+// is not free); cur needs its content only when in.Content is nil.
+func PlanUpdate(cur api.Memory, in MemoryUpdate, contentSHA256 string) (MemoryChange, error) {
+	c := MemoryChange{Path: cur.Path, SHA256: cur.ContentSHA256}
 	if in.Path != nil {
 		c.Path = *in.Path
 	}
 	if in.Content != nil {
-		c.Content = *in.Content
-		c.SHA256 = ContentHash(c.Content)
+		c.Content, c.SHA256 = *in.Content, contentSHA256
+	} else {
+		c.Content = *cur.Content
 	}
 	if c.Path == cur.Path && c.SHA256 == cur.ContentSHA256 {
 		c.Noop = true

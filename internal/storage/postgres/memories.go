@@ -366,6 +366,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
+	sha := in.ContentSHA256()
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		changed = false
 		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
@@ -375,7 +376,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		if err != nil {
 			return err
 		}
-		next, err := storage.PlanUpdate(cur, in)
+		next, err := storage.PlanUpdate(cur, in, sha)
 		if err != nil || next.Noop {
 			m = cur
 			return err

@@ -3,18 +3,28 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/memstore/memstore/internal/storage"
 )
 
 // Group commit. SQLite lets one writer in at a time; writers that arrive
 // together used to queue on the file lock, each sleeping in the busy
 // handler and then paying for its own BEGIN and COMMIT. The committer is
 // one goroutine that takes every write waiting at that moment and runs
-// them in one transaction, each inside its own savepoint so that a write
-// that fails is undone alone, and answers each of them only after the
-// COMMIT returned: a write is acknowledged exactly when it is as durable as
+// them in one transaction, and answers each of them only after the COMMIT
+// returned: a write is acknowledged exactly when it is as durable as
 // before, and concurrent writers share the cost of one commit.
+//
+// A write refused by its checks (not found, conflict, precondition…) has
+// changed nothing, so the others go on. A write that fails otherwise (after
+// changing something, an I/O error, a panic) cannot be undone alone without a
+// savepoint per write, and savepoints cost every write a copy of each page
+// it touches into the statement journal: instead the transaction is rolled
+// back, that write gets its error, and the others run again in a new one.
+// So each write still succeeds or fails on its own.
 
 // maxBatch bounds the writes of one transaction, so that one batch cannot
 // hold the write lock for long.
@@ -22,8 +32,27 @@ const maxBatch = 64
 
 // batchFn is a write run by the committer. It must use the ctx it is given
 // (not the caller's): a caller's cancellation must not interrupt a
-// statement of a transaction that other writes share.
-type batchFn func(ctx context.Context, tx *sql.Tx) error
+// statement of a transaction that other writes share. It makes its checks
+// before its changes, and its changes with tx.ExecContext, which is how
+// the committer knows whether a failed write left anything to undo. It may
+// run more than once (see above), so it sets its results on each run.
+type batchFn func(ctx context.Context, tx *batchTx) error
+
+// batchTx is the shared transaction as a write sees it: statements run
+// prepared (cachedQ), and the memory-store counters the batch keeps.
+type batchTx struct {
+	cachedQ
+	stores storeCounters
+	// changed: the running write has executed a statement that may have
+	// changed the database.
+	changed bool
+}
+
+// ExecContext runs a statement that changes the database.
+func (w *batchTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	w.changed = true
+	return w.cachedQ.ExecContext(ctx, query, args...)
+}
 
 type commitRequest struct {
 	ctx  context.Context
@@ -81,91 +110,116 @@ func (s *DB) runCommits() {
 	}
 }
 
-// commitBatch opens a transaction with first and keeps taking the writes
-// that wait, including those that arrived while the previous ones ran,
-// until none waits or maxBatch is reached; then it commits and answers
-// each. Under load a batch thus grows to whatever arrives during its own
-// execution, not only to what was queued when it started.
+// pendingBatch is the writes of one batch and what is known of each.
+type pendingBatch struct {
+	reqs []commitRequest
+	// own[i] is what reqs[i] did on its own when it last ran; settled[i]:
+	// that outcome stands whatever the transaction does (it failed
+	// halfway, and its changes were rolled back).
+	own     []error
+	settled []bool
+}
+
+func (b *pendingBatch) add(r commitRequest) {
+	b.reqs, b.own, b.settled = append(b.reqs, r), append(b.own, nil), append(b.settled, false)
+}
+
+// finish answers each write with its own error, or with the batch's when
+// it has none (not run, or run but not committed).
+func (b *pendingBatch) finish(batchErr error) {
+	for i, r := range b.reqs {
+		err := batchErr
+		if b.own[i] != nil {
+			err = b.own[i]
+		}
+		r.done <- err
+	}
+}
+
+// commitBatch runs first and the writes that join it to one COMMIT, then
+// answers each; a write failing halfway costs the others one more run.
 func (s *DB) commitBatch(first commitRequest) {
 	s.writer.Lock()
 	defer s.writer.Unlock()
-	ctx := context.Background()
-	reqs := []commitRequest{first}
-	// errs[i] is what reqs[i] did on its own; finish answers each with
-	// that, or with the batch's error when it has none (not run yet, or
-	// run but not committed).
-	var errs []error
-	finish := func(batchErr error) {
-		for i, r := range reqs {
-			err := batchErr
-			if i < len(errs) && errs[i] != nil {
-				err = errs[i]
-			}
-			r.done <- err
-		}
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		finish(err)
-		return
-	}
-	// The savepoint statements run as prepared statements too: three per
-	// write would otherwise be parsed each time.
-	q := s.cached(tx)
-	for i := 0; i < len(reqs); i++ {
-		own, err := runInSavepoint(ctx, tx, q, reqs[i])
-		errs = append(errs, own)
-		if err != nil {
-			tx.Rollback()
-			finish(err)
+	b := &pendingBatch{}
+	b.add(first)
+	for {
+		again, err := s.runBatch(context.Background(), b)
+		if !again {
+			b.finish(err)
 			return
 		}
-		if len(reqs) < maxBatch {
+	}
+}
+
+// runBatch opens a transaction, runs the batch's unsettled writes in it
+// and keeps taking the writes that wait, including those that arrived
+// while the previous ones ran, until none waits or maxBatch is reached;
+// then it commits. Under load a batch thus grows to whatever arrives
+// during its own execution, not only to what was queued when it started.
+// again reports a write that failed halfway: the transaction was rolled
+// back and the batch must run again without it.
+func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	w := &batchTx{cachedQ: s.cached(tx), stores: newStoreCounters()}
+	for i := 0; i < len(b.reqs); i++ {
+		if b.settled[i] {
+			continue
+		}
+		w.changed = false
+		b.own[i] = runWrite(ctx, w, b.reqs[i])
+		if b.own[i] != nil && (w.changed || !isRefusal(b.own[i])) {
+			tx.Rollback()
+			b.settled[i] = true
+			return true, nil
+		}
+		w.stores.settle(b.own[i] == nil)
+		if len(b.reqs) < maxBatch {
 			select {
 			case next := <-s.commits.requests:
-				reqs = append(reqs, next)
+				b.add(next)
 			default:
 			}
 		}
 	}
+	if err := w.stores.flush(ctx, w); err != nil {
+		tx.Rollback()
+		return false, err
+	}
 	if err := tx.Commit(); err != nil {
-		finish(fmt.Errorf("sqlite: commit: %w", err))
-		return
+		return false, fmt.Errorf("sqlite: commit: %w", err)
 	}
-	finish(nil)
+	return false, nil
 }
 
-// runInSavepoint runs r inside a savepoint of tx and returns r's own
-// outcome; a failed write is undone alone. err is set when the
-// transaction itself is lost, and the whole batch with it.
-func runInSavepoint(ctx context.Context, tx *sql.Tx, q cachedQ, r commitRequest) (own, err error) {
+// isRefusal tells a write's own refusal, decided by reading the database,
+// from a failure of the database (which SQLite may answer by rolling the
+// whole transaction back): only the former lets the batch go on.
+func isRefusal(err error) bool {
+	var (
+		conflict     *storage.PathConflictError
+		precondition *storage.PreconditionFailedError
+		full         *storage.StoreFullError
+	)
+	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrStoreArchived) ||
+		errors.As(err, &conflict) || errors.As(err, &precondition) || errors.As(err, &full) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// runWrite runs r's write unless its caller gave up while it waited,
+// turning a panic into an error so that one bad write cannot take the
+// committer, and with it every writer, down.
+func runWrite(ctx context.Context, w *batchTx, r commitRequest) (err error) {
 	if err := r.ctx.Err(); err != nil {
-		return err, nil // given up while waiting: never run
+		return err // given up while waiting: never run
 	}
-	if _, err := q.ExecContext(ctx, `SAVEPOINT write`); err != nil {
-		return nil, fmt.Errorf("sqlite: open a savepoint: %w", err)
-	}
-	if own = runGuarded(ctx, r.fn, tx); own != nil {
-		// If SQLite already rolled the whole transaction back (some
-		// errors do), the savepoint is gone and the batch fails as one:
-		// nothing of it is committed.
-		if _, err := q.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
-			return own, fmt.Errorf("sqlite: a write of this batch failed (%v) and took the transaction with it: %w", own, err)
-		}
-	}
-	if _, err := q.ExecContext(ctx, `RELEASE write`); err != nil {
-		return own, fmt.Errorf("sqlite: release a savepoint: %w", err)
-	}
-	return own, nil
-}
-
-// runGuarded calls fn, turning a panic into an error so that one bad write
-// cannot take the committer, and with it every writer, down.
-func runGuarded(ctx context.Context, fn batchFn, tx *sql.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sqlite: write panicked: %v", p)
 		}
 	}()
-	return fn(ctx, tx)
+	return r.fn(ctx, w)
 }

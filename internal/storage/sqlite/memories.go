@@ -66,42 +66,6 @@ func getStore(ctx context.Context, q queryer, id string) (api.MemoryStore, error
 	return scanStore(q.QueryRowContext(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE id = ?`, id))
 }
 
-// writableStore loads a store for a write to its memories and returns its
-// live memory count.
-func writableStore(ctx context.Context, tx queryer, id string) (count int, err error) {
-	var archived sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT memory_count, archived_at FROM memory_stores WHERE id = ?`, id).Scan(&count, &archived)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, storage.ErrNotFound
-	}
-	if err != nil {
-		return 0, err
-	}
-	if archived.Valid {
-		return 0, storage.ErrStoreArchived
-	}
-	return count, nil
-}
-
-// takeSequence claims a store's next change-feed sequence (see migration
-// 0007) and moves its memory count by delta, returning both after the
-// change and whether the store is archived: one statement where a check,
-// the claim and the count took three, which matters because the group
-// committer runs writes one after another. A write refused after it is
-// undone with the write's savepoint.
-func takeSequence(ctx context.Context, tx queryer, storeID string, delta int) (seq int64, count int, archived bool, err error) {
-	var archivedAt sql.NullString
-	err = tx.QueryRowContext(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1, memory_count = memory_count + ? WHERE id = ? RETURNING last_sequence, memory_count, archived_at`,
-		delta, storeID).Scan(&seq, &count, &archivedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, storage.ErrNotFound
-	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("take the next change sequence of memory store %s: %w", storeID, err)
-	}
-	return seq, count, archivedAt.Valid, nil
-}
-
 func encodeMetadata(m map[string]string) (string, error) {
 	if m == nil {
 		m = map[string]string{}
@@ -355,7 +319,7 @@ type versionRow struct {
 }
 
 // insertVersion writes a version under the change-feed sequence its write
-// took (takeSequence).
+// took (storeCounters.take).
 func insertVersion(ctx context.Context, tx queryer, v versionRow) error {
 	var content any
 	if v.content != nil {
@@ -382,15 +346,14 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 	// one after another.
 	sha, size := storage.ContentHash(in.Content), int64(len(in.Content))
 	var m api.Memory
-	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
+	err := s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
 		now := s.now()
 		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
-		tx := s.cached(sqlTx)
-		seq, count, archived, err := takeSequence(ctx, tx, in.StoreID, +1)
+		st, err := tx.stores.take(ctx, tx, in.StoreID, +1)
 		if err != nil {
 			return err
 		}
-		if archived {
+		if st.archived {
 			return storage.ErrStoreArchived
 		}
 		// The conflict comes first: a client retrying a create whose
@@ -399,11 +362,11 @@ func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory
 		if err := pathConflict(ctx, tx, in.StoreID, in.Path, ""); err != nil {
 			return err
 		}
-		if count > limit {
+		if st.count > limit {
 			return &storage.StoreFullError{Limit: limit}
 		}
 		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: memID, op: api.OperationCreated,
-			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now, seq: seq}); err != nil {
+			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now, seq: st.seq}); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -423,6 +386,22 @@ func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memor
 	return getMemory(ctx, s.cached(nil), storeID, memoryID)
 }
 
+// getMemoryFor reads the memory an update changes. Its stored content is
+// read only when the update keeps it (a rename); otherwise the memory
+// carries the update's content, which is what a no-op answers with.
+func getMemoryFor(ctx context.Context, q queryer, in storage.MemoryUpdate) (api.Memory, error) {
+	if in.Content == nil {
+		return getMemory(ctx, q, in.StoreID, in.MemoryID)
+	}
+	r, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, in.MemoryID, in.StoreID), false)
+	if err != nil {
+		return api.Memory{}, err
+	}
+	m, err := r.toAPI()
+	m.Content = in.Content
+	return m, err
+}
+
 // UpdateMemory implements storage.MemoryStores.
 func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Memory, bool, error) {
 	if err := storage.CheckActor(in.By); err != nil {
@@ -432,16 +411,16 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		m       api.Memory
 		changed bool
 	)
-	err := s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
-		tx := s.cached(sqlTx)
-		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
+	sha := in.ContentSHA256()
+	err := s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
+		if err := tx.stores.writable(ctx, tx, in.StoreID); err != nil {
 			return err
 		}
-		cur, err := getMemory(ctx, tx, in.StoreID, in.MemoryID)
+		cur, err := getMemoryFor(ctx, tx, in)
 		if err != nil {
 			return err
 		}
-		next, err := storage.PlanUpdate(cur, in)
+		next, err := storage.PlanUpdate(cur, in, sha)
 		if err != nil || next.Noop {
 			m = cur
 			return err
@@ -452,7 +431,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 				return err
 			}
 		}
-		seq, _, _, err := takeSequence(ctx, tx, in.StoreID, 0)
+		st, err := tx.stores.take(ctx, tx, in.StoreID, 0)
 		if err != nil {
 			return err
 		}
@@ -460,7 +439,7 @@ func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Mem
 		verID := ids.NewAt(ids.MemoryVersion, now)
 		size := int64(len(newContent))
 		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: cur.ID, op: api.OperationModified,
-			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now, seq: seq}); err != nil {
+			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now, seq: st.seq}); err != nil {
 			return err
 		}
 		// Setting path, even to the same value, rewrites the memory's
@@ -487,8 +466,7 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 	if err := storage.CheckActor(by); err != nil {
 		return err
 	}
-	return s.batch(ctx, func(ctx context.Context, sqlTx *sql.Tx) error {
-		tx := s.cached(sqlTx)
+	return s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
 		cur, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = ? AND m.store_id = ?`, memoryID, storeID), false)
 		if err != nil {
 			return err
@@ -496,13 +474,13 @@ func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256
 		if expectedSHA256 != "" && expectedSHA256 != cur.sha {
 			return &storage.PreconditionFailedError{CurrentSHA256: cur.sha}
 		}
-		seq, _, _, err := takeSequence(ctx, tx, storeID, -1)
+		st, err := tx.stores.take(ctx, tx, storeID, -1)
 		if err != nil {
 			return err
 		}
 		now := s.now()
 		if err := insertVersion(ctx, tx, versionRow{id: ids.NewAt(ids.MemoryVersion, now), storeID: storeID, memoryID: memoryID,
-			op: api.OperationDeleted, path: &cur.path, by: by, at: now, seq: seq}); err != nil {
+			op: api.OperationDeleted, path: &cur.path, by: by, at: now, seq: st.seq}); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, memoryID); err != nil {
@@ -688,9 +666,10 @@ func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (a
 	return getVersion(ctx, s.cached(nil), storeID, versionID)
 }
 
-// ListMemoryVersions implements storage.MemoryStores. Version ids are
-// minted inside the write transaction that commits them, so id order is
-// commit order and "newest first" is id descending.
+// ListMemoryVersions implements storage.MemoryStores. "Newest first" is
+// change-feed sequence descending, the store's commit order, which every
+// filter's index ends in (migration 0009). The cursor stays the last
+// version id seen, and the page goes on from that version's sequence.
 func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuery) (storage.Page[api.MemoryVersion], error) {
 	var page storage.Page[api.MemoryVersion]
 	where := []string{"store_id = ?"}
@@ -700,7 +679,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 		if err != nil {
 			return page, err
 		}
-		where, args = append(where, "id < ?"), append(args, after)
+		where, args = append(where, "sequence < (SELECT sequence FROM memory_versions WHERE id = ?)"), append(args, after)
 	}
 	if q.MemoryID != "" {
 		where, args = append(where, "memory_id = ?"), append(args, q.MemoryID)
@@ -730,7 +709,7 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 		}
 		scan := func(r rowScanner) (api.MemoryVersion, error) { return scanVersion(r, q.WithContent) }
 		var err error
-		if page.Items, err = queryAll(ctx, tx, scan, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...); err != nil {
+		if page.Items, err = queryAll(ctx, tx, scan, `SELECT `+cols+` FROM memory_versions WHERE `+strings.Join(where, " AND ")+` ORDER BY sequence DESC LIMIT ?`, args...); err != nil {
 			return fmt.Errorf("list memory versions: %w", err)
 		}
 		return nil

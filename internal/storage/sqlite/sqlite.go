@@ -86,10 +86,9 @@ func DSN(path string) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// The statement journal that undoes one savepoint of a group commit
-	// (groupcommit.go) lives in memory instead of a temporary file: it
-	// only ever serves a rollback inside the open transaction, never
-	// recovery, so a write per savepoint to disk bought nothing.
+	// The statement journal, which undoes one failed statement inside
+	// an open transaction, lives in memory instead of a temporary file:
+	// it never serves recovery, so writing it to disk bought nothing.
 	q.Add("_pragma", "temp_store(MEMORY)")
 	// FULL: every commit fsyncs the WAL before it returns, so a write the
 	// API acknowledged survives a power cut too; NORMAL (the usual WAL
