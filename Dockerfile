@@ -11,8 +11,10 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/memstore ./cmd/memstore && mkdir -p /out/data
 
 # The worker image (--target worker): the same binary beside a shell, which
-# the agent's bash tool runs in.
+# the agent's bash tool runs in, and the CA certificates the slim base lacks
+# (a worker of https://api.anthropic.com, or behind a TLS load balancer).
 FROM debian:bookworm-slim AS worker
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 65532 --create-home memstore && mkdir -p /mnt/memory && chown memstore /mnt/memory
 COPY --from=build /out/memstore /usr/local/bin/memstore
 USER memstore
