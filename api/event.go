@@ -18,12 +18,15 @@ const (
 	EventSessionStatusRunning    = "session.status_running"
 	EventSessionStatusIdle       = "session.status_idle"
 	EventSessionStatusTerminated = "session.status_terminated"
-	EventSessionError            = "session.error"
-	EventSessionDeleted          = "session.deleted"
-	EventUserToolConfirmation    = "user.tool_confirmation"
-	EventAgentThinking           = "agent.thinking"
-	EventSpanModelRequestStart   = "span.model_request_start"
-	EventSpanModelRequestEnd     = "span.model_request_end"
+	// EventSessionStatusRescheduled is in the hosted API's union; memstore
+	// never reschedules a session, so it is read, never written.
+	EventSessionStatusRescheduled = "session.status_rescheduled"
+	EventSessionError             = "session.error"
+	EventSessionDeleted           = "session.deleted"
+	EventUserToolConfirmation     = "user.tool_confirmation"
+	EventAgentThinking            = "agent.thinking"
+	EventSpanModelRequestStart    = "span.model_request_start"
+	EventSpanModelRequestEnd      = "span.model_request_end"
 )
 
 // Permissions of an agent.tool_use (evaluated_permission) and verdicts of a

@@ -34,7 +34,7 @@ func statusAfter(eventType string) (string, bool) {
 		return api.SessionIdle, true
 	case api.EventSessionStatusTerminated:
 		return api.SessionTerminated, true
-	case "session.status_rescheduled":
+	case api.EventSessionStatusRescheduled:
 		return api.SessionRescheduling, true
 	}
 	return "", false

@@ -120,7 +120,7 @@ func ForSessionEvent(sessionID string, e api.Event) []Event {
 		return out
 	case api.EventSessionStatusTerminated:
 		return []Event{Of(SessionStatusTerminated, sessionID)}
-	case "session.status_rescheduled":
+	case api.EventSessionStatusRescheduled:
 		return []Event{Of(SessionStatusRescheduled, sessionID)}
 	}
 	return nil
