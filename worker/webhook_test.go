@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -52,7 +53,8 @@ func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
 
 	st := f.memStore("notes", nil)
 	for i, content := range []string{"first\n", "second\n"} {
@@ -73,11 +75,20 @@ func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 		t.Fatal("a poll loop ran")
 	}
 
-	// A forged delivery is refused and wakes nothing.
+	// A forged delivery is refused and wakes nothing. Run is stopped first,
+	// so a wake it would have consumed stays in the channel to be seen.
+	stop()
+	select {
+	case <-h.kick:
+	default:
+	}
 	forged := httptest.NewRecorder()
 	h.ServeHTTP(forged, httptest.NewRequest("POST", "/", strings.NewReader(`{"type":"event","data":{"type":"session.status_run_started"}}`)))
 	if forged.Code != http.StatusUnauthorized {
 		t.Fatalf("forged delivery answered %d, want 401", forged.Code)
+	}
+	if len(h.kick) != 0 {
+		t.Fatal("the forged delivery woke the worker")
 	}
 }
 
