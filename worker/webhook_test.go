@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
@@ -93,3 +95,39 @@ func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A handler is refused without the environment's credentials or with a
+// secret that is not a whsec_ one, with a message that says what to pass.
+func TestNewWebhookHandlerRefusals(t *testing.T) {
+	c, err := client.New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onWork := func(context.Context, api.Work) error { return nil }
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	for _, tc := range []struct {
+		name, envID, envKey, secret, want string
+	}{
+		{"no environment", "", "", secret, "--environment-id and --environment-key"},
+		{"no secret", "env_1", "key", "", "not a whsec_ secret"},
+		{"not a secret", "env_1", "key", "whsec_!!!", "not a whsec_ secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := New(Config{Client: c, Workdir: t.TempDir(), EnvironmentID: tc.envID, EnvironmentKey: tc.envKey, OnWork: onWork})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := w.NewWebhookHandler(tc.secret)
+			if err == nil || h != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewWebhookHandler = %v, %v; want a refusal saying %q", h, err, tc.want)
+			}
+		})
+	}
+	w, err := New(Config{Client: c, Workdir: t.TempDir(), EnvironmentID: "env_1", EnvironmentKey: "key", OnWork: onWork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.NewWebhookHandler(secret); err != nil {
+		t.Fatalf("a valid secret was refused: %v", err)
+	}
+}
