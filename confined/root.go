@@ -66,10 +66,10 @@ func (r *Root) Dir() string { return r.dir }
 // crash of the machine may lose or empty recent writes.
 //
 // That is the right trade for a folder that is only a copy of another
-// source of truth and that a crash leaves for dead anyway — a memory store's
-// folder is refused, not reused, by the next session after a crash, and the
-// server holds everything it was filled with. There, two disk flushes per
-// file bought nothing and tripled the time to download a store.
+// source of truth: a memory store's folder is filled from the server, and
+// the crash it must survive is the worker's (the page cache, and so every
+// write, outlives the process). There, two disk flushes per file bought
+// nothing and tripled the time to download a store.
 func (r *Root) WithoutSync() *Root {
 	c := *r
 	c.noSync = true

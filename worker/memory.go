@@ -137,8 +137,8 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 // (made here, mode 0700), so that two sessions of one store get two
 // folders, each shown to its own agent at the store's mount path. A
 // session id cannot be a store's slug (slugs have no "_"). An existing
-// folder is a leftover of the same session served before: memsync still
-// refuses any store folder left in it.
+// folder is a leftover of the same session served before: memsync adopts
+// a store folder left in it whose sync journal matches, and refuses any other.
 func (w *Worker) mountRootFor(sessionID string) (root, sessionRoot string, err error) {
 	if w.sandbox == nil {
 		return w.cfg.MountRoot, "", nil

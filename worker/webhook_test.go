@@ -2,13 +2,16 @@ package worker
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
@@ -52,7 +55,8 @@ func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
 
 	st := f.memStore("notes", nil)
 	for i, content := range []string{"first\n", "second\n"} {
@@ -73,12 +77,57 @@ func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
 		t.Fatal("a poll loop ran")
 	}
 
-	// A forged delivery is refused and wakes nothing.
+	// A forged delivery is refused and wakes nothing. Run is stopped first,
+	// so a wake it would have consumed stays in the channel to be seen.
+	stop()
+	select {
+	case <-h.kick:
+	default:
+	}
 	forged := httptest.NewRecorder()
 	h.ServeHTTP(forged, httptest.NewRequest("POST", "/", strings.NewReader(`{"type":"event","data":{"type":"session.status_run_started"}}`)))
 	if forged.Code != http.StatusUnauthorized {
 		t.Fatalf("forged delivery answered %d, want 401", forged.Code)
 	}
+	if len(h.kick) != 0 {
+		t.Fatal("the forged delivery woke the worker")
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A handler is refused without the environment's credentials or with a
+// secret that is not a whsec_ one, with a message that says what to pass.
+func TestNewWebhookHandlerRefusals(t *testing.T) {
+	c, err := client.New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onWork := func(context.Context, api.Work) error { return nil }
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	for _, tc := range []struct {
+		name, envID, envKey, secret, want string
+	}{
+		{"no environment", "", "", secret, "--environment-id and --environment-key"},
+		{"no secret", "env_1", "key", "", "not a whsec_ secret"},
+		{"not a secret", "env_1", "key", "whsec_!!!", "not a whsec_ secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := New(Config{Client: c, Workdir: t.TempDir(), EnvironmentID: tc.envID, EnvironmentKey: tc.envKey, OnWork: onWork})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := w.NewWebhookHandler(tc.secret)
+			if err == nil || h != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewWebhookHandler = %v, %v; want a refusal saying %q", h, err, tc.want)
+			}
+		})
+	}
+	w, err := New(Config{Client: c, Workdir: t.TempDir(), EnvironmentID: "env_1", EnvironmentKey: "key", OnWork: onWork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.NewWebhookHandler(secret); err != nil {
+		t.Fatalf("a valid secret was refused: %v", err)
+	}
+}
