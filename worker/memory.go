@@ -143,18 +143,27 @@ func (w *Worker) mountRootFor(sessionID string) (root, sessionRoot string, err e
 	if w.sandbox == nil {
 		return w.cfg.MountRoot, "", nil
 	}
+	dir, err := w.sessionFolder(sessionID)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", "", fmt.Errorf("create %s, where this session's stores are mounted (%v); %s", dir, err, fixFor(filepath.Dir(dir)))
+	}
+	return dir, dir, nil
+}
+
+// sessionFolder is where a sandboxed session's stores are mounted (see
+// mountRootFor), without making it.
+func (w *Worker) sessionFolder(sessionID string) (string, error) {
 	base := w.cfg.MountRoot
 	if !remapped(base) {
 		base = api.DefaultMountPrefix
 	}
 	if sessionID == "" || sessionID != filepath.Base(sessionID) || strings.HasPrefix(sessionID, ".") {
-		return "", "", fmt.Errorf("session id %q cannot name a folder", sessionID)
+		return "", fmt.Errorf("session id %q cannot name a folder", sessionID)
 	}
-	dir := filepath.Join(base, sessionID)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", "", fmt.Errorf("create %s, where this session's stores are mounted (%v); %s", dir, err, fixFor(base))
-	}
-	return dir, dir, nil
+	return filepath.Join(base, sessionID), nil
 }
 
 // fixFor says how to make root a folder the worker can create folders in.
@@ -168,13 +177,23 @@ func fixFor(root string) string {
 // the agent wrote reaches the server even though no tool runs any more.
 // Stores without a leftover folder are not mounted at all.
 func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *api.Session, token string, log *slog.Logger) {
+	// Where the session's stores were mounted: the mount root, or with a
+	// sandbox the session's own folder in it.
+	root := w.cfg.MountRoot
+	if w.sandbox != nil {
+		dir, err := w.sessionFolder(sess.ID)
+		if err != nil {
+			return
+		}
+		root = dir
+	}
 	left := *sess
 	left.Resources = nil
 	for _, r := range sess.Resources {
 		if r.Type != api.ResourceMemoryStore {
 			continue
 		}
-		if dir, err := mountDir(r.MountPath, w.cfg.MountRoot); err == nil {
+		if dir, err := mountDir(r.MountPath, root); err == nil {
 			if _, err := os.Lstat(dir); err == nil {
 				left.Resources = append(left.Resources, r)
 			}
