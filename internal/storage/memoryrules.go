@@ -154,6 +154,32 @@ func DecodeListBound(s string) (ListBound, error) {
 	return ListBound{}, ErrBadCursor
 }
 
+// ListStart is where a memory listing of q begins: the prefix it lists
+// ("/" when none is given), the bound its walk starts from (the cursor's,
+// never before the prefix) and the end of the prefix's key range.
+func ListStart(q MemoryQuery) (prefix string, from ListBound, upper string, err error) {
+	prefix = q.Prefix
+	if prefix == "" {
+		prefix = "/"
+	}
+	_, upper = SubtreeRange(prefix)
+	from = ListBound{Key: prefix}
+	if q.Cursor == "" {
+		return prefix, from, upper, nil
+	}
+	key, err := DecodeCursor(CursorMemories, q.Cursor)
+	if err != nil {
+		return "", ListBound{}, "", err
+	}
+	if from, err = DecodeListBound(key); err != nil {
+		return "", ListBound{}, "", err
+	}
+	if from.Key < prefix {
+		from = ListBound{Key: prefix}
+	}
+	return prefix, from, upper, nil
+}
+
 // RollUp decides a memory's place in a listing of prefix with depth > 0:
 // a path more than depth segments below prefix is represented by its
 // directory depth segments down (dir, true), which the listing emits as

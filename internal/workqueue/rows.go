@@ -103,6 +103,22 @@ func ExpireIn(ctx context.Context, rows Rows, environmentID string) (settled []s
 	return settled, requeued, nil
 }
 
+// HeartbeatRule is the rule of a HeartbeatWork: Heartbeat with h.
+func HeartbeatRule(h storage.Heartbeat) func(storage.Work, time.Time) (storage.Work, bool, error) {
+	return func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		return Heartbeat(w, h, now)
+	}
+}
+
+// StopRule is the rule of a StopWork: Stop, which changes the item
+// whenever it succeeds.
+func StopRule(force bool) func(storage.Work, time.Time) (storage.Work, bool, error) {
+	return func(w storage.Work, now time.Time) (storage.Work, bool, error) {
+		w, err := Stop(w, force, now)
+		return w, err == nil, err
+	}
+}
+
 // Update is the rule of an UpdateWork: fn edits the item (its metadata),
 // which keeps its identity whatever fn did.
 func Update(environmentID, workID string, fn func(*storage.Work) error) func(storage.Work, time.Time) (storage.Work, bool, error) {

@@ -531,26 +531,12 @@ func (s *DB) MemoryStoreUsage(ctx context.Context, storeID, prefix string) (stor
 // before one, without the next page repeating or losing anything.
 func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.Page[api.MemoryListItem], error) {
 	var page storage.Page[api.MemoryListItem]
-	prefix := q.Prefix
-	if prefix == "" {
-		prefix = "/"
-	}
-	_, upper := storage.SubtreeRange(prefix)
-	from := storage.ListBound{Key: prefix}
-	if q.Cursor != "" {
-		key, err := storage.DecodeCursor(storage.CursorMemories, q.Cursor)
-		if err != nil {
-			return page, err
-		}
-		if from, err = storage.DecodeListBound(key); err != nil {
-			return page, err
-		}
-		if from.Key < prefix {
-			from = storage.ListBound{Key: prefix}
-		}
+	prefix, from, upper, err := storage.ListStart(q)
+	if err != nil {
+		return page, err
 	}
 	limit := storage.ListLimit(q.Limit)
-	err := s.readTx(ctx, func(sqlTx *sql.Tx) error {
+	err = s.readTx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		if _, err := getStore(ctx, tx, q.StoreID); err != nil {
 			return err

@@ -235,17 +235,12 @@ func (s *DB) AckWork(ctx context.Context, environmentID, workID string) (storage
 
 // HeartbeatWork implements storage.WorkQueue.
 func (s *DB) HeartbeatWork(ctx context.Context, h storage.Heartbeat) (storage.Work, error) {
-	return s.changeWork(ctx, h.EnvironmentID, h.WorkID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
-		return workqueue.Heartbeat(w, h, now)
-	})
+	return s.changeWork(ctx, h.EnvironmentID, h.WorkID, workqueue.HeartbeatRule(h))
 }
 
 // StopWork implements storage.WorkQueue.
 func (s *DB) StopWork(ctx context.Context, environmentID, workID string, force bool) (storage.Work, error) {
-	return s.changeWork(ctx, environmentID, workID, func(w storage.Work, now time.Time) (storage.Work, bool, error) {
-		w, err := workqueue.Stop(w, force, now)
-		return w, err == nil, err
-	})
+	return s.changeWork(ctx, environmentID, workID, workqueue.StopRule(force))
 }
 
 // GetWork implements storage.WorkQueue.
