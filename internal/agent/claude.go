@@ -360,11 +360,13 @@ func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.Ses
 	}))
 	switch {
 	case uses > 0:
-	case cut && scanModel(v.Log).cur.continuations < c.cfg.MaxContinuations:
-		out = append(out, sessionError("model_request_failed_error", api.RetryRetrying,
-			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off; asking it to continue (continuation %d of %d)",
-				c.cfg.MaxTokens, scanModel(v.Log).cur.continuations+1, c.cfg.MaxContinuations)))
 	case cut:
+		if done := scanModel(v.Log).cur.continuations; done < c.cfg.MaxContinuations {
+			out = append(out, sessionError("model_request_failed_error", api.RetryRetrying,
+				fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off; asking it to continue (continuation %d of %d)",
+					c.cfg.MaxTokens, done+1, c.cfg.MaxContinuations)))
+			break
+		}
 		out = append(out, sessionError("model_request_failed_error", api.RetryExhausted,
 			fmt.Sprintf("the model's reply reached max_tokens (%d) and was cut off, %d continuations did not finish it, so the turn stops here; send a message asking for less in one step (one file at a time), or to continue, or give the server a higher --model-max-tokens", c.cfg.MaxTokens, max(c.cfg.MaxContinuations, 0))), idle(api.StopEndTurn))
 	default:

@@ -83,7 +83,8 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 // error to be answered with the envelope.
 type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
 
-// authed wraps h with authentication.
+// authed wraps h with authentication; after a change that succeeded (any
+// method but GET) it nudges the webhook dispatcher.
 func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)

@@ -81,7 +81,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "webhook endpoint created", "request_id", requestID(r.Context()), "webhook_endpoint_id", made.ID, "url", made.URL, "enabled_events", made.EnabledEvents)
+	s.log.InfoContext(r.Context(), "webhook endpoint created", "webhook_endpoint_id", made.ID, "url", made.URL, "enabled_events", made.EnabledEvents)
 	writeJSON(w, http.StatusOK, made)
 	return nil
 }
@@ -263,7 +263,7 @@ func (s *Server) regenerateWebhookSecret(w http.ResponseWriter, r *http.Request,
 	}); err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
-	s.log.InfoContext(r.Context(), "webhook signing secret regenerated", "request_id", requestID(r.Context()), "webhook_endpoint_id", id)
+	s.log.InfoContext(r.Context(), "webhook signing secret regenerated", "webhook_endpoint_id", id)
 	writeJSON(w, http.StatusOK, api.WebhookSigningSecret{SigningSecret: secret})
 	return nil
 }
