@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
+	"github.com/memstore/memstore/sandbox"
 )
 
 // The fault-injection suite: a real server process and a real worker
@@ -52,21 +54,31 @@ var faultPoints = []string{
 var victims = []string{"worker", "server", "both"}
 
 func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
-	type scenario struct{ point, victim string }
+	// sandboxed: the worker runs bash in bubblewrap, which mounts each
+	// store in a folder named after the session (and shows it to bash at
+	// /mnt/memory/notes).
+	type scenario struct {
+		point, victim string
+		sandboxed     bool
+	}
 	var scenarios []scenario
 	if testenv.IsLong() {
 		for _, v := range victims {
 			for _, p := range faultPoints {
-				scenarios = append(scenarios, scenario{p, v})
+				scenarios = append(scenarios, scenario{p, v, false})
 			}
 		}
+		scenarios = append(scenarios, scenario{"final.planned#1", "worker", true})
 	} else {
 		// The README's test command: one kill of each kind. Live sync (the
 		// default) uploads each write as it happens, so the final sync
 		// has nothing certain to upload; the kills land in the first
 		// write-through upload (a1, the only one no sync can take first)
-		// and the mid-session sync's.
-		scenarios = []scenario{{"write.uploaded#1", "worker"}, {"tool.posted#4", "server"}, {"sync.uploaded#1", "both"}}
+		// and the mid-session sync's. The sandboxed kill lands in the final
+		// sync: the next worker finds the session ended and must finish
+		// the folders left in the session's own folder.
+		scenarios = []scenario{{"write.uploaded#1", "worker", false}, {"tool.posted#4", "server", false},
+			{"sync.uploaded#1", "both", false}, {"final.planned#1", "worker", true}}
 	}
 	bin := filepath.Join(t.TempDir(), "memstore")
 	if out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -76,11 +88,15 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 	// lapse), and the machine is small.
 	slots := make(chan struct{}, testenv.Scale(3, 6))
 	for _, sc := range scenarios {
-		t.Run(sc.victim+"@"+sc.point, func(t *testing.T) {
+		name := sc.victim + "@" + sc.point
+		if sc.sandboxed {
+			name += "+sandbox"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			runFaultScenario(t, bin, sc.point, sc.victim)
+			runFaultScenario(t, bin, sc.point, sc.victim, sc.sandboxed)
 		})
 	}
 }
@@ -174,7 +190,14 @@ func (p *proc) stopped() bool {
 	return i > 0 && len(s) > i+2 && s[i+2] == 'T'
 }
 
-func runFaultScenario(t *testing.T, bin, point, victim string) {
+func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
+	sandboxMode, bashMount := "none", ""
+	if sandboxed {
+		if _, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler)); err != nil {
+			t.Skipf("bubblewrap cannot run here: %v", err)
+		}
+		sandboxMode, bashMount = "bwrap", "/mnt/memory/notes"
+	}
 	const adminKey = "sk-memstore-faults-admin"
 	data, mountRoot, workdir := t.TempDir(), t.TempDir(), t.TempDir()
 	addr := freeAddr(t)
@@ -203,8 +226,10 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 		}
 		seeds[p] = m
 	}
-	mount := filepath.Join(mountRoot, "notes")
-	script, want := busyScript(mount)
+	if bashMount == "" {
+		bashMount = filepath.Join(mountRoot, "notes")
+	}
+	script, want := busyScript(bashMount)
 	sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{
 		Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
 		Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID}},
@@ -217,10 +242,9 @@ func runFaultScenario(t *testing.T, bin, point, victim string) {
 	workerEnv := []string{
 		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key,
 	}
-	// No sandbox: the script's shell writes reach the store's folder by its
-	// path on this machine, which a sandbox would move into a folder named
-	// after the session (and show to bash at /mnt/memory/notes instead).
-	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", "none",
+	// Without a sandbox the script's shell writes reach the store's folder
+	// by its path on this machine; with one, at its mount path.
+	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", sandboxMode,
 		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
 	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
 	// On failure, whatever the step: what the processes said and where the
