@@ -149,11 +149,21 @@ const claimWindow = 1000
 // ClaimDeliveries implements storage.Webhooks. SQLite has one writer at a
 // time, so the transaction alone keeps two claims apart.
 func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, token string, p webhooks.Policy) ([]webhooks.Delivery, error) {
-	var out []webhooks.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		pending, err := queryAll(ctx, tx, scanDelivery, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+	pendingIn := func(q queryer) ([]webhooks.Delivery, error) {
+		return queryAll(ctx, q, scanDelivery, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
 			JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints w ON w.id = d.endpoint_id
 			WHERE d.state = ? AND w.state = ? ORDER BY d.seq LIMIT ?`, webhooks.Pending, webhooks.StateEnabled, claimWindow)
+	}
+	// Nothing due is the common answer (the dispatcher looks after every
+	// change the API makes): find that out with a read, without taking the
+	// write lock the memory writes' group commit needs.
+	pending, err := pendingIn(s.db)
+	if err != nil || len(webhooks.Pick(pending, now, limit)) == 0 {
+		return nil, err
+	}
+	var out []webhooks.Delivery
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		pending, err := pendingIn(tx)
 		if err != nil {
 			return err
 		}
