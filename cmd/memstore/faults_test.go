@@ -247,13 +247,14 @@ func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
 	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", sandboxMode,
 		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
 	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
+	var killed string // filled at the kill
 	// On failure, whatever the step: what the processes said and where the
 	// session stands (a timeout alone says nothing about why).
 	defer func() {
 		if !t.Failed() {
 			return
 		}
-		t.Logf("worker output:\n%s\nserver output:\n%s", worker.out, server.out)
+		t.Logf("%s\nworker output:\n%s\nserver output:\n%s", killed, worker.out, server.out)
 		if s, err := admin.GetSession(ctx, sess.ID); err == nil {
 			t.Logf("session status %s", s.Status)
 		}
@@ -299,6 +300,11 @@ func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
 		return worker.stopped()
 	})
 	t.Logf("stopped at %s; killing the %s", point, victim)
+	// What the processes that die said, and the mount root as the kill
+	// leaves it: the failure dump below shows them beside the restarted
+	// processes' output.
+	killed = fmt.Sprintf("worker before the kill:\n%s\nserver before the kill:\n%s\nmount root at the kill:\n%s",
+		worker.out, server.out, listTree(mountRoot))
 	switch victim {
 	case "worker":
 		worker.kill()
@@ -407,4 +413,21 @@ func sessionFinished(c *client.Client, environmentID, sessionID string) bool {
 		}
 	}
 	return true
+}
+
+// listTree lists every file and folder under root with its size, one per
+// line, for a failure's log.
+func listTree(root string) string {
+	var b strings.Builder
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", p, err)
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			fmt.Fprintf(&b, "%s %d\n", p, info.Size())
+		}
+		return nil
+	})
+	return b.String()
 }
