@@ -155,17 +155,22 @@ func (s *DB) ExpireLeases(ctx context.Context, environmentID string) ([]storage.
 	return settled, err
 }
 
-// claimable lists the item a claim may take at now. The WHERE clause
-// narrows to what workqueue.Claimable accepts so that LIMIT 1 finds it
-// through the queue index; workqueue.Next decides.
+// claimable lists the items a claim may take at now: the oldest queued
+// item nobody claimed and, when c reclaims, the oldest claimed long enough
+// ago. Each is one LIMIT 1 walk of work_items_claimable (migration 0010),
+// which keeps the claimed items out of the way of the unclaimed ones;
+// workqueue.Next decides between the two.
 func claimable(ctx context.Context, q queryer, c storage.Claim, now time.Time) ([]storage.Work, error) {
-	reclaimBefore := "" // no claimed item qualifies
-	if c.ReclaimOlderThan > 0 {
-		reclaimBefore = formatTime(now.Add(-c.ReclaimOlderThan))
+	out, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
+		ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID)
+	if err != nil || c.ReclaimOlderThan <= 0 {
+		return out, err
 	}
-	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
-		WHERE environment_id = ? AND state = 'queued' AND (claimed_at IS NULL OR claimed_at <= ?)
-		ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, reclaimBefore)
+	old, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+		WHERE environment_id = ? AND state = 'queued' AND claimed_at <= ?
+		ORDER BY queued_at, id LIMIT 1`, c.EnvironmentID, formatTime(now.Add(-c.ReclaimOlderThan)))
+	return append(out, old...), err
 }
 
 // ClaimWork implements storage.WorkQueue.

@@ -636,6 +636,35 @@ func testWorkQueue(t *testing.T, open Factory) {
 	}
 }
 
+// testReclaimOrder: a claim that may reclaim takes the item that entered
+// the queue first, whether it is an old unacknowledged claim or an item
+// nobody claimed yet.
+func testReclaimOrder(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	_, older := f.newSession(f.env)
+	if w, _, err := f.claim(f.env, "w1"); err != nil || w.ID != older {
+		t.Fatalf("first claim = %+v, %v", w, err)
+	}
+	f.clock.Advance(time.Second)
+	_, younger := f.newSession(f.env)
+	f.clock.Advance(5 * time.Second)
+	claim := func(reclaim time.Duration) string {
+		t.Helper()
+		w, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w2", ClaimTTL: time.Minute, ReclaimOlderThan: reclaim,
+			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: ids.New("h")})
+		if err != nil {
+			t.Fatalf("claim (reclaim %v): %v", reclaim, err)
+		}
+		return w.ID
+	}
+	if got := claim(5 * time.Second); got != older {
+		t.Fatalf("a reclaiming claim took %s; want the older, unacknowledged %s", got, older)
+	}
+	if got := claim(0); got != younger {
+		t.Fatalf("the next claim took %s; want %s", got, younger)
+	}
+}
+
 // testConcurrentClaims has many pollers race for fewer items: each item is
 // claimed exactly once.
 func testConcurrentClaims(t *testing.T, open Factory) {

@@ -24,6 +24,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("StoresOfSessions", func(t *testing.T) { testStoresOfSessions(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
+	t.Run("ReclaimOrder", func(t *testing.T) { testReclaimOrder(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
 	t.Run("MemoryStores", func(t *testing.T) { testMemoryStores(t, open) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, open) })
