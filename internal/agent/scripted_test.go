@@ -26,7 +26,7 @@ type harness struct {
 	path   string
 	db     *sqlite.DB
 	runner *Runner
-	env    api.Environment
+	env    storage.Environment
 	sess   api.Session
 	work   string
 	claude ClaudeConfig
@@ -48,7 +48,7 @@ func newHarnessWith(t testing.TB, agent api.SessionAgent, resources []api.Sessio
 		claude: cfg, appended: make(chan string, 1000)}
 	h.open()
 	now := h.now()
-	h.env = api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	h.env = storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := h.db.CreateEnvironment(h.ctx, h.env); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func newHarnessWith(t testing.TB, agent api.SessionAgent, resources []api.Sessio
 	h.sess = api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: h.env.ID, Status: api.SessionIdle,
 		Agent: agent, Resources: resources, CreatedAt: now, UpdatedAt: now}
 	h.work = ids.New(ids.Work)
-	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{Work: api.Work{ID: h.work, CreatedAt: now}}, nil); err != nil {
+	if _, err := h.db.CreateSession(h.ctx, h.sess, storage.Work{ID: h.work, CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -303,7 +303,7 @@ func TestStoppedWorkLeavesRequiresActionAndAResultResumes(t *testing.T) {
 	}
 	// A new worker (a re-queued item) answers the call it finds unanswered:
 	// the turn resumes.
-	if _, queued, err := h.db.EnsureWork(h.ctx, h.sess.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work)}}); err != nil || !queued {
+	if _, queued, err := h.db.EnsureWork(h.ctx, h.sess.ID, storage.Work{ID: ids.New(ids.Work)}); err != nil || !queued {
 		t.Fatalf("EnsureWork = %v, %v", queued, err)
 	}
 	h.answer("wrote", false)

@@ -117,13 +117,13 @@ func TestATurnRunsOnOneServerAndMovesWhenItsHolderDies(t *testing.T) {
 func startModelSession(t *testing.T, s storage.Store) string {
 	t.Helper()
 	ctx, now := t.Context(), time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateEnvironment(ctx, env); err != nil {
 		t.Fatal(err)
 	}
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle,
 		Agent: api.SessionAgent{ID: ids.New(ids.Agent), Model: api.ModelConfig{ID: model}, Tools: toolsetWith()}, CreatedAt: now, UpdatedAt: now}
-	if _, err := s.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+	if _, err := s.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	msg := []api.Event{api.UserMessage("look")}

@@ -20,13 +20,13 @@ func (c *Console) environmentsPage(w http.ResponseWriter, r *http.Request, q *re
 		next = envs[len(envs)-1].ID
 	}
 	return c.render(w, r, q, http.StatusOK, "environments", "Environments", struct {
-		Environments []api.Environment
+		Environments []storage.Environment
 		Next         string
 	}{envs, next})
 }
 
 type environmentView struct {
-	Environment api.Environment
+	Environment storage.Environment
 	Stats       api.WorkQueueStats
 	Work        []storage.Work
 	// Keys are the environment's live worker keys (never their secrets).

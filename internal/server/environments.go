@@ -34,7 +34,7 @@ func environmentID(r *http.Request) (string, error) {
 }
 
 // environment reads environment id, answering 404 when there is none.
-func (s *Server) environment(ctx context.Context, id string) (api.Environment, error) {
+func (s *Server) environment(ctx context.Context, id string) (storage.Environment, error) {
 	e, err := s.store.GetEnvironment(ctx, id)
 	return e, orMissing(err, "environment", id, listEnvironments)
 }
@@ -83,9 +83,9 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	now := s.now()
-	e := api.Environment{
-		ID: ids.NewAt(ids.Environment, now), Type: "environment", Name: req.Name, Description: req.Description,
-		Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Scope: req.Scope, Metadata: req.Metadata,
+	e := storage.Environment{
+		ID: ids.NewAt(ids.Environment, now), Name: req.Name, Description: req.Description,
+		ConfigType: api.EnvironmentConfigSelfHosted, Scope: req.Scope, Metadata: req.Metadata,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if e.Scope == "" {
@@ -98,7 +98,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	s.log.InfoContext(r.Context(), "environment created", "environment_id", e.ID)
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
 
@@ -119,7 +119,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, p Prin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, cutPage(l, list, func(e api.Environment) string { return e.ID }, func(e api.Environment) api.Environment { return e }))
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(e storage.Environment) string { return e.ID }, wireEnvironment))
 	return nil
 }
 
@@ -135,7 +135,7 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
 
@@ -167,7 +167,7 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := checkScope(req.Scope); err != nil {
 		return err
 	}
-	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *api.Environment) error {
+	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *storage.Environment) error {
 		if req.Name != nil {
 			e.Name = *req.Name
 		}
@@ -193,7 +193,7 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
 
@@ -205,7 +205,7 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return err
 	}
-	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *api.Environment) error {
+	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *storage.Environment) error {
 		if e.ArchivedAt == nil {
 			now := s.now()
 			e.ArchivedAt, e.UpdatedAt = &now, now
@@ -216,7 +216,7 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 		return orMissing(err, "environment", id, listEnvironments)
 	}
 	s.log.InfoContext(r.Context(), "environment archived", "environment_id", id)
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -48,30 +47,6 @@ func (s *Server) loadSession(r *http.Request, p Principal) (api.Session, error) 
 		return sess, orMissing(err, "session", id, listSessions)
 	}
 	return sess, s.requireSessionScope(r.Context(), p, sess)
-}
-
-// wireSession fills what a session shows beyond what is stored: its
-// timing statistics and the always-present empty collections.
-func (s *Server) wireSession(sess api.Session) api.Session {
-	sess.Type = "session"
-	end := s.now()
-	if sess.Status == api.SessionTerminated {
-		end = sess.UpdatedAt
-	}
-	sess.Stats.DurationSeconds = max(0, end.Sub(sess.CreatedAt).Seconds())
-	if sess.Resources == nil {
-		sess.Resources = []api.SessionResource{}
-	}
-	if sess.OutcomeEvaluations == nil {
-		sess.OutcomeEvaluations = []json.RawMessage{}
-	}
-	if sess.VaultIDs == nil {
-		sess.VaultIDs = []string{}
-	}
-	if sess.Metadata == nil {
-		sess.Metadata = map[string]string{}
-	}
-	return sess
 }
 
 // MountSlug is the folder name of a store in a session (SPEC §4): the
@@ -175,7 +150,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 		return apiErrorf(notFound, "agent %s has no version %d; its current version is %d", ag.ID, req.Agent.Version, ag.Version)
 	}
 
-	env, err := live(ctx, sessionEnvironment, req.EnvironmentID, s.store.GetEnvironment, func(e api.Environment) *time.Time { return e.ArchivedAt })
+	env, err := live(ctx, sessionEnvironment, req.EnvironmentID, s.store.GetEnvironment, func(e storage.Environment) *time.Time { return e.ArchivedAt })
 	if err != nil {
 		return err
 	}
@@ -218,7 +193,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err := agent.Check(storage.SessionView{Session: sess, WorkLive: true}, req.InitialEvents); err != nil {
 		return err
 	}
-	work := storage.Work{Work: api.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}}
+	work := storage.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}
 	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents)
 	switch {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrStoreArchived):

@@ -68,12 +68,12 @@ func TestReplicasDeliverEachWebhookOnceInOrder(t *testing.T) {
 	want := []string{webhooks.EnvironmentCreated, webhooks.EnvironmentUpdated, webhooks.EnvironmentUpdated, webhooks.EnvironmentArchived}
 	var made []string
 	for i := range envs {
-		e := api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+		e := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 		if err := stores[i%2].CreateEnvironment(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 		for j, archive := range []bool{false, false, true} {
-			if _, err := stores[(i+j+1)%2].UpdateEnvironment(ctx, e.ID, func(x *api.Environment) error {
+			if _, err := stores[(i+j+1)%2].UpdateEnvironment(ctx, e.ID, func(x *storage.Environment) error {
 				x.Name = "renamed"
 				if archive {
 					x.ArchivedAt = &now

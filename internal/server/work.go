@@ -50,17 +50,6 @@ func workNotFound(env, work string) error {
 	return missing("", "work item", work, "GET /v1/environments/"+env+"/work")
 }
 
-// wireWork is the wire form of a stored item; secret is set only by poll.
-func wireWork(w storage.Work) api.Work {
-	out := w.Work
-	out.Type = "work"
-	out.Secret = nil
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
-	}
-	return out
-}
-
 // expire settles env's lapsed leases before a queue operation reads them,
 // and lets the runtime react for every item that stopped on the way.
 func (s *Server) expire(ctx context.Context, env string) error {
@@ -73,8 +62,8 @@ func (s *Server) expire(ctx context.Context, env string) error {
 		if w.State != api.WorkStopped {
 			continue
 		}
-		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.Data.ID)
-		s.settle(ctx, w.Data.ID)
+		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.SessionID)
+		s.settle(ctx, w.SessionID)
 	}
 	return nil
 }
@@ -160,7 +149,7 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 			out.Secret = &enc
 			s.metrics.claims.WithLabelValues(env).Inc()
 			s.log.InfoContext(ctx, "work claimed", "environment_id", env, "work_id", claimed.ID,
-				"session_id", claimed.Data.ID, "worker_id", claimed.WorkerID)
+				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)
 			writeJSON(w, http.StatusOK, out)
 			return nil
 		}
@@ -294,16 +283,6 @@ func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Princip
 	return nil
 }
 
-// leaseState is a stored lease as a 412 shows it.
-func leaseState(w storage.Work) api.WorkLeaseState {
-	st := api.WorkLeaseState{State: w.State, TTLSeconds: w.LeaseTTLSeconds}
-	if w.LatestHeartbeatAt != nil {
-		t := storage.HeartbeatToken(*w.LatestHeartbeatAt)
-		st.LastHeartbeat = &t
-	}
-	return st
-}
-
 // stopWork asks an item to stop: gracefully (stopping, seen by its worker
 // on the next heartbeat) or, with force, at once. 204 as in the hosted API;
 // an item already stopped is a 409, which the official worker ignores.
@@ -343,9 +322,9 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	s.log.InfoContext(ctx, "work stop requested", "environment_id", env, "work_id", work,
-		"session_id", got.Data.ID, "force", req.Force, "state", got.State)
+		"session_id", got.SessionID, "force", req.Force, "state", got.State)
 	if got.State == api.WorkStopped {
-		s.settle(ctx, got.Data.ID)
+		s.settle(ctx, got.SessionID)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -434,8 +413,8 @@ func (s *Server) WorkQueueStats(ctx context.Context, environmentID string) (api.
 	}
 	st, err := s.store.WorkStats(ctx, environmentID)
 	if err != nil {
-		return st, err
+		return api.WorkQueueStats{}, err
 	}
-	st.WorkersPolling, err = s.workersPolling(ctx, environmentID)
-	return st, err
+	polling, err := s.workersPolling(ctx, environmentID)
+	return wireQueueStats(st, polling), err
 }

@@ -25,6 +25,10 @@ func NewAppend(view SessionView) *Append {
 	return a
 }
 
+// Ended reports whether a session is over: terminated, nothing reacts to
+// it any more.
+func Ended(s api.Session) bool { return s.Status == api.SessionTerminated }
+
 // statusAfter is the session status a status event sets, if e is one.
 func statusAfter(eventType string) (string, bool) {
 	switch eventType {

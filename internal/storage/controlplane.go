@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/memstore/memstore/api"
 )
 
 // ControlPlane persists environments, their work queue, agents, sessions
-// and events (SPEC §3, §4). Objects are stored and returned in their wire
-// form (package api); the few facts the wire does not show (who holds a
-// lease, until when, with which token) live in Work.
+// and events (SPEC §3, §4). Environments, work items and queue counts are
+// rows of storage's own (Environment, Work, QueueStats); agents, sessions
+// and events are the API's documents (see the package doc for why).
 type ControlPlane interface {
 	Environments
 	Agents
@@ -23,13 +24,13 @@ type ControlPlane interface {
 
 // Environments persists environments.
 type Environments interface {
-	CreateEnvironment(ctx context.Context, e api.Environment) error
-	GetEnvironment(ctx context.Context, id string) (api.Environment, error)
+	CreateEnvironment(ctx context.Context, e Environment) error
+	GetEnvironment(ctx context.Context, id string) (Environment, error)
 	// ListEnvironments returns environments newest first.
-	ListEnvironments(ctx context.Context, q ListQuery) ([]api.Environment, error)
+	ListEnvironments(ctx context.Context, q ListQuery) ([]Environment, error)
 	// UpdateEnvironment applies fn to the stored environment and saves the
 	// result, in one transaction; an error from fn aborts with nothing saved.
-	UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error)
+	UpdateEnvironment(ctx context.Context, id string, fn func(*Environment) error) (Environment, error)
 	// DeleteEnvironment deletes an environment with no sessions, its work
 	// items, and revokes its environment keys. ErrEnvironmentInUse when
 	// sessions still use it.
@@ -118,9 +119,8 @@ type WorkQueue interface {
 	// ListWork returns an environment's work items newest first.
 	ListWork(ctx context.Context, environmentID string, q ListQuery) ([]Work, error)
 	UpdateWork(ctx context.Context, environmentID, workID string, fn func(*Work) error) (Work, error)
-	// WorkStats counts an environment's queue; WorkersPolling is left to
-	// the caller, which sees the polls.
-	WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
+	// WorkStats counts an environment's queue.
+	WorkStats(ctx context.Context, environmentID string) (QueueStats, error)
 }
 
 // ListQuery pages a list ordered by id: After is the last id of the
@@ -141,6 +141,45 @@ type SessionQuery struct {
 	Statuses      []string
 }
 
+// SessionFilter is q as the condition and the id order of a query of the
+// sessions table, in SQL both backends run (sessions are found by store
+// through session_resources). arg adds a query argument and returns its
+// placeholder.
+func SessionFilter(q SessionQuery, arg func(any) string) (where, order string) {
+	conds := []string{"1 = 1"}
+	order = "DESC"
+	if q.Asc {
+		order = "ASC"
+	}
+	if q.After != "" {
+		op := "<"
+		if q.Asc {
+			op = ">"
+		}
+		conds = append(conds, "id "+op+" "+arg(q.After))
+	}
+	if !q.IncludeArchived {
+		conds = append(conds, "archived_at IS NULL")
+	}
+	if q.AgentID != "" {
+		conds = append(conds, "agent_id = "+arg(q.AgentID))
+	}
+	if q.EnvironmentID != "" {
+		conds = append(conds, "environment_id = "+arg(q.EnvironmentID))
+	}
+	if q.MemoryStoreID != "" {
+		conds = append(conds, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = "+arg(q.MemoryStoreID)+")")
+	}
+	if len(q.Statuses) > 0 {
+		marks := make([]string, len(q.Statuses))
+		for i, st := range q.Statuses {
+			marks[i] = arg(st)
+		}
+		conds = append(conds, "status IN ("+strings.Join(marks, ", ")+")")
+	}
+	return strings.Join(conds, " AND "), order
+}
+
 // EventQuery pages ListEvents: events with AfterSeq < seq (or seq <
 // BeforeSeq with Desc), of Types when set.
 type EventQuery struct {
@@ -157,9 +196,32 @@ type StoredEvent struct {
 	Event api.Event
 }
 
-// Work is a work item with its lease bookkeeping.
+// Environment is an environment row. ConfigType is how its sessions run
+// (memstore runs only self-hosted ones).
+type Environment struct {
+	ID          string
+	Name        string
+	Description *string // nil: none
+	ConfigType  string
+	Scope       string
+	Metadata    map[string]string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ArchivedAt  *time.Time
+}
+
+// Work is a work item row: what the API shows of the item and the lease
+// bookkeeping it does not (who holds the item, until when, with which
+// token). State is one of the API's work states (api.WorkQueued, …), the
+// values the schema allows.
 type Work struct {
-	api.Work
+	ID            string
+	EnvironmentID string
+	// SessionID is the session the item serves.
+	SessionID string
+	State     string
+	Metadata  map[string]string
+	CreatedAt time.Time
 	// QueuedAt is when the item (re)entered the queue: claims go oldest
 	// first.
 	QueuedAt time.Time
@@ -173,6 +235,22 @@ type Work struct {
 	LeaseTTLSeconds int64
 	// TokenID is the credential id of the current claim's sessions token.
 	TokenID string
+	// When the item was acknowledged, started (first heartbeat), last
+	// renewed, asked to stop and stopped; nil until then.
+	AcknowledgedAt    *time.Time
+	StartedAt         *time.Time
+	LatestHeartbeatAt *time.Time
+	StopRequestedAt   *time.Time
+	StoppedAt         *time.Time
+}
+
+// QueueStats counts an environment's queued items: Depth those nobody
+// claimed, Pending those claimed but not yet acknowledged, OldestQueuedAt
+// when the oldest of either entered the queue (nil for an empty queue).
+type QueueStats struct {
+	Depth          int64
+	Pending        int64
+	OldestQueuedAt *time.Time
 }
 
 // Claim asks ClaimWork for an item.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -25,6 +26,13 @@ type Rows interface {
 	Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error)
 	// SaveWork writes an item back.
 	SaveWork(ctx context.Context, w storage.Work) error
+	// Session loads a session, locked against appends and other changes
+	// of its items; storage.ErrNotFound if absent.
+	Session(ctx context.Context, sessionID string) (api.Session, error)
+	// SessionWork lists every item of a session, to change them.
+	SessionWork(ctx context.Context, sessionID string) ([]storage.Work, error)
+	// InsertWork stores a new item.
+	InsertWork(ctx context.Context, w storage.Work) error
 	// InsertCredential stores a minted sessions token.
 	InsertCredential(ctx context.Context, c storage.Credential, hash string) error
 }
@@ -129,4 +137,53 @@ func Update(environmentID, workID string, fn func(*storage.Work) error) func(sto
 		w.ID, w.EnvironmentID = workID, environmentID
 		return w, true, nil
 	}
+}
+
+// EnsureIn queues w (ID, Metadata and CreatedAt set; a zero CreatedAt is
+// the rows' clock) for a session that Wanted one, and returns it and true;
+// false when the session needed nothing.
+func EnsureIn(ctx context.Context, rows Rows, sessionID string, w storage.Work) (storage.Work, bool, error) {
+	sess, err := rows.Session(ctx, sessionID)
+	if err != nil {
+		return storage.Work{}, false, err
+	}
+	items, err := rows.SessionWork(ctx, sessionID)
+	if err != nil || !Wanted(sess, items) {
+		return storage.Work{}, false, err
+	}
+	if w.CreatedAt.IsZero() {
+		if w.CreatedAt, err = rows.Now(ctx); err != nil {
+			return storage.Work{}, false, err
+		}
+	}
+	w = Queued(w, sess.EnvironmentID, sessionID)
+	if err := rows.InsertWork(ctx, w); err != nil {
+		return storage.Work{}, false, err
+	}
+	return w, true, nil
+}
+
+// StopSessionIn force-stops every live item of a session (it is being
+// deleted): none may be claimed or renewed again.
+func StopSessionIn(ctx context.Context, rows Rows, sessionID string) error {
+	items, err := rows.SessionWork(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	now, err := rows.Now(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range items {
+		if !Live(w) {
+			continue
+		}
+		if w, err = Stop(w, true, now); err != nil {
+			return err
+		}
+		if err := rows.SaveWork(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }

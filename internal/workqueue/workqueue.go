@@ -11,6 +11,7 @@
 package workqueue
 
 import (
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -20,6 +21,28 @@ import (
 // Live reports whether an item still serves its session: anything but
 // stopped.
 func Live(w storage.Work) bool { return w.State != api.WorkStopped }
+
+// AnyLive reports whether one of a session's items still serves it.
+func AnyLive(items []storage.Work) bool { return slices.ContainsFunc(items, Live) }
+
+// Queued is w (its ID, Metadata and CreatedAt set by the caller) as a new
+// item of session sessionID in environmentID: queued, and entering the
+// queue when it was created.
+func Queued(w storage.Work, environmentID, sessionID string) storage.Work {
+	w.EnvironmentID, w.SessionID = environmentID, sessionID
+	w.State = api.WorkQueued
+	w.QueuedAt = w.CreatedAt
+	if w.Metadata == nil {
+		w.Metadata = map[string]string{}
+	}
+	return w
+}
+
+// Wanted reports whether sess needs a new item, given its items: it is
+// neither terminated nor archived, and no live item serves it.
+func Wanted(sess api.Session, items []storage.Work) bool {
+	return !storage.Ended(sess) && sess.ArchivedAt == nil && !AnyLive(items)
+}
 
 // Claimable reports whether a poll may hand w out at now: a queued item
 // nobody claimed, or (when reclaimOlderThan is positive) one claimed but
@@ -62,7 +85,7 @@ func Claim(w storage.Work, c storage.Claim, now time.Time) (storage.Work, storag
 	w.LatestHeartbeatAt = nil
 	tok := c.Token
 	tok.Kind = storage.SessionsToken
-	tok.SessionID, tok.WorkID, tok.EnvironmentID = w.Data.ID, w.ID, w.EnvironmentID
+	tok.SessionID, tok.WorkID, tok.EnvironmentID = w.SessionID, w.ID, w.EnvironmentID
 	tok.CreatedAt = now
 	return w, tok
 }
@@ -176,9 +199,8 @@ func Stop(w storage.Work, force bool, now time.Time) (storage.Work, error) {
 
 // Stats counts an environment's queue from its queued items: depth is
 // what nobody claimed, pending what is claimed but not acknowledged.
-// WorkersPolling is left to the caller, which sees the polls.
-func Stats(queued []storage.Work) api.WorkQueueStats {
-	st := api.WorkQueueStats{Type: "work_queue_stats"}
+func Stats(queued []storage.Work) storage.QueueStats {
+	var st storage.QueueStats
 	for _, w := range queued {
 		if w.State != api.WorkQueued {
 			continue

@@ -50,7 +50,7 @@ func TestNextTakesTheOldestClaimableItem(t *testing.T) {
 
 func TestClaimMintsTheTokenForTheItem(t *testing.T) {
 	w := item("w1", t0)
-	w.EnvironmentID, w.Data.ID = "env_1", "sesn_1"
+	w.EnvironmentID, w.SessionID = "env_1", "sesn_1"
 	got, tok := Claim(w, storage.Claim{WorkerID: "wk", ClaimTTL: 30 * time.Second, Token: storage.Credential{ID: "tok"}}, t0)
 	if got.WorkerID != "wk" || got.TokenID != "tok" || !got.LeaseExpiresAt.Equal(t0.Add(30*time.Second)) || got.LeaseTTLSeconds != 30 || got.State != api.WorkQueued {
 		t.Fatalf("claimed item = %+v", got)
@@ -127,7 +127,7 @@ func TestStopWithNobodyHoldingItIsImmediate(t *testing.T) {
 
 func TestStatsCountsDepthAndPending(t *testing.T) {
 	st := Stats([]storage.Work{item("w1", t0.Add(time.Second)), claimed(item("w2", t0), t0), claimed(item("w3", t0), t0)})
-	if st.Type != "work_queue_stats" || st.Depth != 1 || st.Pending != 2 || !st.OldestQueuedAt.Equal(t0) {
+	if st.Depth != 1 || st.Pending != 2 || !st.OldestQueuedAt.Equal(t0) {
 		t.Fatalf("%+v", st)
 	}
 	if empty := Stats(nil); empty.Depth != 0 || empty.OldestQueuedAt != nil {

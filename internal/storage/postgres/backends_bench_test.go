@@ -123,13 +123,13 @@ func benchClaims(b *testing.B, s storage.Store, workers int) {
 	defer s.Close()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "bench", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "bench", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateEnvironment(ctx, env); err != nil {
 		b.Fatal(err)
 	}
 	for range b.N {
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-		if _, err := s.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+		if _, err := s.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

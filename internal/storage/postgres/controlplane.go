@@ -29,12 +29,6 @@ func scanJSON[T any](r pgx.Row) (T, error) {
 	return v, err
 }
 
-func scanString(r pgx.Row) (string, error) {
-	var s string
-	err := r.Scan(&s)
-	return s, err
-}
-
 func toJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -64,32 +58,29 @@ func (a *args) add(v any) string {
 
 const environmentColumns = `id, name, description, config_type, scope, metadata, created_at, updated_at, archived_at`
 
-func scanEnvironment(r pgx.Row) (api.Environment, error) {
+func scanEnvironment(r pgx.Row) (storage.Environment, error) {
 	var (
-		e          api.Environment
-		meta       string
-		configType string
+		e    storage.Environment
+		meta string
 	)
-	if err := r.Scan(&e.ID, &e.Name, &e.Description, &configType, &e.Scope, &meta, &e.CreatedAt, &e.UpdatedAt, &e.ArchivedAt); err != nil {
-		return api.Environment{}, notFound(err)
+	if err := r.Scan(&e.ID, &e.Name, &e.Description, &e.ConfigType, &e.Scope, &meta, &e.CreatedAt, &e.UpdatedAt, &e.ArchivedAt); err != nil {
+		return storage.Environment{}, notFound(err)
 	}
-	e.Type = "environment"
-	e.Config = api.EnvironmentConfig{Type: configType}
 	return e, json.Unmarshal([]byte(meta), &e.Metadata)
 }
 
 // CreateEnvironment implements storage.Environments.
-func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
+func (s *DB) CreateEnvironment(ctx context.Context, e storage.Environment) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.ID, e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.CreatedAt, e.UpdatedAt, e.ArchivedAt); err != nil {
+			e.ID, e.Name, e.Description, e.ConfigType, e.Scope, metadataJSON(e.Metadata), e.CreatedAt, e.UpdatedAt, e.ArchivedAt); err != nil {
 			return fmt.Errorf("create environment %s: %w", e.ID, err)
 		}
 		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentCreated, e.ID))
 	})
 }
 
-func getEnvironment(ctx context.Context, q querier, id string, lock bool) (api.Environment, error) {
+func getEnvironment(ctx context.Context, q querier, id string, lock bool) (storage.Environment, error) {
 	return scanEnvironment(q.QueryRow(ctx, `SELECT `+environmentColumns+` FROM environments WHERE id = $1`+forUpdate(lock), id))
 }
 
@@ -101,13 +92,13 @@ func forUpdate(lock bool) string {
 }
 
 // GetEnvironment implements storage.Environments.
-func (s *DB) GetEnvironment(ctx context.Context, id string) (api.Environment, error) {
+func (s *DB) GetEnvironment(ctx context.Context, id string) (storage.Environment, error) {
 	e, err := getEnvironment(ctx, s.pool, id, false)
 	return e, unavailable(err)
 }
 
 // ListEnvironments implements storage.Environments.
-func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.Environment, error) {
+func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]storage.Environment, error) {
 	out, err := queryAll(ctx, s.pool, scanEnvironment, `SELECT `+environmentColumns+` FROM environments
 		WHERE ($1 = '' OR id < $1) AND ($2 OR archived_at IS NULL) ORDER BY id DESC LIMIT $3`,
 		q.After, q.IncludeArchived, limitArg(q.Limit))
@@ -115,8 +106,8 @@ func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.E
 }
 
 // UpdateEnvironment implements storage.Environments.
-func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error) {
-	var out api.Environment
+func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*storage.Environment) error) (storage.Environment, error) {
+	var out storage.Environment
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		e, err := getEnvironment(ctx, tx, id, true)
 		if err != nil {
@@ -127,7 +118,7 @@ func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Envi
 			return err
 		}
 		if _, err = tx.Exec(ctx, `UPDATE environments SET name = $1, description = $2, config_type = $3, scope = $4, metadata = $5, updated_at = $6, archived_at = $7 WHERE id = $8`,
-			e.Name, e.Description, e.Config.Type, e.Scope, metadataJSON(e.Metadata), e.UpdatedAt, e.ArchivedAt, id); err != nil {
+			e.Name, e.Description, e.ConfigType, e.Scope, metadataJSON(e.Metadata), e.UpdatedAt, e.ArchivedAt, id); err != nil {
 			return err
 		}
 		out = e
@@ -217,24 +208,59 @@ func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) err
 
 // ---- sessions ----
 
-// getSession reads a session with its resources; lock takes the session's
-// row lock, which orders every change to the session and its log.
+// readSessions reads the sessions the query's condition (over the
+// sessions table, with args) selects, each with its resources, in two
+// queries through q (one transaction, so that they agree). lock takes the
+// sessions' row locks, which order every change to a session and its log.
+func readSessions(ctx context.Context, q querier, lock bool, cond string, args ...any) ([]api.Session, error) {
+	out, err := queryAll(ctx, q, scanJSON[api.Session], `SELECT body FROM sessions WHERE `+cond+forUpdate(lock), args...)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	ids := make([]string, len(out))
+	for i, sess := range out {
+		ids[i] = sess.ID
+	}
+	rows, err := queryAll(ctx, q, scanResource, `SELECT session_id, body FROM session_resources WHERE session_id = ANY($1) ORDER BY position`, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string][]api.SessionResource{}
+	for _, r := range rows {
+		byID[r.sessionID] = append(byID[r.sessionID], r.res)
+	}
+	for i := range out {
+		out[i].Resources = byID[out[i].ID]
+	}
+	return out, nil
+}
+
+type resourceRow struct {
+	sessionID string
+	res       api.SessionResource
+}
+
+func scanResource(r pgx.Row) (resourceRow, error) {
+	var (
+		row  resourceRow
+		body string
+	)
+	if err := r.Scan(&row.sessionID, &body); err != nil {
+		return row, err
+	}
+	return row, json.Unmarshal([]byte(body), &row.res)
+}
+
+// getSession reads a session with its resources; lock takes its row lock.
 func getSession(ctx context.Context, q querier, id string, lock bool) (api.Session, error) {
-	var body, status string
-	if err := q.QueryRow(ctx, `SELECT body, status FROM sessions WHERE id = $1`+forUpdate(lock), id).Scan(&body, &status); err != nil {
-		return api.Session{}, notFound(err)
-	}
-	var sess api.Session
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
-		return api.Session{}, err
-	}
-	sess.Status = status
-	res, err := queryAll(ctx, q, scanJSON[api.SessionResource], `SELECT body FROM session_resources WHERE session_id = $1 ORDER BY position`, id)
+	list, err := readSessions(ctx, q, lock, `id = $1`, id)
 	if err != nil {
 		return api.Session{}, err
 	}
-	sess.Resources = res
-	return sess, nil
+	if len(list) == 0 {
+		return api.Session{}, storage.ErrNotFound
+	}
+	return list[0], nil
 }
 
 // saveSession writes the session row (not its resources, which never
@@ -272,9 +298,7 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
 			}
 		}
-		w.EnvironmentID = sess.EnvironmentID
-		w.Data = api.WorkData{Type: "session", ID: sess.ID}
-		if err := insertWork(ctx, tx, w); err != nil {
+		if err := insertWork(ctx, tx, workqueue.Queued(w, sess.EnvironmentID, sess.ID)); err != nil {
 			return err
 		}
 		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
@@ -297,55 +321,15 @@ func (s *DB) GetSession(ctx context.Context, id string) (api.Session, error) {
 }
 
 // ListSessions implements storage.Sessions.
-func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Session, error) {
-	var (
-		where = []string{"true"}
-		a     args
-	)
-	if q.After != "" {
-		op := "<"
-		if q.Asc {
-			op = ">"
-		}
-		where = append(where, "id "+op+" "+a.add(q.After))
-	}
-	if !q.IncludeArchived {
-		where = append(where, "archived_at IS NULL")
-	}
-	if q.AgentID != "" {
-		where = append(where, "agent_id = "+a.add(q.AgentID))
-	}
-	if q.EnvironmentID != "" {
-		where = append(where, "environment_id = "+a.add(q.EnvironmentID))
-	}
-	if q.MemoryStoreID != "" {
-		where = append(where, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = "+a.add(q.MemoryStoreID)+")")
-	}
-	if len(q.Statuses) > 0 {
-		where = append(where, "status = ANY("+a.add(q.Statuses)+")")
-	}
-	order := "DESC"
-	if q.Asc {
-		order = "ASC"
-	}
-	limit := a.add(limitArg(q.Limit))
-	var out []api.Session
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		idList, err := queryAll(ctx, tx, scanString, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT `+limit, a...)
-		if err != nil {
-			return err
-		}
-		out = make([]api.Session, 0, len(idList))
-		for _, id := range idList {
-			sess, err := getSession(ctx, tx, id, false)
-			if err != nil {
-				return err
-			}
-			out = append(out, sess)
-		}
-		return nil
+func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) (list []api.Session, err error) {
+	var a args
+	where, order := storage.SessionFilter(q, a.add)
+	cond := where + ` ORDER BY id ` + order + ` LIMIT ` + a.add(limitArg(q.Limit))
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		list, err = readSessions(ctx, tx, false, cond, a...)
+		return err
 	})
-	return out, err
+	return list, err
 }
 
 // UpdateSession implements storage.Sessions.
@@ -376,24 +360,12 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 		if _, err := getSession(ctx, tx, id, true); err != nil {
 			return err
 		}
+		if err := workqueue.StopSessionIn(ctx, workRows{s, tx}, id); err != nil {
+			return err
+		}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
-		}
-		items, err := sessionWork(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		for _, w := range items {
-			if !workqueue.Live(w) {
-				continue
-			}
-			if w, err = workqueue.Stop(w, true, now); err != nil {
-				return err
-			}
-			if err := saveWork(ctx, tx, w); err != nil {
-				return err
-			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = $1 WHERE session_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
 			return err

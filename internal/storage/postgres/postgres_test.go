@@ -50,12 +50,12 @@ func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := a.CreateEnvironment(t.Context(), env); err != nil {
 		t.Fatal(err)
 	}
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.CreateSession(t.Context(), sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicQueue, Key: env.ID}) {
@@ -184,13 +184,13 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 	dbs := replicas(t, 4)
 	ctx := t.Context()
 	now := time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := dbs[0].CreateEnvironment(ctx, env); err != nil {
 		t.Fatal(err)
 	}
 	for range items {
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-		if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+		if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

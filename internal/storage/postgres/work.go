@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,28 +21,20 @@ func scanWork(r pgx.Row) (storage.Work, error) {
 		w    storage.Work
 		meta string
 	)
-	err := r.Scan(&w.ID, &w.EnvironmentID, &w.Data.ID, &w.State, &meta, &w.CreatedAt, &w.QueuedAt, &w.ClaimedAt, &w.WorkerID, &w.TokenID,
+	err := r.Scan(&w.ID, &w.EnvironmentID, &w.SessionID, &w.State, &meta, &w.CreatedAt, &w.QueuedAt, &w.ClaimedAt, &w.WorkerID, &w.TokenID,
 		&w.LeaseExpiresAt, &w.LeaseTTLSeconds, &w.AcknowledgedAt, &w.StartedAt, &w.LatestHeartbeatAt, &w.StopRequestedAt, &w.StoppedAt)
 	if err != nil {
 		return storage.Work{}, notFound(err)
 	}
-	w.Type = "work"
-	w.Data.Type = "session"
 	return w, json.Unmarshal([]byte(meta), &w.Metadata)
 }
 
 func insertWork(ctx context.Context, q querier, w storage.Work) error {
-	if w.State == "" {
-		w.State = api.WorkQueued
-	}
-	if w.QueuedAt.IsZero() {
-		w.QueuedAt = w.CreatedAt
-	}
 	if err := notifyWake(ctx, q, storage.TopicQueue, w.EnvironmentID); err != nil {
 		return err
 	}
 	_, err := q.Exec(ctx, `INSERT INTO work_items (`+workColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		w.ID, w.EnvironmentID, w.Data.ID, w.State, metadataJSON(w.Metadata), w.CreatedAt, w.QueuedAt,
+		w.ID, w.EnvironmentID, w.SessionID, w.State, metadataJSON(w.Metadata), w.CreatedAt, w.QueuedAt,
 		w.ClaimedAt, w.WorkerID, w.TokenID, w.LeaseExpiresAt, w.LeaseTTLSeconds,
 		w.AcknowledgedAt, w.StartedAt, w.LatestHeartbeatAt, w.StopRequestedAt, w.StoppedAt)
 	if err != nil {
@@ -69,43 +60,16 @@ func sessionWork(ctx context.Context, q querier, sessionID string) ([]storage.Wo
 
 func hasLiveWork(ctx context.Context, q querier, sessionID string) (bool, error) {
 	items, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = $1`, sessionID)
-	return slices.ContainsFunc(items, workqueue.Live), err
+	return workqueue.AnyLive(items), err
 }
 
 // EnsureWork implements storage.WorkQueue.
-func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (storage.Work, bool, error) {
-	var queued bool
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		queued = false
-		// The session's row lock orders this with every other EnsureWork
-		// and append of the session: two replicas never both queue.
-		sess, err := getSession(ctx, tx, sessionID, true)
-		if err != nil {
-			return err
-		}
-		if sess.Status == api.SessionTerminated || sess.ArchivedAt != nil {
-			return nil
-		}
-		live, err := hasLiveWork(ctx, tx, sessionID)
-		if err != nil || live {
-			return err
-		}
-		w.EnvironmentID = sess.EnvironmentID
-		w.Data = api.WorkData{Type: "session", ID: sessionID}
-		w.State = api.WorkQueued
-		if w.CreatedAt.IsZero() {
-			if w.CreatedAt, err = s.now(ctx, tx); err != nil {
-				return err
-			}
-		}
-		w.QueuedAt = w.CreatedAt
-		queued = true
-		return insertWork(ctx, tx, w)
+func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (out storage.Work, queued bool, err error) {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		out, queued, err = workqueue.EnsureIn(ctx, workRows{s, tx}, sessionID, w)
+		return err
 	})
-	if err != nil || !queued {
-		return storage.Work{}, false, err
-	}
-	return w, true, nil
+	return out, queued, err
 }
 
 // ExpireLeases implements storage.WorkQueue. Items another replica is
@@ -176,6 +140,21 @@ func (r workRows) Leased(ctx context.Context, environmentID string, now time.Tim
 
 func (r workRows) SaveWork(ctx context.Context, w storage.Work) error { return saveWork(ctx, r.tx, w) }
 
+// Session takes the session's row lock, which orders EnsureWork with every
+// other EnsureWork and append of the session: two replicas never both
+// queue an item for it.
+func (r workRows) Session(ctx context.Context, sessionID string) (api.Session, error) {
+	return getSession(ctx, r.tx, sessionID, true)
+}
+
+func (r workRows) SessionWork(ctx context.Context, sessionID string) ([]storage.Work, error) {
+	return sessionWork(ctx, r.tx, sessionID)
+}
+
+func (r workRows) InsertWork(ctx context.Context, w storage.Work) error {
+	return insertWork(ctx, r.tx, w)
+}
+
 func (r workRows) InsertCredential(ctx context.Context, c storage.Credential, hash string) error {
 	return insertCredential(ctx, r.tx, c, hash)
 }
@@ -215,10 +194,10 @@ func (s *DB) ListWork(ctx context.Context, environmentID string, q storage.ListQ
 }
 
 // WorkStats implements storage.WorkQueue.
-func (s *DB) WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
+func (s *DB) WorkStats(ctx context.Context, environmentID string) (storage.QueueStats, error) {
 	queued, err := queryAll(ctx, s.pool, scanWork, `SELECT `+workColumns+` FROM work_items WHERE environment_id = $1 AND state = 'queued'`, environmentID)
 	if err != nil {
-		return api.WorkQueueStats{}, unavailable(err)
+		return storage.QueueStats{}, unavailable(err)
 	}
 	return workqueue.Stats(queued), nil
 }

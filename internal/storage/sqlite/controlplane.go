@@ -57,12 +57,6 @@ func scanJSON[T any](r rowScanner) (T, error) {
 	return v, err
 }
 
-func scanString(r rowScanner) (string, error) {
-	var s string
-	err := r.Scan(&s)
-	return s, err
-}
-
 func toJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -108,34 +102,30 @@ func limitArg(n int) int {
 
 const environmentColumns = `id, name, description, config_type, scope, metadata, created_at, updated_at, archived_at`
 
-func scanEnvironment(r rowScanner) (api.Environment, error) {
+func scanEnvironment(r rowScanner) (storage.Environment, error) {
 	var (
-		e                api.Environment
-		desc, archived   sql.NullString
-		meta, ca, ua     string
-		configType, scop string
+		e              storage.Environment
+		desc, archived sql.NullString
+		meta, ca, ua   string
 	)
-	if err := r.Scan(&e.ID, &e.Name, &desc, &configType, &scop, &meta, &ca, &ua, &archived); err != nil {
-		return api.Environment{}, notFound(err)
+	if err := r.Scan(&e.ID, &e.Name, &desc, &e.ConfigType, &e.Scope, &meta, &ca, &ua, &archived); err != nil {
+		return storage.Environment{}, notFound(err)
 	}
-	e.Type = "environment"
 	if desc.Valid {
 		e.Description = &desc.String
 	}
-	e.Config = api.EnvironmentConfig{Type: configType}
-	e.Scope = scop
 	if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
-		return api.Environment{}, err
+		return storage.Environment{}, err
 	}
 	var err error
 	if e.CreatedAt, err = parseTime(ca); err != nil {
-		return api.Environment{}, err
+		return storage.Environment{}, err
 	}
 	if e.UpdatedAt, err = parseTime(ua); err != nil {
-		return api.Environment{}, err
+		return storage.Environment{}, err
 	}
 	if e.ArchivedAt, err = nullTime(archived); err != nil {
-		return api.Environment{}, err
+		return storage.Environment{}, err
 	}
 	return e, nil
 }
@@ -148,14 +138,14 @@ func metadataJSON(m map[string]string) string {
 }
 
 // CreateEnvironment implements storage.ControlPlane.
-func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
+func (s *DB) CreateEnvironment(ctx context.Context, e storage.Environment) error {
 	var desc any
 	if e.Description != nil {
 		desc = *e.Description
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO environments (`+environmentColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.ID, e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.CreatedAt), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt)); err != nil {
+			e.ID, e.Name, desc, e.ConfigType, e.Scope, metadataJSON(e.Metadata), formatTime(e.CreatedAt), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt)); err != nil {
 			return fmt.Errorf("create environment %s: %w", e.ID, err)
 		}
 		return s.emit(ctx, tx, webhooks.Of(webhooks.EnvironmentCreated, e.ID))
@@ -163,24 +153,24 @@ func (s *DB) CreateEnvironment(ctx context.Context, e api.Environment) error {
 }
 
 // GetEnvironment implements storage.ControlPlane.
-func (s *DB) GetEnvironment(ctx context.Context, id string) (api.Environment, error) {
+func (s *DB) GetEnvironment(ctx context.Context, id string) (storage.Environment, error) {
 	return getEnvironment(ctx, s.db, id)
 }
 
-func getEnvironment(ctx context.Context, q queryer, id string) (api.Environment, error) {
+func getEnvironment(ctx context.Context, q queryer, id string) (storage.Environment, error) {
 	return scanEnvironment(q.QueryRowContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE id = ?`, id))
 }
 
 // ListEnvironments implements storage.ControlPlane.
-func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]api.Environment, error) {
+func (s *DB) ListEnvironments(ctx context.Context, q storage.ListQuery) ([]storage.Environment, error) {
 	return queryAll(ctx, s.db, scanEnvironment, `SELECT `+environmentColumns+` FROM environments
 		WHERE (? = '' OR id < ?) AND (? OR archived_at IS NULL) ORDER BY id DESC LIMIT ?`,
 		q.After, q.After, q.IncludeArchived, limitArg(q.Limit))
 }
 
 // UpdateEnvironment implements storage.ControlPlane.
-func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Environment) error) (api.Environment, error) {
-	var out api.Environment
+func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*storage.Environment) error) (storage.Environment, error) {
+	var out storage.Environment
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		e, err := getEnvironment(ctx, tx, id)
 		if err != nil {
@@ -195,7 +185,7 @@ func (s *DB) UpdateEnvironment(ctx context.Context, id string, fn func(*api.Envi
 			desc = *e.Description
 		}
 		if _, err = tx.ExecContext(ctx, `UPDATE environments SET name = ?, description = ?, config_type = ?, scope = ?, metadata = ?, updated_at = ?, archived_at = ? WHERE id = ?`,
-			e.Name, desc, e.Config.Type, e.Scope, metadataJSON(e.Metadata), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt), id); err != nil {
+			e.Name, desc, e.ConfigType, e.Scope, metadataJSON(e.Metadata), formatTime(e.UpdatedAt), nullTimeArg(e.ArchivedAt), id); err != nil {
 			return err
 		}
 		out = e
@@ -280,27 +270,59 @@ func (s *DB) UpdateAgent(ctx context.Context, id string, fn func(*api.Agent) err
 
 // ---- sessions ----
 
+// readSessions reads the sessions the query's condition (over the
+// sessions table, with args) selects, each with its resources, in two
+// queries. Run it in a transaction, so that both queries agree.
+func readSessions(ctx context.Context, q queryer, cond string, args ...any) ([]api.Session, error) {
+	out, err := queryAll(ctx, q, scanJSON[api.Session], `SELECT body FROM sessions WHERE `+cond, args...)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	ids := make([]string, len(out))
+	for i, sess := range out {
+		ids[i] = sess.ID
+	}
+	marks, idArgs := inList(ids)
+	rows, err := queryAll(ctx, q, scanResource, `SELECT session_id, body FROM session_resources WHERE session_id IN `+marks+` ORDER BY position`, idArgs...)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string][]api.SessionResource{}
+	for _, r := range rows {
+		byID[r.sessionID] = append(byID[r.sessionID], r.res)
+	}
+	for i := range out {
+		out[i].Resources = byID[out[i].ID]
+	}
+	return out, nil
+}
+
+type resourceRow struct {
+	sessionID string
+	res       api.SessionResource
+}
+
+func scanResource(r rowScanner) (resourceRow, error) {
+	var (
+		row  resourceRow
+		body string
+	)
+	if err := r.Scan(&row.sessionID, &body); err != nil {
+		return row, err
+	}
+	return row, json.Unmarshal([]byte(body), &row.res)
+}
+
 // getSession reads a session with its resources.
 func getSession(ctx context.Context, q queryer, id string) (api.Session, error) {
-	var body, status string
-	if err := q.QueryRowContext(ctx, `SELECT body, status FROM sessions WHERE id = ?`, id).Scan(&body, &status); err != nil {
-		return api.Session{}, notFound(err)
-	}
-	var sess api.Session
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
-		return api.Session{}, err
-	}
-	sess.Status = status
-	res, err := sessionResources(ctx, q, id)
+	list, err := readSessions(ctx, q, `id = ?`, id)
 	if err != nil {
 		return api.Session{}, err
 	}
-	sess.Resources = res
-	return sess, nil
-}
-
-func sessionResources(ctx context.Context, q queryer, sessionID string) ([]api.SessionResource, error) {
-	return queryAll(ctx, q, scanJSON[api.SessionResource], `SELECT body FROM session_resources WHERE session_id = ? ORDER BY position`, sessionID)
+	if len(list) == 0 {
+		return api.Session{}, storage.ErrNotFound
+	}
+	return list[0], nil
 }
 
 // saveSession writes the session row (not its resources, which never
@@ -339,9 +361,7 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
 			}
 		}
-		w.EnvironmentID = sess.EnvironmentID
-		w.Data = api.WorkData{Type: "session", ID: sess.ID}
-		if err := insertWork(ctx, tx, w); err != nil {
+		if err := insertWork(ctx, tx, workqueue.Queued(w, sess.EnvironmentID, sess.ID)); err != nil {
 			return err
 		}
 		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
@@ -358,66 +378,23 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 	return out, nil
 }
 
-// GetSession implements storage.ControlPlane.
+// GetSession implements storage.ControlPlane. Its two reads need no
+// transaction: a session's resources never change, and a session deleted
+// between them is gone by the next request anyway.
 func (s *DB) GetSession(ctx context.Context, id string) (api.Session, error) {
 	return getSession(ctx, s.db, id)
 }
 
 // ListSessions implements storage.ControlPlane.
-func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) ([]api.Session, error) {
-	var (
-		where = []string{"1 = 1"}
-		args  []any
-	)
-	if q.After != "" {
-		if q.Asc {
-			where = append(where, "id > ?")
-		} else {
-			where = append(where, "id < ?")
-		}
-		args = append(args, q.After)
-	}
-	if !q.IncludeArchived {
-		where = append(where, "archived_at IS NULL")
-	}
-	if q.AgentID != "" {
-		where = append(where, "agent_id = ?")
-		args = append(args, q.AgentID)
-	}
-	if q.EnvironmentID != "" {
-		where = append(where, "environment_id = ?")
-		args = append(args, q.EnvironmentID)
-	}
-	if q.MemoryStoreID != "" {
-		where = append(where, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = ?)")
-		args = append(args, q.MemoryStoreID)
-	}
-	if len(q.Statuses) > 0 {
-		marks, statuses := inList(q.Statuses)
-		where = append(where, "status IN "+marks)
-		args = append(args, statuses...)
-	}
-	order := "DESC"
-	if q.Asc {
-		order = "ASC"
-	}
+func (s *DB) ListSessions(ctx context.Context, q storage.SessionQuery) (list []api.Session, err error) {
+	var args []any
+	where, order := storage.SessionFilter(q, func(v any) string { args = append(args, v); return "?" })
 	args = append(args, limitArg(q.Limit))
-	idList, err := queryAll(ctx, s.db, scanString, `SELECT id FROM sessions WHERE `+strings.Join(where, " AND ")+` ORDER BY id `+order+` LIMIT ?`, args...)
-	if err != nil {
-		return nil, err
-	}
-	out := []api.Session{}
-	for _, id := range idList {
-		sess, err := getSession(ctx, s.db, id)
-		if errors.Is(err, storage.ErrNotFound) {
-			continue // deleted since the id query
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sess)
-	}
-	return out, nil
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
+		list, err = readSessions(ctx, tx, where+` ORDER BY id `+order+` LIMIT ?`, args...)
+		return err
+	})
+	return list, err
 }
 
 // UpdateSession implements storage.ControlPlane.
@@ -450,26 +427,13 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one); err != nil {
 			return notFound(err)
 		}
-		now := s.now()
-		items, err := sessionWork(ctx, tx, id)
-		if err != nil {
+		if err := workqueue.StopSessionIn(ctx, workRows{s, tx}, id); err != nil {
 			return err
 		}
-		for _, w := range items {
-			if !workqueue.Live(w) {
-				continue
-			}
-			if w, err = workqueue.Stop(w, true, now); err != nil {
-				return err
-			}
-			if err := saveWork(ctx, tx, w); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, formatTime(now), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, formatTime(s.now()), id); err != nil {
 			return err
 		}
-		if _, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
 			return err
 		}
 		return s.emit(ctx, tx, webhooks.Of(webhooks.SessionDeleted, id))
@@ -541,7 +505,7 @@ func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, event
 // keepLog caches the log of a session whose append has committed, unless
 // the session is terminated: nothing reacts to it any more.
 func (s *DB) keepLog(sess api.Session, log eventLog) {
-	if sess.Status == api.SessionTerminated {
+	if storage.Ended(sess) {
 		s.logs.drop(sess.ID)
 		return
 	}

@@ -117,12 +117,12 @@ func TestCachedLogsSeeAppendsFromAnotherHandle(t *testing.T) {
 	}
 	defer b.Close()
 	now := time.Now().UTC()
-	env := api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := a.CreateEnvironment(ctx, env); err != nil {
 		t.Fatal(err)
 	}
 	sess := api.Session{ID: ids.New(ids.Session), EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+	if _, err := a.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var (

@@ -27,7 +27,7 @@ func BenchmarkStorageStatusAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			env := api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, CreatedAt: now, UpdatedAt: now}
+			env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 			if err := db.CreateEnvironment(ctx, env); err != nil {
 				b.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func BenchmarkStorageStatusAppend(b *testing.B) {
 				if i%200 == 0 {
 					b.StopTimer()
 					sess := api.Session{ID: ids.New(ids.Session), EnvironmentID: env.ID, Agent: agent.SessionAgent, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-					if _, err := db.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}, nil); err != nil {
+					if _, err := db.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 						b.Fatal(err)
 					}
 					sessionID = sess.ID

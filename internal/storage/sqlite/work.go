@@ -22,13 +22,11 @@ func scanWork(r rowScanner) (storage.Work, error) {
 		meta, created, queued                    string
 		claimed, lease, ack, started, hb, sr, st sql.NullString
 	)
-	err := r.Scan(&w.ID, &w.EnvironmentID, &w.Data.ID, &w.State, &meta, &created, &queued, &claimed, &w.WorkerID, &w.TokenID,
+	err := r.Scan(&w.ID, &w.EnvironmentID, &w.SessionID, &w.State, &meta, &created, &queued, &claimed, &w.WorkerID, &w.TokenID,
 		&lease, &w.LeaseTTLSeconds, &ack, &started, &hb, &sr, &st)
 	if err != nil {
 		return storage.Work{}, notFound(err)
 	}
-	w.Type = "work"
-	w.Data.Type = "session"
 	if err := json.Unmarshal([]byte(meta), &w.Metadata); err != nil {
 		return storage.Work{}, err
 	}
@@ -51,14 +49,8 @@ func scanWork(r rowScanner) (storage.Work, error) {
 }
 
 func insertWork(ctx context.Context, q queryer, w storage.Work) error {
-	if w.State == "" {
-		w.State = api.WorkQueued
-	}
-	if w.QueuedAt.IsZero() {
-		w.QueuedAt = w.CreatedAt
-	}
 	_, err := q.ExecContext(ctx, `INSERT INTO work_items (`+workColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		w.ID, w.EnvironmentID, w.Data.ID, w.State, metadataJSON(w.Metadata), formatTime(w.CreatedAt), formatTime(w.QueuedAt),
+		w.ID, w.EnvironmentID, w.SessionID, w.State, metadataJSON(w.Metadata), formatTime(w.CreatedAt), formatTime(w.QueuedAt),
 		nullTimeArg(w.ClaimedAt), w.WorkerID, w.TokenID, nullTimeArg(w.LeaseExpiresAt), w.LeaseTTLSeconds,
 		nullTimeArg(w.AcknowledgedAt), nullTimeArg(w.StartedAt), nullTimeArg(w.LatestHeartbeatAt), nullTimeArg(w.StopRequestedAt), nullTimeArg(w.StoppedAt))
 	if err != nil {
@@ -105,38 +97,16 @@ func sessionWork(ctx context.Context, q queryer, sessionID string) ([]storage.Wo
 
 func hasLiveWork(ctx context.Context, q queryer, sessionID string) (bool, error) {
 	items, err := sessionWork(ctx, q, sessionID)
-	return slices.ContainsFunc(items, workqueue.Live), err
+	return workqueue.AnyLive(items), err
 }
 
 // EnsureWork implements storage.WorkQueue.
-func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (storage.Work, bool, error) {
-	var queued bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		sess, err := getSession(ctx, tx, sessionID)
-		if err != nil {
-			return err
-		}
-		if sess.Status == api.SessionTerminated || sess.ArchivedAt != nil {
-			return nil
-		}
-		live, err := hasLiveWork(ctx, tx, sessionID)
-		if err != nil || live {
-			return err
-		}
-		w.EnvironmentID = sess.EnvironmentID
-		w.Data = api.WorkData{Type: "session", ID: sessionID}
-		w.State = api.WorkQueued
-		if w.CreatedAt.IsZero() {
-			w.CreatedAt = s.now()
-		}
-		w.QueuedAt = w.CreatedAt
-		queued = true
-		return insertWork(ctx, tx, w)
+func (s *DB) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (out storage.Work, queued bool, err error) {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		out, queued, err = workqueue.EnsureIn(ctx, workRows{s, tx}, sessionID, w)
+		return err
 	})
-	if err != nil || !queued {
-		return storage.Work{}, false, err
-	}
-	return w, true, nil
+	return out, queued, err
 }
 
 // ExpireLeases implements storage.WorkQueue.
@@ -229,6 +199,18 @@ func (r workRows) Leased(ctx context.Context, environmentID string, now time.Tim
 
 func (r workRows) SaveWork(ctx context.Context, w storage.Work) error { return saveWork(ctx, r.tx, w) }
 
+func (r workRows) Session(ctx context.Context, sessionID string) (api.Session, error) {
+	return getSession(ctx, r.tx, sessionID)
+}
+
+func (r workRows) SessionWork(ctx context.Context, sessionID string) ([]storage.Work, error) {
+	return sessionWork(ctx, r.tx, sessionID)
+}
+
+func (r workRows) InsertWork(ctx context.Context, w storage.Work) error {
+	return insertWork(ctx, r.tx, w)
+}
+
 func (r workRows) InsertCredential(ctx context.Context, c storage.Credential, hash string) error {
 	return insertCredential(ctx, r.tx, c, hash)
 }
@@ -266,10 +248,10 @@ func (s *DB) UpdateWork(ctx context.Context, environmentID, workID string, fn fu
 }
 
 // WorkStats implements storage.WorkQueue.
-func (s *DB) WorkStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
+func (s *DB) WorkStats(ctx context.Context, environmentID string) (storage.QueueStats, error) {
 	queued, err := queuedWork(ctx, s.db, environmentID)
 	if err != nil {
-		return api.WorkQueueStats{}, err
+		return storage.QueueStats{}, err
 	}
 	return workqueue.Stats(queued), nil
 }

@@ -54,13 +54,13 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	hook := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.New(ids.Webhook), URL: "https://example.test/hook", State: webhooks.StateEnabled,
 		EnabledEvents: []string{webhooks.EnvironmentCreated, webhooks.SessionStatusRunStarted}, CreatedAt: now, UpdatedAt: now}, Secret: "whsec_c2VjcmV0"}
 	must(src.CreateWebhookEndpoint(ctx, hook))
-	env := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: "build", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted}, Metadata: map[string]string{}, CreatedAt: now, UpdatedAt: now}
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "build", ConfigType: api.EnvironmentConfigSelfHosted, Metadata: map[string]string{}, CreatedAt: now, UpdatedAt: now}
 	must(src.CreateEnvironment(ctx, env))
 	agent := api.Agent{SessionAgent: api.SessionAgent{ID: ids.New(ids.Agent), Type: "agent", Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}, Tools: []json.RawMessage{}, Skills: []json.RawMessage{}, MCPServers: []json.RawMessage{}, Version: 1}, Metadata: map[string]string{}, CreatedAt: now, UpdatedAt: now}
 	must(src.CreateAgent(ctx, agent))
 	res := api.SessionResource{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: st.ID, Access: "read_write", Name: st.Name, MountPath: "/mnt/memory/notes", CreatedAt: now, UpdatedAt: now}
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Agent: agent.SessionAgent, Metadata: map[string]string{}, Resources: []api.SessionResource{res}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	_, err = src.CreateSession(ctx, sess, storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}, nil)
+	_, err = src.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}, nil)
 	must(err)
 	_, err = src.AppendEvents(ctx, sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}, {Type: api.EventSessionStatusIdle}}, nil)
 	must(err)

@@ -23,7 +23,7 @@ type cpFixture struct {
 	ctx   context.Context
 	clock *testclock.Clock
 	s     storage.Store
-	env   api.Environment
+	env   storage.Environment
 	agent api.Agent
 }
 
@@ -42,8 +42,8 @@ func newCPFixture(t *testing.T, open Factory) *cpFixture {
 	return f
 }
 
-func (f *cpFixture) newEnvironment(name string) api.Environment {
-	e := api.Environment{ID: ids.New(ids.Environment), Type: "environment", Name: name, Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
+func (f *cpFixture) newEnvironment(name string) storage.Environment {
+	e := storage.Environment{ID: ids.New(ids.Environment), Name: name, ConfigType: api.EnvironmentConfigSelfHosted,
 		Metadata: map[string]string{}, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.s.CreateEnvironment(f.ctx, e); err != nil {
 		f.t.Fatal(err)
@@ -53,13 +53,13 @@ func (f *cpFixture) newEnvironment(name string) api.Environment {
 
 // newSession creates a session on env with the given resources, returning
 // it and its first work item's id.
-func (f *cpFixture) newSession(env api.Environment, res ...api.SessionResource) (api.Session, string) {
+func (f *cpFixture) newSession(env storage.Environment, res ...api.SessionResource) (api.Session, string) {
 	f.t.Helper()
 	now := f.clock.Now()
 	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID,
 		Agent:    api.SessionAgent{ID: f.agent.ID, Type: "agent", Name: f.agent.Name, Model: f.agent.Model, Version: 1},
 		Metadata: map[string]string{}, Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}}
+	w := storage.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}, CreatedAt: now}
 	got, err := f.s.CreateSession(f.ctx, sess, w, nil)
 	if err != nil {
 		f.t.Fatal(err)
@@ -83,7 +83,7 @@ func (f *cpFixture) resource(st api.MemoryStore, access, mountPath string) api.S
 		Name: st.Name, MountPath: mountPath, CreatedAt: now, UpdatedAt: now}
 }
 
-func (f *cpFixture) claim(env api.Environment, worker string) (storage.Work, string, error) {
+func (f *cpFixture) claim(env storage.Environment, worker string) (storage.Work, string, error) {
 	tokID := ids.New(ids.SessionsToken)
 	hash := "hash-" + tokID
 	w, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: worker, ClaimTTL: time.Minute,
@@ -96,7 +96,7 @@ func testEnvironments(t *testing.T, open Factory) {
 	ctx, s := f.ctx, f.s
 
 	got, err := s.GetEnvironment(ctx, f.env.ID)
-	if err != nil || got.Name != "build" || got.Config.Type != api.EnvironmentConfigSelfHosted || got.Description != nil || !got.CreatedAt.Equal(f.clock.Now()) {
+	if err != nil || got.Name != "build" || got.ConfigType != api.EnvironmentConfigSelfHosted || got.Description != nil || !got.CreatedAt.Equal(f.clock.Now()) {
 		t.Fatalf("GetEnvironment = %+v, %v", got, err)
 	}
 	if _, err := s.GetEnvironment(ctx, "env_nope"); !errors.Is(err, storage.ErrNotFound) {
@@ -105,7 +105,7 @@ func testEnvironments(t *testing.T, open Factory) {
 
 	// Update is a read-modify-write; an error from fn saves nothing.
 	desc := "the build farm"
-	up, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *api.Environment) error {
+	up, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *storage.Environment) error {
 		e.Description, e.Metadata["team"] = &desc, "infra"
 		return nil
 	})
@@ -113,7 +113,7 @@ func testEnvironments(t *testing.T, open Factory) {
 		t.Fatalf("UpdateEnvironment = %+v, %v", up, err)
 	}
 	boom := errors.New("boom")
-	if _, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *api.Environment) error { e.Name = "changed"; return boom }); !errors.Is(err, boom) {
+	if _, err := s.UpdateEnvironment(ctx, f.env.ID, func(e *storage.Environment) error { e.Name = "changed"; return boom }); !errors.Is(err, boom) {
 		t.Fatalf("fn error not returned: %v", err)
 	}
 	if got, _ := s.GetEnvironment(ctx, f.env.ID); got.Name != "build" || got.Metadata["team"] != "infra" {
@@ -124,7 +124,7 @@ func testEnvironments(t *testing.T, open Factory) {
 	second := f.newEnvironment("second")
 	third := f.newEnvironment("third")
 	now := f.clock.Now()
-	if _, err := s.UpdateEnvironment(ctx, second.ID, func(e *api.Environment) error { e.ArchivedAt = &now; return nil }); err != nil {
+	if _, err := s.UpdateEnvironment(ctx, second.ID, func(e *storage.Environment) error { e.ArchivedAt = &now; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.ListEnvironments(ctx, storage.ListQuery{Limit: 10})
@@ -164,7 +164,7 @@ func testEnvironments(t *testing.T, open Factory) {
 	}
 }
 
-func names(es []api.Environment) []string {
+func names(es []storage.Environment) []string {
 	var out []string
 	for _, e := range es {
 		out = append(out, e.Name)
@@ -204,7 +204,7 @@ func testSessions(t *testing.T, open Factory) {
 		t.Fatalf("GetSession = %+v, %v", got, err)
 	}
 	w, err := s.GetWork(ctx, f.env.ID, workID)
-	if err != nil || w.State != api.WorkQueued || w.Data.ID != sess.ID || w.Data.Type != "session" || w.EnvironmentID != f.env.ID {
+	if err != nil || w.State != api.WorkQueued || w.SessionID != sess.ID || w.EnvironmentID != f.env.ID {
 		t.Fatalf("the session's work item = %+v, %v", w, err)
 	}
 	if _, err := s.GetWork(ctx, "env_other", workID); !errors.Is(err, storage.ErrNotFound) {
@@ -293,7 +293,7 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 		now := f.clock.Now()
 		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: f.env.ID, Agent: api.SessionAgent{ID: f.agent.ID},
 			Resources: []api.SessionResource{f.resource(c.store, api.AccessReadWrite, "/mnt/memory/x")}, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-		w := storage.Work{Work: api.Work{ID: ids.New(ids.Work), CreatedAt: now}}
+		w := storage.Work{ID: ids.New(ids.Work), CreatedAt: now}
 		if _, err := s.CreateSession(ctx, sess, w, nil); !errors.Is(err, c.want) {
 			t.Fatalf("attaching %s: %v, want %v", c.store.ID, err, c.want)
 		}
@@ -614,14 +614,14 @@ func testWorkQueue(t *testing.T, open Factory) {
 	}
 
 	// EnsureWork re-queues a session left without a live item, once.
-	w, queued, err := s.EnsureWork(ctx, first.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}}})
-	if err != nil || !queued || w.State != api.WorkQueued || w.Data.ID != first.ID || w.EnvironmentID != f.env.ID {
+	w, queued, err := s.EnsureWork(ctx, first.ID, storage.Work{ID: ids.New(ids.Work), Metadata: map[string]string{}})
+	if err != nil || !queued || w.State != api.WorkQueued || w.SessionID != first.ID || w.EnvironmentID != f.env.ID {
 		t.Fatalf("EnsureWork = %+v, %v, %v", w, queued, err)
 	}
-	if stored, err := s.GetWork(ctx, f.env.ID, w.ID); err != nil || stored.State != api.WorkQueued || stored.Data.ID != first.ID {
+	if stored, err := s.GetWork(ctx, f.env.ID, w.ID); err != nil || stored.State != api.WorkQueued || stored.SessionID != first.ID {
 		t.Fatalf("the item EnsureWork queued = %+v, %v", stored, err)
 	}
-	if _, queued, _ := s.EnsureWork(ctx, first.ID, storage.Work{Work: api.Work{ID: ids.New(ids.Work)}}); queued {
+	if _, queued, _ := s.EnsureWork(ctx, first.ID, storage.Work{ID: ids.New(ids.Work)}); queued {
 		t.Fatal("EnsureWork queued a second live item")
 	}
 

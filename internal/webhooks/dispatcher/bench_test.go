@@ -10,6 +10,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
 )
 
 // BenchmarkDeliver is the dispatcher's throughput to a receiver on
@@ -22,7 +23,7 @@ func BenchmarkDeliver(b *testing.B) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	for range b.N {
-		if err := db.CreateEnvironment(ctx, api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
+		if err := db.CreateEnvironment(ctx, storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted,
 			CreatedAt: now, UpdatedAt: now}); err != nil {
 			b.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func fixture(t testing.TB, url string) (*sqlite.DB, webhooks.Endpoint) {
 	if err := db.CreateWebhookEndpoint(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateEnvironment(context.Background(), api.Environment{ID: ids.New(ids.Environment), Name: "e", Config: api.EnvironmentConfig{Type: api.EnvironmentConfigSelfHosted},
+	if err := db.CreateEnvironment(context.Background(), storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
