@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // Append is one append of events to a session, as every backend makes it:
@@ -64,4 +67,63 @@ func (a *Append) Next(e api.Event, now time.Time) api.Event {
 	}
 	a.Session.UpdatedAt = now
 	return e
+}
+
+// AppendRows is what an append needs of a backend, inside one of its write
+// transactions. A backend that locks rows locks the session in View, so
+// that appends to one session run one at a time.
+type AppendRows interface {
+	// View reads the session, its log and whether a live item serves it.
+	View(ctx context.Context, sessionID string) (SessionView, error)
+	// Now is the transaction's clock.
+	Now(ctx context.Context) (time.Time, error)
+	// InsertEvent stores e at the end of the session's log and returns its
+	// sequence number.
+	InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error)
+	// Emit puts webhook events in the outbox.
+	Emit(ctx context.Context, evs ...webhooks.Event) error
+	// SaveSession writes the session row back once events were stored.
+	SaveSession(ctx context.Context, sess api.Session) error
+}
+
+// AppendIn is AppendEvents in rows: guard (when not nil) sees the session
+// as the transaction does and may refuse, then each event is stamped
+// (Append.Next), stored and announced to webhooks, and the session row
+// follows. It returns the view as it is afterwards (its Log and Seq
+// include the new events) and the stored copies of events.
+func AppendIn(ctx context.Context, rows AppendRows, sessionID string, events []api.Event, guard AppendGuard) (SessionView, []api.Event, error) {
+	view, err := rows.View(ctx, sessionID)
+	if err != nil {
+		return SessionView{}, nil, err
+	}
+	if guard != nil {
+		if err := guard(view); err != nil {
+			return SessionView{}, nil, err
+		}
+	}
+	if len(events) == 0 {
+		return view, nil, nil
+	}
+	ap := NewAppend(view)
+	out := make([]api.Event, 0, len(events))
+	for _, e := range events {
+		now, err := rows.Now(ctx)
+		if err != nil {
+			return SessionView{}, nil, err
+		}
+		e = ap.Next(e, now)
+		if view.Seq, err = rows.InsertEvent(ctx, sessionID, e); err != nil {
+			return SessionView{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+		}
+		if err := rows.Emit(ctx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
+			return SessionView{}, nil, err
+		}
+		view.Log = append(view.Log, e)
+		out = append(out, e)
+	}
+	view.Session = ap.Session
+	if err := rows.SaveSession(ctx, view.Session); err != nil {
+		return SessionView{}, nil, err
+	}
+	return view, out, nil
 }

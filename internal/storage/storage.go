@@ -1,11 +1,33 @@
 // Package storage is the persistence boundary of the server: one interface,
-// Store, implemented by every backend (sqlite/ today, postgres/ later) and
-// checked by one conformance suite (storagetest/).
+// Store, implemented by every backend (sqlite/ and postgres/) and checked by
+// one conformance suite (storagetest/).
 //
 // Each method is one transaction. Rules that need atomicity (a path is free,
 // a precondition still holds, a store is not full) are enforced inside the
-// backend and reported as the typed errors below, so every backend behaves
-// the same and the HTTP layer only translates.
+// backend's transaction and reported as the typed errors below, so every
+// backend behaves the same and the HTTP layer only translates. The rules
+// themselves are written once, backend-neutral (here and in package
+// workqueue); a backend offers transactions, rows, locks and its SQL.
+//
+// Which types are storage's. What a backend stores as columns is a row of
+// storage's own: an Environment, a Work item with its lease, QueueStats, a
+// Credential. Backends read and write those without knowing the wire: type
+// discriminators, the wire's nesting (a work item's data object) and the
+// empty collections the official SDK requires are added by internal/server,
+// in one mapping, so an API change does not reach the SQL.
+//
+// Agents, sessions and their events are different: they are documents the
+// API defines, stored as their JSON, and they stay api.Agent, api.Session
+// and api.Event here. The rules that read them inside a transaction are the
+// API's rules over the API's fields — the append guard (agent.Check), the
+// runtime's SessionView, Append's stamping — and the SQLite backend keeps
+// the decoded logs in memory: a storage copy of every event kind would be
+// a second definition of the wire, converted on every append, with nothing
+// to gain. A backend treats them as bodies: it sets no field of them, only
+// extracts the columns it finds them by (a session's environment, agent,
+// status and archived_at; an event's type; a resource's store) and keeps a
+// session's resources in rows of their own, because deleting or archiving
+// a store must find its sessions inside its transaction.
 package storage
 
 import (

@@ -32,7 +32,7 @@ func scanJSON[T any](r pgx.Row) (T, error) {
 func toJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// Only wire types reach here; they always marshal.
+		// Only documents and metadata maps reach here; they always marshal.
 		panic(fmt.Sprintf("postgres: marshal %T: %v", v, err))
 	}
 	return string(b)
@@ -304,8 +304,8 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
 			return err
 		}
-		var err error
-		out, _, err = s.appendInTx(ctx, tx, sess.ID, initial, nil)
+		view, _, err := storage.AppendIn(ctx, appendRows{s, tx}, sess.ID, initial, nil)
+		out = view.Session
 		return err
 	})
 	if err != nil {
@@ -400,54 +400,45 @@ func viewInTx(ctx context.Context, q querier, sessionID string, lock bool) (stor
 	return v, err
 }
 
-// appendInTx is AppendEvents inside tx, holding the session's row lock so
-// that appends to one session, from any replica, run one at a time. It
-// returns the session as it is afterwards and the stored copies of events.
-func (s *DB) appendInTx(ctx context.Context, tx pgx.Tx, sessionID string, events []api.Event, guard storage.AppendGuard) (api.Session, []api.Event, error) {
-	view, err := viewInTx(ctx, tx, sessionID, true)
-	if err != nil {
-		return api.Session{}, nil, err
+// appendRows are a session's rows in a transaction (storage.AppendRows).
+// View takes the session's row lock, so that appends to one session, from
+// any replica, run one at a time.
+type appendRows struct {
+	s  *DB
+	tx pgx.Tx
+}
+
+func (r appendRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
+	return viewInTx(ctx, r.tx, sessionID, true)
+}
+
+func (r appendRows) Now(ctx context.Context) (time.Time, error) { return r.s.now(ctx, r.tx) }
+
+func (r appendRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
+	var seq int64
+	err := r.tx.QueryRow(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4) RETURNING seq`,
+		e.ID, sessionID, e.Type, toJSON(e)).Scan(&seq)
+	return seq, err
+}
+
+func (r appendRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
+	return r.s.emit(ctx, r.tx, evs...)
+}
+
+// SaveSession also wakes the event streams and runners of every replica
+// (at commit).
+func (r appendRows) SaveSession(ctx context.Context, sess api.Session) error {
+	if err := saveSession(ctx, r.tx, sess); err != nil {
+		return err
 	}
-	if guard != nil {
-		if err := guard(view); err != nil {
-			return api.Session{}, nil, err
-		}
-	}
-	ap := storage.NewAppend(view)
-	out := make([]api.Event, 0, len(events))
-	for _, e := range events {
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return api.Session{}, nil, err
-		}
-		e = ap.Next(e, now)
-		if _, err := tx.Exec(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4)`,
-			e.ID, sessionID, e.Type, toJSON(e)); err != nil {
-			return api.Session{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
-		}
-		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
-			return api.Session{}, nil, err
-		}
-		out = append(out, e)
-	}
-	view.Session = ap.Session
-	if len(events) > 0 {
-		if err := saveSession(ctx, tx, view.Session); err != nil {
-			return api.Session{}, nil, err
-		}
-		if err := notifyWake(ctx, tx, storage.TopicSession, sessionID); err != nil {
-			return api.Session{}, nil, err
-		}
-	}
-	return view.Session, out, nil
+	return notifyWake(ctx, r.tx, storage.TopicSession, sess.ID)
 }
 
 // AppendEvents implements storage.Events.
 func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error) {
 	var stored []api.Event
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		_, stored, err = s.appendInTx(ctx, tx, sessionID, events, guard)
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		_, stored, err = storage.AppendIn(ctx, appendRows{s, tx}, sessionID, events, guard)
 		return err
 	})
 	if err != nil {

@@ -58,13 +58,22 @@ func TestAWriteOnOneReplicaWakesAnother(t *testing.T) {
 	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicQueue, Key: env.ID}) {
+	// The channel is the database's: tests of other packages running at
+	// the same time wake it too.
+	next := func() storage.Wake {
+		for {
+			if w := <-wakes; w.Key == env.ID || w.Key == sess.ID {
+				return w
+			}
+		}
+	}
+	if w := next(); w != (storage.Wake{Topic: storage.TopicQueue, Key: env.ID}) {
 		t.Fatalf("first wake = %+v, want the queue of %s", w, env.ID)
 	}
 	if _, err := a.AppendEvents(t.Context(), sess.ID, []api.Event{{Type: api.EventSessionStatusRunning}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if w := <-wakes; w != (storage.Wake{Topic: storage.TopicSession, Key: sess.ID}) {
+	if w := next(); w != (storage.Wake{Topic: storage.TopicSession, Key: sess.ID}) {
 		t.Fatalf("second wake = %+v, want session %s", w, sess.ID)
 	}
 }

@@ -60,7 +60,7 @@ func scanJSON[T any](r rowScanner) (T, error) {
 func toJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// Only wire types reach here; they always marshal.
+		// Only documents and metadata maps reach here; they always marshal.
 		panic(fmt.Sprintf("sqlite: marshal %T: %v", v, err))
 	}
 	return string(b)
@@ -337,10 +337,7 @@ func saveSession(ctx context.Context, q queryer, sess api.Session) error {
 
 // CreateSession implements storage.ControlPlane.
 func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event) (api.Session, error) {
-	var (
-		out api.Session
-		log eventLog
-	)
+	var view storage.SessionView
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		body := sess
 		body.Resources = nil
@@ -368,14 +365,14 @@ func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work
 			return err
 		}
 		var err error
-		out, log, err = s.appendInTx(ctx, tx, sess.ID, initial, nil, nil)
+		view, _, err = storage.AppendIn(ctx, appendRows{s, tx}, sess.ID, initial, nil)
 		return err
 	})
 	if err != nil {
 		return api.Session{}, err
 	}
-	s.keepLog(out, log)
-	return out, nil
+	s.keepLog(view)
+	return view.Session, nil
 }
 
 // GetSession implements storage.ControlPlane. Its two reads need no
@@ -444,109 +441,89 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 
 // viewInTx reads a session with its whole log (see sessionLog) and whether
 // a live work item serves it.
-func (s *DB) viewInTx(ctx context.Context, q queryer, sessionID string) (storage.SessionView, eventLog, error) {
+func (s *DB) viewInTx(ctx context.Context, q queryer, sessionID string) (storage.SessionView, error) {
 	sess, err := getSession(ctx, q, sessionID)
 	if err != nil {
-		return storage.SessionView{}, eventLog{}, err
+		return storage.SessionView{}, err
 	}
 	log, err := s.sessionLog(ctx, q, sessionID)
 	if err != nil {
-		return storage.SessionView{}, eventLog{}, err
+		return storage.SessionView{}, err
 	}
 	v := storage.SessionView{Session: sess, Log: log.events, Seq: log.seq}
 	v.WorkLive, err = hasLiveWork(ctx, q, sessionID)
-	return v, log, err
+	return v, err
 }
 
-// appendInTx is AppendEvents inside tx; stored receives the stored copies
-// of events when not nil. It returns the session as it is afterwards and
-// its log, for the caller to cache once tx has committed (see keepLog).
-func (s *DB) appendInTx(ctx context.Context, tx *sql.Tx, sessionID string, events []api.Event, guard storage.AppendGuard, stored *[]api.Event) (api.Session, eventLog, error) {
-	view, log, err := s.viewInTx(ctx, tx, sessionID)
+// appendRows are a session's rows in a write transaction
+// (storage.AppendRows); SQLite's single writer needs no row locks.
+type appendRows struct {
+	s  *DB
+	tx *sql.Tx
+}
+
+func (r appendRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
+	return r.s.viewInTx(ctx, r.tx, sessionID)
+}
+
+func (r appendRows) Now(context.Context) (time.Time, error) { return r.s.now(), nil }
+
+func (r appendRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
+	res, err := r.tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
+		e.ID, sessionID, e.Type, toJSON(e))
 	if err != nil {
-		return api.Session{}, eventLog{}, err
+		return 0, err
 	}
-	if guard != nil {
-		if err := guard(view); err != nil {
-			return api.Session{}, eventLog{}, err
-		}
-	}
-	ap := storage.NewAppend(view)
-	out := make([]api.Event, 0, len(events))
-	for _, e := range events {
-		e = ap.Next(e, s.now())
-		res, err := tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
-			e.ID, sessionID, e.Type, toJSON(e))
-		if err == nil {
-			log.seq, err = res.LastInsertId() // seq is the rowid
-		}
-		if err != nil {
-			return api.Session{}, eventLog{}, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
-		}
-		if err := s.emit(ctx, tx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
-			return api.Session{}, eventLog{}, err
-		}
-		view.Log = append(view.Log, e)
-		out = append(out, e)
-	}
-	view.Session = ap.Session
-	if stored != nil {
-		*stored = out
-	}
-	if len(events) > 0 {
-		if err := saveSession(ctx, tx, view.Session); err != nil {
-			return api.Session{}, eventLog{}, err
-		}
-	}
-	log.events = view.Log
-	return view.Session, log, nil
+	return res.LastInsertId() // seq is the rowid
 }
 
-// keepLog caches the log of a session whose append has committed, unless
-// the session is terminated: nothing reacts to it any more.
-func (s *DB) keepLog(sess api.Session, log eventLog) {
-	if storage.Ended(sess) {
-		s.logs.drop(sess.ID)
+func (r appendRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
+	return r.s.emit(ctx, r.tx, evs...)
+}
+
+func (r appendRows) SaveSession(ctx context.Context, sess api.Session) error {
+	return saveSession(ctx, r.tx, sess)
+}
+
+// keepLog caches the log of a session whose transaction has committed,
+// unless the session ended: nothing reacts to it any more.
+func (s *DB) keepLog(v storage.SessionView) {
+	if storage.Ended(v.Session) {
+		s.logs.drop(v.Session.ID)
 		return
 	}
-	s.logs.put(sess.ID, log)
+	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log})
 }
 
 // AppendEvents implements storage.ControlPlane.
 func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error) {
 	var (
 		stored []api.Event
-		sess   api.Session
-		log    eventLog
+		view   storage.SessionView
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		sess, log, err = s.appendInTx(ctx, tx, sessionID, events, guard, &stored)
+	err := s.tx(ctx, func(tx *sql.Tx) (err error) {
+		view, stored, err = storage.AppendIn(ctx, appendRows{s, tx}, sessionID, events, guard)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.keepLog(sess, log)
+	s.keepLog(view)
 	return stored, nil
 }
 
 // ViewSession implements storage.ControlPlane. It reads in one
 // transaction, so the log, the session and its work agree.
 func (s *DB) ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error) {
-	var (
-		v   storage.SessionView
-		log eventLog
-	)
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		v, log, err = s.viewInTx(ctx, tx, sessionID)
+	var v storage.SessionView
+	err := s.readTx(ctx, func(tx *sql.Tx) (err error) {
+		v, err = s.viewInTx(ctx, tx, sessionID)
 		return err
 	})
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	s.keepLog(v.Session, log)
+	s.keepLog(v)
 	return v, nil
 }
 
