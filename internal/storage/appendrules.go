@@ -127,3 +127,45 @@ func AppendIn(ctx context.Context, rows AppendRows, sessionID string, events []a
 	}
 	return view, out, nil
 }
+
+// SessionRows is what creating a session needs of a backend, inside one of
+// its write transactions.
+type SessionRows interface {
+	AppendRows
+	// StoreArchived reports whether memory store storeID is archived;
+	// ErrNotFound when there is none. A backend that locks rows holds the
+	// store's row (shared) until commit: a store deleted or archived
+	// meanwhile waits, then sees the session attached.
+	StoreArchived(ctx context.Context, storeID string) (bool, error)
+	// InsertSession stores a new session with its resources, in order.
+	InsertSession(ctx context.Context, sess api.Session) error
+	// InsertWork stores a new work item.
+	InsertWork(ctx context.Context, w Work) error
+}
+
+// CreateSessionIn is CreateSession in rows: every attached store must
+// exist (ErrNotFound) and not be archived (ErrStoreArchived); the session
+// is stored with w, its first work item as package workqueue makes it, and
+// initial is appended to its log. It returns the view as it is afterwards.
+func CreateSessionIn(ctx context.Context, rows SessionRows, sess api.Session, w Work, initial []api.Event) (SessionView, error) {
+	for _, r := range sess.Resources {
+		archived, err := rows.StoreArchived(ctx, r.MemoryStoreID)
+		if err == nil && archived {
+			err = ErrStoreArchived
+		}
+		if err != nil {
+			return SessionView{}, fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, err)
+		}
+	}
+	if err := rows.InsertSession(ctx, sess); err != nil {
+		return SessionView{}, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	if err := rows.InsertWork(ctx, w); err != nil {
+		return SessionView{}, err
+	}
+	if err := rows.Emit(ctx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
+		return SessionView{}, err
+	}
+	view, _, err := AppendIn(ctx, rows, sess.ID, initial, nil)
+	return view, err
+}

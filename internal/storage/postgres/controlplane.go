@@ -275,43 +275,15 @@ func saveSession(ctx context.Context, q querier, sess api.Session) error {
 
 // CreateSession implements storage.Sessions.
 func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event) (api.Session, error) {
-	var out api.Session
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		body := sess
-		body.Resources = nil
-		if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), sess.CreatedAt, sess.ArchivedAt); err != nil {
-			return fmt.Errorf("create session %s: %w", sess.ID, err)
-		}
-		for i, r := range sess.Resources {
-			// FOR SHARE: a store being deleted or archived meanwhile waits
-			// for this session, then sees it attached.
-			var archived *time.Time
-			if err := tx.QueryRow(ctx, `SELECT archived_at FROM memory_stores WHERE id = $1 FOR SHARE`, r.MemoryStoreID).Scan(&archived); err != nil {
-				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, notFound(err))
-			}
-			if archived != nil {
-				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, storage.ErrStoreArchived)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES ($1, $2, $3, $4, $5)`,
-				r.ID, sess.ID, i, r.MemoryStoreID, toJSON(r)); err != nil {
-				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
-			}
-		}
-		if err := insertWork(ctx, tx, workqueue.Queued(w, sess.EnvironmentID, sess.ID)); err != nil {
-			return err
-		}
-		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
-			return err
-		}
-		view, _, err := storage.AppendIn(ctx, appendRows{s, tx}, sess.ID, initial, nil)
-		out = view.Session
+	var view storage.SessionView
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		view, err = storage.CreateSessionIn(ctx, sessionRows{s, tx}, sess, workqueue.Queued(w, sess.EnvironmentID, sess.ID), initial)
 		return err
 	})
 	if err != nil {
 		return api.Session{}, err
 	}
-	return out, nil
+	return view.Session, nil
 }
 
 // GetSession implements storage.Sessions.
@@ -400,34 +372,62 @@ func viewInTx(ctx context.Context, q querier, sessionID string, lock bool) (stor
 	return v, err
 }
 
-// appendRows are a session's rows in a transaction (storage.AppendRows).
-// View takes the session's row lock, so that appends to one session, from
-// any replica, run one at a time.
-type appendRows struct {
+// sessionRows are a session's rows in a transaction
+// (storage.SessionRows). View takes the session's row lock, so that
+// appends to one session, from any replica, run one at a time.
+type sessionRows struct {
 	s  *DB
 	tx pgx.Tx
 }
 
-func (r appendRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
+func (r sessionRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
 	return viewInTx(ctx, r.tx, sessionID, true)
 }
 
-func (r appendRows) Now(ctx context.Context) (time.Time, error) { return r.s.now(ctx, r.tx) }
+func (r sessionRows) Now(ctx context.Context) (time.Time, error) { return r.s.now(ctx, r.tx) }
 
-func (r appendRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
+func (r sessionRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
 	var seq int64
 	err := r.tx.QueryRow(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES ($1, $2, $3, $4) RETURNING seq`,
 		e.ID, sessionID, e.Type, toJSON(e)).Scan(&seq)
 	return seq, err
 }
 
-func (r appendRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
+func (r sessionRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
 	return r.s.emit(ctx, r.tx, evs...)
+}
+
+// StoreArchived holds the store's row FOR SHARE: a store being deleted or
+// archived meanwhile waits for this session, then sees it attached.
+func (r sessionRows) StoreArchived(ctx context.Context, storeID string) (bool, error) {
+	var archived *time.Time
+	err := r.tx.QueryRow(ctx, `SELECT archived_at FROM memory_stores WHERE id = $1 FOR SHARE`, storeID).Scan(&archived)
+	return archived != nil, notFound(err)
+}
+
+func (r sessionRows) InsertSession(ctx context.Context, sess api.Session) error {
+	body := sess
+	body.Resources = nil
+	if _, err := r.tx.Exec(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), sess.CreatedAt, sess.ArchivedAt); err != nil {
+		return err
+	}
+	for i, res := range sess.Resources {
+		if _, err := r.tx.Exec(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES ($1, $2, $3, $4, $5)`,
+			res.ID, sess.ID, i, res.MemoryStoreID, toJSON(res)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r sessionRows) InsertWork(ctx context.Context, w storage.Work) error {
+	return insertWork(ctx, r.tx, w)
 }
 
 // SaveSession also wakes the event streams and runners of every replica
 // (at commit).
-func (r appendRows) SaveSession(ctx context.Context, sess api.Session) error {
+func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
 	if err := saveSession(ctx, r.tx, sess); err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (r appendRows) SaveSession(ctx context.Context, sess api.Session) error {
 func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error) {
 	var stored []api.Event
 	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
-		_, stored, err = storage.AppendIn(ctx, appendRows{s, tx}, sessionID, events, guard)
+		_, stored, err = storage.AppendIn(ctx, sessionRows{s, tx}, sessionID, events, guard)
 		return err
 	})
 	if err != nil {

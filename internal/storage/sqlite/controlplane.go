@@ -338,34 +338,8 @@ func saveSession(ctx context.Context, q queryer, sess api.Session) error {
 // CreateSession implements storage.ControlPlane.
 func (s *DB) CreateSession(ctx context.Context, sess api.Session, w storage.Work, initial []api.Event) (api.Session, error) {
 	var view storage.SessionView
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		body := sess
-		body.Resources = nil
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), formatTime(sess.CreatedAt), nullTimeArg(sess.ArchivedAt)); err != nil {
-			return fmt.Errorf("create session %s: %w", sess.ID, err)
-		}
-		for i, r := range sess.Resources {
-			var archived sql.NullString
-			if err := tx.QueryRowContext(ctx, `SELECT archived_at FROM memory_stores WHERE id = ?`, r.MemoryStoreID).Scan(&archived); err != nil {
-				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, notFound(err))
-			}
-			if archived.Valid {
-				return fmt.Errorf("attach memory store %s: %w", r.MemoryStoreID, storage.ErrStoreArchived)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES (?, ?, ?, ?, ?)`,
-				r.ID, sess.ID, i, r.MemoryStoreID, toJSON(r)); err != nil {
-				return fmt.Errorf("attach %s to session %s: %w", r.MemoryStoreID, sess.ID, err)
-			}
-		}
-		if err := insertWork(ctx, tx, workqueue.Queued(w, sess.EnvironmentID, sess.ID)); err != nil {
-			return err
-		}
-		if err := s.emit(ctx, tx, webhooks.Of(webhooks.SessionCreated, sess.ID)); err != nil {
-			return err
-		}
-		var err error
-		view, _, err = storage.AppendIn(ctx, appendRows{s, tx}, sess.ID, initial, nil)
+	err := s.tx(ctx, func(tx *sql.Tx) (err error) {
+		view, err = storage.CreateSessionIn(ctx, sessionRows{s, tx}, sess, workqueue.Queued(w, sess.EnvironmentID, sess.ID), initial)
 		return err
 	})
 	if err != nil {
@@ -455,20 +429,20 @@ func (s *DB) viewInTx(ctx context.Context, q queryer, sessionID string) (storage
 	return v, err
 }
 
-// appendRows are a session's rows in a write transaction
-// (storage.AppendRows); SQLite's single writer needs no row locks.
-type appendRows struct {
+// sessionRows are a session's rows in a write transaction
+// (storage.SessionRows); SQLite's single writer needs no row locks.
+type sessionRows struct {
 	s  *DB
 	tx *sql.Tx
 }
 
-func (r appendRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
+func (r sessionRows) View(ctx context.Context, sessionID string) (storage.SessionView, error) {
 	return r.s.viewInTx(ctx, r.tx, sessionID)
 }
 
-func (r appendRows) Now(context.Context) (time.Time, error) { return r.s.now(), nil }
+func (r sessionRows) Now(context.Context) (time.Time, error) { return r.s.now(), nil }
 
-func (r appendRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
+func (r sessionRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
 	res, err := r.tx.ExecContext(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?)`,
 		e.ID, sessionID, e.Type, toJSON(e))
 	if err != nil {
@@ -477,11 +451,37 @@ func (r appendRows) InsertEvent(ctx context.Context, sessionID string, e api.Eve
 	return res.LastInsertId() // seq is the rowid
 }
 
-func (r appendRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
+func (r sessionRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
 	return r.s.emit(ctx, r.tx, evs...)
 }
 
-func (r appendRows) SaveSession(ctx context.Context, sess api.Session) error {
+func (r sessionRows) StoreArchived(ctx context.Context, storeID string) (bool, error) {
+	var archived sql.NullString
+	err := r.tx.QueryRowContext(ctx, `SELECT archived_at FROM memory_stores WHERE id = ?`, storeID).Scan(&archived)
+	return archived.Valid, notFound(err)
+}
+
+func (r sessionRows) InsertSession(ctx context.Context, sess api.Session) error {
+	body := sess
+	body.Resources = nil
+	if _, err := r.tx.ExecContext(ctx, `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		sess.ID, sess.EnvironmentID, sess.Agent.ID, sess.Status, toJSON(body), formatTime(sess.CreatedAt), nullTimeArg(sess.ArchivedAt)); err != nil {
+		return err
+	}
+	for i, res := range sess.Resources {
+		if _, err := r.tx.ExecContext(ctx, `INSERT INTO session_resources (id, session_id, position, memory_store_id, body) VALUES (?, ?, ?, ?, ?)`,
+			res.ID, sess.ID, i, res.MemoryStoreID, toJSON(res)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r sessionRows) InsertWork(ctx context.Context, w storage.Work) error {
+	return insertWork(ctx, r.tx, w)
+}
+
+func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
 	return saveSession(ctx, r.tx, sess)
 }
 
@@ -502,7 +502,7 @@ func (s *DB) AppendEvents(ctx context.Context, sessionID string, events []api.Ev
 		view   storage.SessionView
 	)
 	err := s.tx(ctx, func(tx *sql.Tx) (err error) {
-		view, stored, err = storage.AppendIn(ctx, appendRows{s, tx}, sessionID, events, guard)
+		view, stored, err = storage.AppendIn(ctx, sessionRows{s, tx}, sessionID, events, guard)
 		return err
 	})
 	if err != nil {
