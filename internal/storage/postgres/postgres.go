@@ -124,27 +124,26 @@ func (s *DB) applyMigrations(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return err
 	}
-	all, err := storage.Migrations(migrations)
-	if err != nil {
+	return storage.Migrate(ctx, migrations, func(fn func(storage.MigrationTx) error) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return fn(migrationTx{tx}) })
+	})
+}
+
+// migrationTx records applied migrations in schema_migrations.
+type migrationTx struct{ tx pgx.Tx }
+
+func (m migrationTx) Applied(ctx context.Context, version int) (bool, error) {
+	var n int
+	err := m.tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, version).Scan(&n)
+	return n > 0, err
+}
+
+func (m migrationTx) Apply(ctx context.Context, mig storage.Migration) error {
+	if _, err := m.tx.Exec(ctx, mig.SQL); err != nil {
 		return err
 	}
-	for _, m := range all {
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.Version).Scan(&n); err != nil || n > 0 {
-				return err
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := m.tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, mig.Version)
+	return err
 }
 
 // querier is what both the pool and a transaction offer.

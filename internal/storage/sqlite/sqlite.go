@@ -118,27 +118,29 @@ func (s *DB) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
 		return err
 	}
-	all, err := storage.Migrations(migrations)
-	if err != nil {
+	return storage.Migrate(ctx, migrations, func(fn func(storage.MigrationTx) error) error {
+		return s.tx(ctx, func(tx *sql.Tx) error { return fn(migrationTx{s, tx}) })
+	})
+}
+
+// migrationTx records applied migrations in schema_migrations.
+type migrationTx struct {
+	s  *DB
+	tx *sql.Tx
+}
+
+func (m migrationTx) Applied(ctx context.Context, version int) (bool, error) {
+	var n int
+	err := m.tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n)
+	return n > 0, err
+}
+
+func (m migrationTx) Apply(ctx context.Context, mig storage.Migration) error {
+	if _, err := m.tx.ExecContext(ctx, mig.SQL); err != nil {
 		return err
 	}
-	for _, m := range all {
-		err = s.tx(ctx, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil || n > 0 {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, formatTime(s.now()))
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := m.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, mig.Version, formatTime(m.s.now()))
+	return err
 }
 
 // tx runs fn in one write transaction, committing when fn returns nil.
