@@ -190,6 +190,28 @@ type EventQuery struct {
 	Types     []string
 }
 
+// EventFilter is q over the log of sessionID as the condition and the seq
+// order of a query of the session_events table, in SQL both backends run.
+// arg adds a query argument and returns its placeholder.
+func EventFilter(sessionID string, q EventQuery, arg func(any) string) (where, order string) {
+	conds := []string{"session_id = " + arg(sessionID), "seq > " + arg(q.AfterSeq)}
+	if q.BeforeSeq > 0 {
+		conds = append(conds, "seq < "+arg(q.BeforeSeq))
+	}
+	if len(q.Types) > 0 {
+		marks := make([]string, len(q.Types))
+		for i, t := range q.Types {
+			marks[i] = arg(t)
+		}
+		conds = append(conds, "type IN ("+strings.Join(marks, ", ")+")")
+	}
+	order = "ASC"
+	if q.Desc {
+		order = "DESC"
+	}
+	return strings.Join(conds, " AND "), order
+}
+
 // StoredEvent is an event with its position in the session's log.
 type StoredEvent struct {
 	Seq   int64

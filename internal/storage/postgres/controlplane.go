@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -466,18 +465,8 @@ func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQu
 		return nil, unavailable(notFound(err))
 	}
 	var a args
-	where := []string{"session_id = " + a.add(sessionID), "seq > " + a.add(q.AfterSeq)}
-	if q.BeforeSeq > 0 {
-		where = append(where, "seq < "+a.add(q.BeforeSeq))
-	}
-	if len(q.Types) > 0 {
-		where = append(where, "type = ANY("+a.add(q.Types)+")")
-	}
-	order := "ASC"
-	if q.Desc {
-		order = "DESC"
-	}
-	out, err := queryAll(ctx, s.pool, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT `+a.add(limitArg(q.Limit)), a...)
+	where, order := storage.EventFilter(sessionID, q, a.add)
+	out, err := queryAll(ctx, s.pool, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+where+` ORDER BY seq `+order+` LIMIT `+a.add(limitArg(q.Limit)), a...)
 	return out, unavailable(err)
 }
 

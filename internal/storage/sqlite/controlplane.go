@@ -533,23 +533,10 @@ func (s *DB) ListEvents(ctx context.Context, sessionID string, q storage.EventQu
 	if err := s.db.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one); err != nil {
 		return nil, notFound(err)
 	}
-	where := []string{"session_id = ?", "seq > ?"}
-	args := []any{sessionID, q.AfterSeq}
-	if q.BeforeSeq > 0 {
-		where = append(where, "seq < ?")
-		args = append(args, q.BeforeSeq)
-	}
-	if len(q.Types) > 0 {
-		marks, types := inList(q.Types)
-		where = append(where, "type IN "+marks)
-		args = append(args, types...)
-	}
-	order := "ASC"
-	if q.Desc {
-		order = "DESC"
-	}
+	var args []any
+	where, order := storage.EventFilter(sessionID, q, func(v any) string { args = append(args, v); return "?" })
 	args = append(args, limitArg(q.Limit))
-	return queryAll(ctx, s.db, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
+	return queryAll(ctx, s.db, scanStoredEvent, `SELECT seq, body FROM session_events WHERE `+where+` ORDER BY seq `+order+` LIMIT ?`, args...)
 }
 
 func scanStoredEvent(r rowScanner) (storage.StoredEvent, error) {
