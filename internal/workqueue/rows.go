@@ -10,8 +10,8 @@ import (
 )
 
 // Rows is what the bodies of the work queue's writes need of a backend,
-// inside one of its write transactions: its clock and the rows of work
-// items and credentials. A backend locks the rows it returns where it
+// inside one of its write transactions: its clock, the rows of work items
+// and credentials, and the session an item serves. A backend locks the rows it returns where it
 // locks rows (PostgreSQL: FOR UPDATE, SKIP LOCKED for claims); the order
 // of reads, rules and writes is here, once for every backend.
 type Rows interface {

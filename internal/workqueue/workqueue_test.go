@@ -134,3 +134,32 @@ func TestStatsCountsDepthAndPending(t *testing.T) {
 		t.Fatalf("%+v", empty)
 	}
 }
+
+func TestASessionWantsAnItemOnlyWhenNothingServesIt(t *testing.T) {
+	stopped, _ := Stop(item("w1", t0), true, t0)
+	archived := t0
+	cases := []struct {
+		name  string
+		sess  api.Session
+		items []storage.Work
+		want  bool
+	}{
+		{"idle, its only item stopped", api.Session{Status: api.SessionIdle}, []storage.Work{stopped}, true},
+		{"idle, no item at all", api.Session{Status: api.SessionIdle}, nil, true},
+		{"a live item serves it", api.Session{Status: api.SessionRunning}, []storage.Work{stopped, item("w2", t0)}, false},
+		{"terminated", api.Session{Status: api.SessionTerminated}, []storage.Work{stopped}, false},
+		{"archived", api.Session{Status: api.SessionIdle, ArchivedAt: &archived}, []storage.Work{stopped}, false},
+	}
+	for _, c := range cases {
+		if got := Wanted(c.sess, c.items); got != c.want {
+			t.Errorf("%s: Wanted = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestANewItemIsQueuedWhereItWasCreated(t *testing.T) {
+	w := Queued(storage.Work{ID: "w1", CreatedAt: t0}, "env_1", "sesn_1")
+	if w.State != api.WorkQueued || !w.QueuedAt.Equal(t0) || w.EnvironmentID != "env_1" || w.SessionID != "sesn_1" || w.Metadata == nil || w.ClaimedAt != nil {
+		t.Fatalf("%+v", w)
+	}
+}
