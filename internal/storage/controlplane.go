@@ -171,13 +171,18 @@ func SessionFilter(q SessionQuery, arg func(any) string) (where, order string) {
 		conds = append(conds, "id IN (SELECT session_id FROM session_resources WHERE memory_store_id = "+arg(q.MemoryStoreID)+")")
 	}
 	if len(q.Statuses) > 0 {
-		marks := make([]string, len(q.Statuses))
-		for i, st := range q.Statuses {
-			marks[i] = arg(st)
-		}
-		conds = append(conds, "status IN ("+strings.Join(marks, ", ")+")")
+		conds = append(conds, "status IN "+inArgs(q.Statuses, arg))
 	}
 	return strings.Join(conds, " AND "), order
+}
+
+// inArgs is the "(…)" of an IN over vals, one argument each.
+func inArgs(vals []string, arg func(any) string) string {
+	marks := make([]string, len(vals))
+	for i, v := range vals {
+		marks[i] = arg(v)
+	}
+	return "(" + strings.Join(marks, ", ") + ")"
 }
 
 // EventQuery pages ListEvents: events with AfterSeq < seq (or seq <
@@ -199,11 +204,7 @@ func EventFilter(sessionID string, q EventQuery, arg func(any) string) (where, o
 		conds = append(conds, "seq < "+arg(q.BeforeSeq))
 	}
 	if len(q.Types) > 0 {
-		marks := make([]string, len(q.Types))
-		for i, t := range q.Types {
-			marks[i] = arg(t)
-		}
-		conds = append(conds, "type IN ("+strings.Join(marks, ", ")+")")
+		conds = append(conds, "type IN "+inArgs(q.Types, arg))
 	}
 	order = "ASC"
 	if q.Desc {
