@@ -237,6 +237,12 @@ func testSessions(t *testing.T, open Factory) {
 			t.Fatalf("ListSessions(%+v) = %v, want %v", c.q, gotIDs, c.want)
 		}
 	}
+	// A listed session carries its own resources, in order.
+	list, err := s.ListSessions(ctx, storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 10}, Statuses: []string{api.SessionIdle, api.SessionRunning}})
+	if err != nil || len(list) != 3 || len(list[0].Resources) != 0 || len(list[1].Resources) != 0 ||
+		len(list[2].Resources) != 2 || list[2].Resources[0].MemoryStoreID != a.ID || list[2].Resources[1].MemoryStoreID != b.ID {
+		t.Fatalf("ListSessions = %+v, %v; want three sessions, the oldest with its two stores in order", list, err)
+	}
 
 	title := "renamed"
 	up, err := s.UpdateSession(ctx, sess.ID, func(x *api.Session) error { x.Title = &title; return nil })
