@@ -91,9 +91,6 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if e.Scope == "" {
 		e.Scope = "organization"
 	}
-	if e.Metadata == nil {
-		e.Metadata = map[string]string{}
-	}
 	if err := s.store.CreateEnvironment(r.Context(), e); err != nil {
 		return err
 	}
