@@ -105,7 +105,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	s.cp.sessions.notify(sess.ID)
 	if wake {
 		now := s.now()
-		work, queued, err := s.store.EnsureWork(ctx, sess.ID, storage.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now})
+		work, queued, err := s.store.EnsureWork(ctx, sess.ID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
 		if err != nil {
 			return err
 		}

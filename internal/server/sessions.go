@@ -193,7 +193,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err := agent.Check(storage.SessionView{Session: sess, WorkLive: true}, req.InitialEvents); err != nil {
 		return err
 	}
-	work := storage.Work{ID: ids.NewAt(ids.Work, now), Metadata: map[string]string{}, CreatedAt: now}
+	work := storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now}
 	sess, err = s.store.CreateSession(ctx, sess, work, req.InitialEvents)
 	switch {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrStoreArchived):
