@@ -1,11 +1,15 @@
 // Package storage is the persistence boundary of the server: one interface,
-// Store, implemented by every backend (sqlite/ today, postgres/ later) and
-// checked by one conformance suite (storagetest/).
+// Store, implemented by every backend (sqlite/, postgres/) and checked by
+// one conformance suite (storagetest/).
 //
 // Each method is one transaction. Rules that need atomicity (a path is free,
-// a precondition still holds, a store is not full) are enforced inside the
-// backend and reported as the typed errors below, so every backend behaves
-// the same and the HTTP layer only translates.
+// a precondition still holds, a store is not full) run inside the
+// backend's transaction and are reported as the typed errors below, so
+// every backend behaves the same and the HTTP layer only translates. The
+// memory side speaks its own row types (MemoryStoreRow, MemoryRow,
+// VersionRow, Actor), not the API's wire objects, and its rules and writes
+// are written once here for every backend (memoryrules.go,
+// memorywrites.go): a backend supplies transactions, rows and SQL.
 package storage
 
 import (
