@@ -10,8 +10,9 @@ import (
 
 // The memory writes, decided once for every backend: each runs inside the
 // backend's write transaction and reaches the database only through
-// MemoryTx, so a backend's CreateMemory, UpdateMemory and DeleteMemory are
-// a transaction around these and the SQL behind MemoryTx.
+// MemoryTx, so a backend's CreateMemory, UpdateMemory, DeleteMemory and
+// RedactMemoryVersion are a transaction around these and the SQL behind
+// MemoryTx.
 
 // MemoryTx is what the memory writes need from a backend inside one write
 // transaction: reads and writes of rows, with no rule of its own.
@@ -40,6 +41,15 @@ type MemoryTx interface {
 	UpdateMemory(ctx context.Context, m MemoryRow, moved bool) error
 	// DeleteMemory removes a memory.
 	DeleteMemory(ctx context.Context, memoryID string) error
+	// ReadVersion reads one version of the store with its content;
+	// ErrNotFound when the store holds no such version.
+	ReadVersion(ctx context.Context, storeID, versionID string) (VersionRow, error)
+	// IsHead reports whether the live memory memoryID points at the
+	// version.
+	IsHead(ctx context.Context, memoryID, versionID string) (bool, error)
+	// Redact clears a version's path, content, hash and size and records
+	// when and by whom.
+	Redact(ctx context.Context, versionID string, at time.Time, by Actor) error
 }
 
 // StoreState is what a memory write needs to know of its store.
@@ -162,6 +172,37 @@ func DeleteMemoryIn(ctx context.Context, tx MemoryTx, storeID, memoryID, expecte
 		return err
 	}
 	return tx.DeleteMemory(ctx, memoryID)
+}
+
+// RedactVersionIn is RedactMemoryVersion inside tx.
+func RedactVersionIn(ctx context.Context, tx MemoryTx, storeID, versionID string, by Actor) (VersionRow, error) {
+	if err := CheckActor(by); err != nil {
+		return VersionRow{}, err
+	}
+	// Archived or not: redacting is allowed. The store's lock orders the
+	// redaction with the writes that could make the version a head.
+	if _, err := tx.LockStore(ctx, storeID); err != nil {
+		return VersionRow{}, err
+	}
+	cur, err := tx.ReadVersion(ctx, storeID, versionID)
+	if err != nil || cur.Redacted() {
+		return cur, err
+	}
+	head, err := tx.IsHead(ctx, cur.MemoryID, versionID)
+	switch {
+	case err != nil:
+		return VersionRow{}, err
+	case head:
+		return VersionRow{}, ErrRedactHead
+	}
+	now, err := tx.Now(ctx)
+	if err != nil {
+		return VersionRow{}, err
+	}
+	if err := tx.Redact(ctx, versionID, now, by); err != nil {
+		return VersionRow{}, err
+	}
+	return tx.ReadVersion(ctx, storeID, versionID)
 }
 
 // headVersion is the version a write makes m's head.

@@ -327,6 +327,24 @@ func (t memoryTx) DeleteMemory(ctx context.Context, memoryID string) error {
 	return nil
 }
 
+func (t memoryTx) ReadVersion(ctx context.Context, storeID, versionID string) (storage.VersionRow, error) {
+	return getVersion(ctx, t.tx, storeID, versionID)
+}
+
+func (t memoryTx) IsHead(ctx context.Context, memoryID, versionID string) (bool, error) {
+	var head bool
+	err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE id = $1 AND version_id = $2)`, memoryID, versionID).Scan(&head)
+	return head, err
+}
+
+func (t memoryTx) Redact(ctx context.Context, versionID string, at time.Time, by storage.Actor) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = $1, redacted_by_type = $2, redacted_by_id = $3 WHERE id = $4`,
+		at, by.Kind, by.ID, versionID); err != nil {
+		return fmt.Errorf("redact memory version %s: %w", versionID, err)
+	}
+	return nil
+}
+
 // CreateMemory implements storage.Memories.
 func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (storage.MemoryRow, error) {
 	sha := in.ContentSHA256()
@@ -515,40 +533,9 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 
 // RedactMemoryVersion implements storage.MemoryVersions.
 func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by storage.Actor) (storage.VersionRow, error) {
-	if err := storage.CheckActor(by); err != nil {
-		return storage.VersionRow{}, err
-	}
 	var v storage.VersionRow
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// The store's lock orders the redaction with the writes that could
-		// make this version a memory's head.
-		if _, err := getStore(ctx, tx, storeID, true); err != nil {
-			return err
-		}
-		cur, err := getVersion(ctx, tx, storeID, versionID)
-		if err != nil {
-			return err
-		}
-		if cur.Redacted() {
-			v = cur
-			return nil
-		}
-		var head int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM memories WHERE id = $1 AND version_id = $2`, cur.MemoryID, versionID).Scan(&head); err != nil {
-			return err
-		}
-		if head > 0 {
-			return storage.ErrRedactHead
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = $1, redacted_by_type = $2, redacted_by_id = $3 WHERE id = $4`,
-			now, by.Kind, by.ID, versionID); err != nil {
-			return fmt.Errorf("redact memory version %s: %w", versionID, err)
-		}
-		v, err = getVersion(ctx, tx, storeID, versionID)
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		v, err = storage.RedactVersionIn(ctx, memoryTx{s, tx}, storeID, versionID, by)
 		return err
 	})
 	return v, err

@@ -369,6 +369,24 @@ func (t memoryTx) DeleteMemory(ctx context.Context, memoryID string) error {
 	return nil
 }
 
+func (t memoryTx) ReadVersion(ctx context.Context, storeID, versionID string) (storage.VersionRow, error) {
+	return getVersion(ctx, t.tx, storeID, versionID)
+}
+
+func (t memoryTx) IsHead(ctx context.Context, memoryID, versionID string) (bool, error) {
+	var head int
+	err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE id = ? AND version_id = ?`, memoryID, versionID).Scan(&head)
+	return head > 0, err
+}
+
+func (t memoryTx) Redact(ctx context.Context, versionID string, at time.Time, by storage.Actor) error {
+	if _, err := t.tx.ExecContext(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
+		formatTime(at), by.Kind, by.ID, versionID); err != nil {
+		return fmt.Errorf("redact memory version %s: %w", versionID, err)
+	}
+	return nil
+}
+
 // CreateMemory implements storage.Memories. The content is hashed here, in
 // the caller's goroutine: the committer runs writes one after another.
 func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (storage.MemoryRow, error) {
@@ -581,35 +599,11 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	return page, nil
 }
 
-// RedactMemoryVersion implements storage.MemoryStores.
+// RedactMemoryVersion implements storage.MemoryVersions.
 func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by storage.Actor) (storage.VersionRow, error) {
-	if err := storage.CheckActor(by); err != nil {
-		return storage.VersionRow{}, err
-	}
 	var v storage.VersionRow
-	err := s.tx(ctx, func(sqlTx *sql.Tx) error {
-		tx := s.cached(sqlTx)
-		cur, err := getVersion(ctx, tx, storeID, versionID)
-		if err != nil {
-			return err
-		}
-		if cur.Redacted() {
-			v = cur
-			return nil
-		}
-		var head int
-		err = tx.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE id = ? AND version_id = ?`, cur.MemoryID, versionID).Scan(&head)
-		if err != nil {
-			return err
-		}
-		if head > 0 {
-			return storage.ErrRedactHead
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
-			formatTime(s.now()), by.Kind, by.ID, versionID); err != nil {
-			return fmt.Errorf("redact memory version %s: %w", versionID, err)
-		}
-		v, err = getVersion(ctx, tx, storeID, versionID)
+	err := s.batch(ctx, func(ctx context.Context, tx *batchTx) (err error) {
+		v, err = storage.RedactVersionIn(ctx, memoryTx{s, tx}, storeID, versionID, by)
 		return err
 	})
 	return v, err
