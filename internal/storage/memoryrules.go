@@ -181,8 +181,8 @@ type MemoryRange interface {
 // bound, so a page may end right after a prefix, or right before one,
 // without the next page repeating or losing anything.
 func (l MemoryListing) Page(r MemoryRange) (Page[MemoryEntry], error) {
-	var page Page[MemoryEntry]
 	limit := ListLimit(l.q.Limit)
+	page := Page[MemoryEntry]{Items: make([]MemoryEntry, 0, min(limit, api.MaxListLimit))}
 	from := l.from
 	for len(page.Items) < limit {
 		want := limit - len(page.Items)

@@ -205,22 +205,25 @@ func selectMemory(withContent bool) string {
 }
 
 func scanMemory(row pgx.Row, withContent bool) (storage.MemoryRow, error) {
-	var (
+	// One value holds every scan target: the addresses handed to Scan
+	// make it escape, and a listing scans thousands of rows.
+	var r struct {
 		m       storage.MemoryRow
 		content []byte
-	)
+	}
+	m := &r.m
 	dest := []any{&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &m.CreatedAt, &m.UpdatedAt}
 	if withContent {
-		dest = append(dest, &content)
+		dest = append(dest, &r.content)
 	}
 	if err := row.Scan(dest...); err != nil {
-		return m, notFound(err)
+		return *m, notFound(err)
 	}
 	if withContent {
-		c := string(content)
+		c := string(r.content)
 		m.Content = &c
 	}
-	return m, nil
+	return *m, nil
 }
 
 func getMemory(ctx context.Context, q querier, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {

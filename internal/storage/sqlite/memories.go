@@ -245,31 +245,34 @@ func selectMemory(withContent bool) string {
 }
 
 func scanMemory(row rowScanner, withContent bool) (storage.MemoryRow, error) {
-	var (
+	// One value holds every scan target: the addresses handed to Scan
+	// make it escape, and a listing scans thousands of rows.
+	var r struct {
 		m                storage.MemoryRow
 		created, updated string
 		content          sql.NullString
-	)
-	dest := []any{&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &created, &updated}
+	}
+	m := &r.m
+	dest := []any{&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &r.created, &r.updated}
 	if withContent {
-		dest = append(dest, &content)
+		dest = append(dest, &r.content)
 	}
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return m, storage.ErrNotFound
+			return *m, storage.ErrNotFound
 		}
-		return m, err
+		return *m, err
 	}
 	if withContent {
-		c := content.String
+		c := r.content.String
 		m.Content = &c
 	}
 	var err error
-	if m.CreatedAt, err = parseTime(created); err != nil {
-		return m, err
+	if m.CreatedAt, err = parseTime(r.created); err != nil {
+		return *m, err
 	}
-	m.UpdatedAt, err = parseTime(updated)
-	return m, err
+	m.UpdatedAt, err = parseTime(r.updated)
+	return *m, err
 }
 
 func getMemory(ctx context.Context, q queryer, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {
@@ -505,31 +508,34 @@ func (r memoryRange) Any(from storage.ListBound, upper string) (bool, error) {
 const versionColumns = `id, store_id, memory_id, operation, sequence, path, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, redacted_at, redacted_by_type, redacted_by_id`
 
 func scanVersion(row rowScanner, withContent bool) (storage.VersionRow, error) {
-	var (
+	// One value holds every scan target, as in scanMemory: the change feed
+	// scans up to a thousand rows a page.
+	var r struct {
 		v                      storage.VersionRow
 		path, sha, content     sql.NullString
 		size                   sql.NullInt64
 		created                string
 		redacted, rbType, rbID sql.NullString
-	)
-	dest := []any{&v.ID, &v.StoreID, &v.MemoryID, &v.Operation, &v.Sequence, &path, &sha, &size, &created, &v.CreatedBy.Kind, &v.CreatedBy.ID, &redacted, &rbType, &rbID}
+	}
+	v := &r.v
+	dest := []any{&v.ID, &v.StoreID, &v.MemoryID, &v.Operation, &v.Sequence, &r.path, &r.sha, &r.size, &r.created, &v.CreatedBy.Kind, &v.CreatedBy.ID, &r.redacted, &r.rbType, &r.rbID}
 	if withContent {
-		dest = append(dest, &content)
+		dest = append(dest, &r.content)
 	}
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return v, storage.ErrNotFound
+			return *v, storage.ErrNotFound
 		}
-		return v, err
+		return *v, err
 	}
-	v.Path, v.ContentSHA256, v.ContentSizeBytes, v.Content = path.String, sha.String, size.Int64, content.String
-	v.RedactedBy = storage.Actor{Kind: storage.ActorKind(rbType.String), ID: rbID.String}
+	v.Path, v.ContentSHA256, v.ContentSizeBytes, v.Content = r.path.String, r.sha.String, r.size.Int64, r.content.String
+	v.RedactedBy = storage.Actor{Kind: storage.ActorKind(r.rbType.String), ID: r.rbID.String}
 	var err error
-	if v.CreatedAt, err = parseTime(created); err != nil {
-		return v, err
+	if v.CreatedAt, err = parseTime(r.created); err != nil {
+		return *v, err
 	}
-	v.RedactedAt, err = optionalTime(redacted)
-	return v, err
+	v.RedactedAt, err = optionalTime(r.redacted)
+	return *v, err
 }
 
 func getVersion(ctx context.Context, q queryer, storeID, versionID string) (storage.VersionRow, error) {
