@@ -61,7 +61,7 @@ func (c *Console) exportStore(w http.ResponseWriter, r *http.Request, q *request
 }
 
 type importView struct {
-	Store   api.MemoryStore
+	Store   storage.MemoryStoreRow
 	Steps   []storearchive.Step
 	Upload  string
 	Applied bool
@@ -166,7 +166,7 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 
 // planImport decides each file's fate with the API's validators against
 // the store as it is now.
-func (c *Console) planImport(r *http.Request, s api.MemoryStore, files []storearchive.File) ([]storearchive.Step, error) {
+func (c *Console) planImport(r *http.Request, s storage.MemoryStoreRow, files []storearchive.File) ([]storearchive.Step, error) {
 	existing := map[string]storearchive.Existing{}
 	query := storage.MemoryQuery{StoreID: s.ID, Prefix: "/", Limit: api.MaxListLimit}
 	for {
@@ -183,7 +183,7 @@ func (c *Console) planImport(r *http.Request, s api.MemoryStore, files []storear
 		query.Cursor = page.Next
 	}
 	steps := storearchive.Plan(files, existing, checkMemory)
-	if s.ArchivedAt != nil {
+	if s.Archived() {
 		for i, st := range steps {
 			if st.Action == storearchive.Create || st.Action == storearchive.Change {
 				steps[i].Action, steps[i].Reason = storearchive.Refuse, "the store is archived (read-only)"
@@ -204,7 +204,7 @@ func checkMemory(path, content string) error {
 // applyImport carries out a preview. A change is made only if the memory
 // is still as the preview saw it; whatever the storage rules refuse
 // (a path taken meanwhile, a full store) is reported, not fatal.
-func (c *Console) applyImport(r *http.Request, q *request, s api.MemoryStore, steps []storearchive.Step) []storearchive.Step {
+func (c *Console) applyImport(r *http.Request, q *request, s storage.MemoryStoreRow, steps []storearchive.Step) []storearchive.Step {
 	out := make([]storearchive.Step, len(steps))
 	for i, st := range steps {
 		var err error

@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
@@ -39,7 +38,7 @@ type request struct {
 }
 
 // Actor is who the console's changes are attributed to.
-func (q *request) Actor() api.Actor { return api.Actor{Type: api.UserActor, UserID: q.User.ID} }
+func (q *request) Actor() storage.Actor { return storage.Actor{Kind: storage.ActorUser, ID: q.User.ID} }
 
 // csrfToken is derived from the session's secret: only a page that was
 // served to the browser holding the cookie can know it, and nothing needs

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -22,7 +21,7 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	by := api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
+	by := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_bench"}
 	for i := range 10_000 {
 		if _, err := srv.Store.CreateMemory(ctx, storage.NewMemory{StoreID: big.ID, Path: fmt.Sprintf("/notes/d%02d/note-%04d.md", i%100, i),
 			Content: fmt.Sprintf("note %d\n", i), By: by, MaxMemories: 10_000}); err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
 )
 
 // funcs are the helpers every template may call.
@@ -35,7 +35,6 @@ var funcs = template.FuncMap{
 	},
 	"actor":    actorText,
 	"query":    func(s string) string { return url.QueryEscape(s) },
-	"deref":    func(s *string) string { return derefString(s) },
 	"isTrue":   func(b *bool) bool { return b != nil && *b },
 	"basename": func(p string) string { return p[strings.LastIndexByte(strings.TrimSuffix(p, "/"), '/')+1:] },
 }
@@ -47,29 +46,21 @@ func derefString(s *string) string {
 	return *s
 }
 
-// actorText names who made a change, in words; it takes an api.Actor or
-// a *api.Actor, and names console users by name (names maps their ids).
-func actorText(names map[string]string, v any) string {
-	var a api.Actor
-	switch x := v.(type) {
-	case api.Actor:
-		a = x
-	case *api.Actor:
-		if x == nil {
-			return "nobody"
-		}
-		a = *x
-	}
-	switch a.Type {
-	case api.SessionActor:
-		return "session " + a.SessionID
-	case api.APIActor:
-		return "API key " + a.APIKeyID
-	case api.UserActor:
-		if name, ok := names[a.UserID]; ok {
+// actorText names who made a change, in words, and names console users by
+// name (names maps their ids).
+func actorText(names map[string]string, a storage.Actor) string {
+	switch a.Kind {
+	case "":
+		return "nobody"
+	case storage.ActorSession:
+		return "session " + a.ID
+	case storage.ActorAPIKey:
+		return "API key " + a.ID
+	case storage.ActorUser:
+		if name, ok := names[a.ID]; ok {
 			return name + " (console)"
 		}
-		return "user " + a.UserID + " (deleted)"
+		return "user " + a.ID + " (deleted)"
 	}
-	return a.Type
+	return string(a.Kind)
 }

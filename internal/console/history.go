@@ -16,11 +16,11 @@ import (
 const historyPageSize = 100
 
 type historyView struct {
-	Store    api.MemoryStore
+	Store    storage.MemoryStoreRow
 	MemoryID string
 	// Memory is nil when the memory has been deleted: its history stays.
-	Memory   *api.Memory
-	Versions []api.MemoryVersion
+	Memory   *storage.MemoryRow
+	Versions []storage.VersionRow
 	Next     string
 	Error    string
 }
@@ -67,13 +67,13 @@ func historyTitle(v historyView) string {
 }
 
 // loadVersion reads the {store} and {version} of the URL.
-func (c *Console) loadVersion(r *http.Request, id string) (api.MemoryStore, api.MemoryVersion, error) {
+func (c *Console) loadVersion(r *http.Request, id string) (storage.MemoryStoreRow, storage.VersionRow, error) {
 	s, err := c.loadStore(r)
 	if err != nil {
-		return s, api.MemoryVersion{}, err
+		return s, storage.VersionRow{}, err
 	}
 	if !ids.Valid(ids.MemoryVersion, id) {
-		return s, api.MemoryVersion{}, notFound("%q is not a memory version id; pick a version in a memory's history", id)
+		return s, storage.VersionRow{}, notFound("%q is not a memory version id; pick a version in a memory's history", id)
 	}
 	v, err := c.store.GetMemoryVersion(r.Context(), s.ID, id)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -83,8 +83,8 @@ func (c *Console) loadVersion(r *http.Request, id string) (api.MemoryStore, api.
 }
 
 type versionView struct {
-	Store   api.MemoryStore
-	Version api.MemoryVersion
+	Store   storage.MemoryStoreRow
+	Version storage.VersionRow
 	// ToolUse is the id of the agent's tool call that most likely wrote a
 	// version made by a session: its last tool call at or before the
 	// version.
@@ -97,7 +97,7 @@ func (c *Console) versionPage(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	view := versionView{Store: s, Version: v}
-	if v.CreatedBy.Type == api.SessionActor {
+	if v.CreatedBy.Kind == storage.ActorSession {
 		if view.ToolUse, err = c.writingToolUse(r, v); err != nil {
 			return err
 		}
@@ -110,8 +110,8 @@ func (c *Console) versionPage(w http.ResponseWriter, r *http.Request, q *request
 // landed whose input names the version's path (a write or an edit of
 // that file), else its last tool call then (a bash command). "" when the
 // session or its log is gone.
-func (c *Console) writingToolUse(r *http.Request, v api.MemoryVersion) (string, error) {
-	events, err := c.store.ListEvents(r.Context(), v.CreatedBy.SessionID, storage.EventQuery{Types: []string{api.EventAgentToolUse}, Limit: 1000})
+func (c *Console) writingToolUse(r *http.Request, v storage.VersionRow) (string, error) {
+	events, err := c.store.ListEvents(r.Context(), v.CreatedBy.ID, storage.EventQuery{Types: []string{api.EventAgentToolUse}, Limit: 1000})
 	if errors.Is(err, storage.ErrNotFound) {
 		return "", nil
 	}
@@ -124,7 +124,7 @@ func (c *Console) writingToolUse(r *http.Request, v api.MemoryVersion) (string, 
 			continue
 		}
 		last = e.Event.ID
-		if v.Path != nil && strings.Contains(readableJSON(e.Event.Input), *v.Path+`"`) {
+		if v.Path != "" && strings.Contains(readableJSON(e.Event.Input), v.Path+`"`) {
 			naming = e.Event.ID
 		}
 	}
@@ -135,9 +135,9 @@ func (c *Console) writingToolUse(r *http.Request, v api.MemoryVersion) (string, 
 }
 
 type diffView struct {
-	Store    api.MemoryStore
+	Store    storage.MemoryStoreRow
 	MemoryID string
-	From, To api.MemoryVersion
+	From, To storage.VersionRow
 	Lines    []diffLine
 }
 
@@ -155,7 +155,7 @@ func (c *Console) diffPage(w http.ResponseWriter, r *http.Request, q *request) e
 	if from.MemoryID != memoryID || to.MemoryID != memoryID {
 		return badRequest("both versions must belong to memory %s; pick them in its history", memoryID)
 	}
-	v := diffView{Store: s, MemoryID: memoryID, From: from, To: to, Lines: lineDiff(derefString(from.Content), derefString(to.Content))}
+	v := diffView{Store: s, MemoryID: memoryID, From: from, To: to, Lines: lineDiff(from.Content, to.Content)}
 	return c.render(w, r, q, http.StatusOK, "diff", "Changes from "+from.ID+" to "+to.ID, v)
 }
 
@@ -168,18 +168,18 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 		return err
 	}
 	r.SetPathValue("memory", v.MemoryID)
-	if v.Content == nil || v.Path == nil {
+	if !v.HasContent() {
 		what := "was redacted"
-		if v.RedactedAt == nil {
+		if !v.Redacted() {
 			what = "records the memory's deletion"
 		}
 		return c.showHistory(w, r, q, http.StatusBadRequest, fmt.Sprintf("Version %s %s, so it holds no text to restore. Pick a version that has content.", v.ID, what))
 	}
 	op := server.MemoryUpdated
-	m, changed, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: v.Content, By: q.Actor()})
+	m, changed, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: &v.Content, By: q.Actor()})
 	if errors.Is(err, storage.ErrNotFound) {
 		op, changed = server.MemoryCreated, true
-		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: *v.Path, Content: *v.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
+		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: v.Path, Content: v.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
 	}
 	if err != nil {
 		if msg := storageRefusal(err); msg != "" {

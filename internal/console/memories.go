@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
@@ -22,12 +21,12 @@ type treeRow struct {
 	Folder string
 	// Usage sums up a folder's memories.
 	Usage  storage.StoreUsage
-	Memory *api.Memory
-	By     api.Actor
+	Memory *storage.MemoryRow
+	By     storage.Actor
 }
 
 type treeView struct {
-	Store       api.MemoryStore
+	Store       storage.MemoryStoreRow
 	Memories    int
 	Prefix      string
 	Crumbs      []crumb
@@ -55,9 +54,9 @@ func (c *Console) treePage(w http.ResponseWriter, r *http.Request, q *request) e
 	return c.showTree(w, r, q, http.StatusOK, s, treeView{})
 }
 
-func (c *Console) showTree(w http.ResponseWriter, r *http.Request, q *request, status int, s api.MemoryStore, v treeView) error {
+func (c *Console) showTree(w http.ResponseWriter, r *http.Request, q *request, status int, s storage.MemoryStoreRow, v treeView) error {
 	ctx := r.Context()
-	v.Store, v.ReadOnly = s, s.ArchivedAt != nil
+	v.Store, v.ReadOnly = s, s.Archived()
 	v.Prefix = r.URL.Query().Get("prefix")
 	if v.Prefix == "" {
 		v.Prefix = "/"
@@ -94,19 +93,19 @@ func (c *Console) showTree(w http.ResponseWriter, r *http.Request, q *request, s
 		}
 		past := false
 		for _, it := range page.Items {
-			if it.Prefix != nil {
-				usage, err := c.store.MemoryStoreUsage(ctx, s.ID, it.Prefix.Path)
+			if it.Prefix != "" {
+				usage, err := c.store.MemoryStoreUsage(ctx, s.ID, it.Prefix)
 				if err != nil {
 					return err
 				}
-				v.Rows = append(v.Rows, treeRow{Folder: it.Prefix.Path, Usage: usage})
+				v.Rows = append(v.Rows, treeRow{Folder: it.Prefix, Usage: usage})
 				continue
 			}
 			if v.Filter != "" && !strings.HasPrefix(it.Memory.Path, v.Filter) {
 				past = past || it.Memory.Path > v.Filter
 				continue
 			}
-			row := treeRow{Memory: it.Memory}
+			row := treeRow{Memory: &it.Memory}
 			head, err := c.store.ListMemoryVersions(ctx, storage.MemoryVersionQuery{StoreID: s.ID, MemoryID: it.Memory.ID, Limit: 1})
 			if err != nil {
 				return err
@@ -178,14 +177,14 @@ func memoryURL(storeID, memoryID string) string {
 }
 
 // loadMemory reads the {store} and {memory} of the URL.
-func (c *Console) loadMemory(r *http.Request) (api.MemoryStore, api.Memory, error) {
+func (c *Console) loadMemory(r *http.Request) (storage.MemoryStoreRow, storage.MemoryRow, error) {
 	s, err := c.loadStore(r)
 	if err != nil {
-		return s, api.Memory{}, err
+		return s, storage.MemoryRow{}, err
 	}
 	id := r.PathValue("memory")
 	if !ids.Valid(ids.Memory, id) {
-		return s, api.Memory{}, notFound("%q is not a memory id; pick a memory in the store's tree", id)
+		return s, storage.MemoryRow{}, notFound("%q is not a memory id; pick a memory in the store's tree", id)
 	}
 	m, err := c.store.GetMemory(r.Context(), s.ID, id)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -198,14 +197,14 @@ func (c *Console) loadMemory(r *http.Request) (api.MemoryStore, api.Memory, erro
 // holds (the stored text, or what the person typed when a save was
 // refused).
 type editorView struct {
-	Store   api.MemoryStore
-	Memory  api.Memory
+	Store   storage.MemoryStoreRow
+	Memory  storage.MemoryRow
 	Content string
 	Path    string
 	// SHA is the content_sha256 the editor was opened at: the save's
 	// precondition.
 	SHA      string
-	By       api.Actor
+	By       storage.Actor
 	Error    string
 	ReadOnly bool
 	// Conflict is set when a save was refused because someone else changed
@@ -215,7 +214,7 @@ type editorView struct {
 
 type conflictView struct {
 	Theirs string
-	By     api.Actor
+	By     storage.Actor
 	Diff   []diffLine
 }
 
@@ -228,9 +227,9 @@ func (c *Console) memoryPage(w http.ResponseWriter, r *http.Request, q *request)
 	return c.showMemory(w, r, q, http.StatusOK, s, m, v)
 }
 
-func (c *Console) showMemory(w http.ResponseWriter, r *http.Request, q *request, status int, s api.MemoryStore, m api.Memory, v editorView) error {
-	v.Store, v.Memory, v.ReadOnly = s, m, s.ArchivedAt != nil
-	head, err := c.store.GetMemoryVersion(r.Context(), s.ID, m.MemoryVersionID)
+func (c *Console) showMemory(w http.ResponseWriter, r *http.Request, q *request, status int, s storage.MemoryStoreRow, m storage.MemoryRow, v editorView) error {
+	v.Store, v.Memory, v.ReadOnly = s, m, s.Archived()
+	head, err := c.store.GetMemoryVersion(r.Context(), s.ID, m.VersionID)
 	if err != nil {
 		return err
 	}
@@ -266,7 +265,7 @@ func (c *Console) saveMemory(w http.ResponseWriter, r *http.Request, q *request)
 		if err != nil {
 			return err
 		}
-		theirs, err := c.store.GetMemoryVersion(r.Context(), s.ID, current.MemoryVersionID)
+		theirs, err := c.store.GetMemoryVersion(r.Context(), s.ID, current.VersionID)
 		if err != nil {
 			return err
 		}
@@ -282,7 +281,7 @@ func (c *Console) saveMemory(w http.ResponseWriter, r *http.Request, q *request)
 	}
 	if changed {
 		c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
-		c.log.InfoContext(r.Context(), "memory updated", "memory_store_id", s.ID, "memory_id", m.ID, "path", updated.Path, "memory_version_id", updated.MemoryVersionID, "user_id", q.User.ID)
+		c.log.InfoContext(r.Context(), "memory updated", "memory_store_id", s.ID, "memory_id", m.ID, "path", updated.Path, "memory_version_id", updated.VersionID, "user_id", q.User.ID)
 	}
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
 	return nil

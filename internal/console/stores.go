@@ -14,7 +14,7 @@ import (
 
 // storeRow is one line of the stores page.
 type storeRow struct {
-	api.MemoryStore
+	storage.MemoryStoreRow
 	storage.StoreUsage
 }
 
@@ -37,7 +37,7 @@ func (c *Console) showStores(w http.ResponseWriter, r *http.Request, q *request,
 		if err != nil {
 			return err
 		}
-		rows = append(rows, storeRow{MemoryStore: s, StoreUsage: usage})
+		rows = append(rows, storeRow{MemoryStoreRow: s, StoreUsage: usage})
 	}
 	return c.render(w, r, q, status, "stores", "Memory stores", struct {
 		Stores      []storeRow
@@ -61,10 +61,10 @@ func (c *Console) createStore(w http.ResponseWriter, r *http.Request, q *request
 }
 
 // loadStore reads the {store} of the URL.
-func (c *Console) loadStore(r *http.Request) (api.MemoryStore, error) {
+func (c *Console) loadStore(r *http.Request) (storage.MemoryStoreRow, error) {
 	id := r.PathValue("store")
 	if !ids.Valid(ids.MemoryStore, id) {
-		return api.MemoryStore{}, notFound("%q is not a memory store id; pick a store from the list", id)
+		return storage.MemoryStoreRow{}, notFound("%q is not a memory store id; pick a store from the list", id)
 	}
 	s, err := c.store.GetMemoryStore(r.Context(), id)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -83,13 +83,13 @@ func (c *Console) storeSettings(w http.ResponseWriter, r *http.Request, q *reque
 	return c.showSettings(w, r, q, http.StatusOK, s, "")
 }
 
-func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, q *request, status int, s api.MemoryStore, formErr string) error {
+func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, q *request, status int, s storage.MemoryStoreRow, formErr string) error {
 	n, err := c.store.CountMemories(r.Context(), s.ID)
 	if err != nil {
 		return err
 	}
 	return c.render(w, r, q, status, "settings", "Settings of "+s.Name, struct {
-		Store    api.MemoryStore
+		Store    storage.MemoryStoreRow
 		Memories int
 		Error    string
 	}{s, n, formErr})

@@ -19,11 +19,11 @@ type Principal struct {
 }
 
 // Actor is who a write made by p is attributed to in the version history.
-func (p Principal) Actor() api.Actor {
+func (p Principal) Actor() storage.Actor {
 	if p.Kind == storage.SessionsToken {
-		return api.Actor{Type: api.SessionActor, SessionID: p.SessionID}
+		return storage.Actor{Kind: storage.ActorSession, ID: p.SessionID}
 	}
-	return api.Actor{Type: api.APIActor, APIKeyID: p.ID}
+	return storage.Actor{Kind: storage.ActorAPIKey, ID: p.ID}
 }
 
 // HashSecret is how every credential is stored: lowercase hex SHA-256. The

@@ -93,7 +93,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 		}
 		remaining := time.Until(deadline)
 		if len(page.Changes) > 0 || remaining <= 0 {
-			writeJSON(w, http.StatusOK, api.MemoryChangeList{Type: "memory_change_list", Data: page.Changes, LatestSequence: page.Latest, HasMore: page.More})
+			writeJSON(w, http.StatusOK, changeListWire(page))
 			return nil
 		}
 		t := time.NewTimer(min(remaining, changesRecheck))
@@ -103,7 +103,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 		case <-s.closing:
 			// Shutting down: answer what there is, the client asks again.
 			t.Stop()
-			writeJSON(w, http.StatusOK, api.MemoryChangeList{Type: "memory_change_list", Data: page.Changes, LatestSequence: page.Latest})
+			writeJSON(w, http.StatusOK, changeListWire(page))
 			return nil
 		case <-ctx.Done():
 		}
@@ -148,10 +148,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 		enc = json.NewEncoder(bw)
 		enc.SetEscapeHTML(false)
 		return nil
-	}, func(m api.Memory) error {
+	}, func(m storage.MemoryRow) error {
 		count++
-		if err := enc.Encode(api.SnapshotEntry{Type: "memory", ID: m.ID, Path: m.Path, ContentSHA256: m.ContentSHA256,
-			ContentSizeBytes: m.ContentSizeBytes, MemoryVersionID: m.MemoryVersionID}); err != nil {
+		if err := enc.Encode(snapshotEntryWire(m)); err != nil {
 			return err
 		}
 		_, err := bw.WriteString(*m.Content)

@@ -182,7 +182,7 @@ func (e *testEnv) apiError(res response) *api.Error {
 // benchmarks); paths spread over a few folders.
 func (e *testEnv) seed(tb testing.TB, storeID string, n int) {
 	tb.Helper()
-	actor := api.Actor{Type: api.APIActor, APIKeyID: e.keyID}
+	actor := storage.Actor{Kind: storage.ActorAPIKey, ID: e.keyID}
 	for i := range n {
 		p := "/dir" + string(rune('a'+i%8)) + "/memory-" + strconv.Itoa(i) + ".md"
 		if _, err := e.db.CreateMemory(e.ctx, storage.NewMemory{StoreID: storeID, Path: p, Content: "seeded memory " + strconv.Itoa(i), By: actor, MaxMemories: n}); err != nil {

@@ -47,14 +47,6 @@ func viewAndLimit(r *http.Request) (view string, limit int, err error) {
 	return view, limit, nil
 }
 
-// withView applies the view to a memory: basic drops the content.
-func withView(m api.Memory, view string) api.Memory {
-	if view != api.ViewFull {
-		m.Content = nil
-	}
-	return m
-}
-
 type createMemoryBody struct {
 	Path    *string `json:"path"`
 	Content *string `json:"content"`
@@ -86,8 +78,8 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	s.MemoryWritten(req.storeID, MemoryCreated)
 	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
-		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, withView(m, req.view))
+		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
+	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
 	return nil
 }
 
@@ -100,7 +92,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	writeJSON(w, http.StatusOK, withView(m, req.view))
+	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
 	return nil
 }
 
@@ -156,9 +148,9 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if changed {
 		s.MemoryWritten(req.storeID, MemoryUpdated)
 		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
-			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.MemoryVersionID, "credential_id", p.ID)
+			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
 	}
-	writeJSON(w, http.StatusOK, withView(m, req.view))
+	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
 	return nil
 }
 
@@ -211,6 +203,6 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principa
 		return storeError(err, req.storeID)
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, toPage(page))
+	writeJSON(w, http.StatusOK, toPage(page, entryWire(view)))
 	return nil
 }

@@ -376,7 +376,19 @@ func TestMalformedRequests(t *testing.T) {
 	s := "/v1/memory_stores/" + f.store.ID
 	mem := s + "/memories/" + f.doc.ID
 	unknownStore := "memstore_01AAAAAAAAAAAAAAAAAAAAAAAA"
+	// Cursors issued by the main store's listings, handed to another store.
+	var versions api.Page[api.MemoryVersion]
+	var memories api.Page[api.MemoryListItem]
+	f.ok("GET", s+"/memory_versions?limit=1", nil, &versions)
+	f.ok("GET", s+"/memories?limit=1", nil, &memories)
+	if versions.NextPage == nil || memories.NextPage == nil {
+		t.Fatalf("the main store's listings gave no cursor: %+v %+v", versions, memories)
+	}
+	full := "/v1/memory_stores/" + f.full.ID
 	f.check(t, []refusal{
+		{"versions cursor of another store", "GET", full + "/memory_versions?page=" + url.QueryEscape(*versions.NextPage), nil, nil, 400, api.InvalidRequest, []string{"page", "next_page"}},
+		{"memories cursor of another store", "GET", full + "/memories?page=" + url.QueryEscape(*memories.NextPage), nil, nil, 400, api.InvalidRequest, []string{"page", "next_page"}},
+
 		{"not JSON", "POST", "/v1/memory_stores", "{name: x}", nil, 400, api.InvalidRequest, []string{"not valid JSON"}},
 		{"truncated JSON", "POST", s + "/memories", `{"path":"/x","content":"ab`, nil, 400, api.InvalidRequest, []string{"JSON"}},
 		{"empty body", "POST", s + "/memories", "", nil, 400, api.InvalidRequest, []string{"empty"}},

@@ -182,7 +182,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	s.log.InfoContext(r.Context(), "memory store created", "memory_store_id", st.ID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, storeWire(st))
 	return nil
 }
 
@@ -221,22 +221,8 @@ func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Prin
 		return storeError(err, "")
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, toPage(page))
+	writeJSON(w, http.StatusOK, toPage(page, storeWire))
 	return nil
-}
-
-// toPage turns a storage page into the wire page: data is never null, and
-// next_page is null on the last page.
-func toPage[T any](p storage.Page[T]) api.Page[T] {
-	out := api.Page[T]{Data: p.Items}
-	if out.Data == nil {
-		out.Data = []T{}
-	}
-	if p.Next != "" {
-		next := p.Next
-		out.NextPage = &next
-	}
-	return out
 }
 
 func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -249,7 +235,7 @@ func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Princi
 		return storeError(err, req.storeID)
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, storeWire(st))
 	return nil
 }
 
@@ -289,7 +275,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return storeError(err, id)
 	}
 	s.log.InfoContext(r.Context(), "memory store updated", "memory_store_id", id, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, storeWire(st))
 	return nil
 }
 
@@ -306,7 +292,7 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 		return storeError(err, id)
 	}
 	s.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", id, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, storeWire(st))
 	return nil
 }
 

@@ -30,15 +30,6 @@ func (s *Server) versionError(r *http.Request, err error, storeID, versionID str
 	return storeError(err, storeID)
 }
 
-// versionView applies the view: basic drops the content, keeping hash and
-// size.
-func versionView(v api.MemoryVersion, view string) api.MemoryVersion {
-	if view != api.ViewFull {
-		v.Content = nil
-	}
-	return v
-}
-
 func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Principal) error {
 	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
@@ -64,22 +55,31 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 		q.MemoryID = v
 	}
 	switch op := query.Get("operation"); op {
-	case "", api.OperationCreated, api.OperationModified, api.OperationDeleted:
-		q.Operation = op
+	case "":
+	case api.OperationCreated:
+		q.Operation = storage.OpCreated
+	case api.OperationModified:
+		q.Operation = storage.OpModified
+	case api.OperationDeleted:
+		q.Operation = storage.OpDeleted
 	default:
 		return apiErrorf(invalidRequest, "operation: %q is not an operation; send created, modified or deleted", op)
 	}
 	// Each version has one author, so at most one author filter makes sense.
 	authors := 0
-	for _, f := range []struct{ param, actor string }{
-		{"session_id", api.SessionActor},
-		{"api_key_id", api.APIActor},
-		{"user_id", api.UserActor},
+	for _, f := range []struct {
+		param string
+		kind  storage.ActorKind
+	}{
+		{"session_id", storage.ActorSession},
+		{"api_key_id", storage.ActorAPIKey},
+		{"user_id", storage.ActorUser},
+		// memstore has no service accounts: a kind no version has.
 		{"service_account_id", "service_account_actor"},
 	} {
 		if v := query.Get(f.param); v != "" {
 			authors++
-			q.ActorType, q.ActorID = f.actor, v
+			q.CreatedBy = storage.Actor{Kind: f.kind, ID: v}
 		}
 	}
 	if authors > 1 {
@@ -89,10 +89,7 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return storeError(err, req.storeID)
 	}
-	for i := range page.Items {
-		page.Items[i] = versionView(page.Items[i], view)
-	}
-	writeJSON(w, http.StatusOK, toPage(page))
+	writeJSON(w, http.StatusOK, toPage(page, versionWire(view)))
 	return nil
 }
 
@@ -105,7 +102,7 @@ func (s *Server) getMemoryVersion(w http.ResponseWriter, r *http.Request, p Prin
 	if err != nil {
 		return s.versionError(r, err, req.storeID, req.id)
 	}
-	writeJSON(w, http.StatusOK, versionView(v, req.view))
+	writeJSON(w, http.StatusOK, versionWire(req.view)(v))
 	return nil
 }
 
@@ -125,6 +122,6 @@ func (s *Server) redactMemoryVersion(w http.ResponseWriter, r *http.Request, p P
 	}
 	s.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", storeID,
 		"memory_version_id", versionID, "memory_id", v.MemoryID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, versionWire(api.ViewFull)(v))
 	return nil
 }

@@ -266,7 +266,7 @@ func (s *Server) sessionResources(ctx context.Context, reqs []api.SessionResourc
 		if err != nil {
 			return nil, err
 		}
-		if store.ArchivedAt != nil {
+		if store.Archived() {
 			return nil, apiErrorf(invalidRequest, "resources[%d]: memory store %s is archived; archived stores cannot be attached to new sessions", i, store.ID)
 		}
 		out = append(out, api.SessionResource{

@@ -167,7 +167,7 @@ func sideBySide(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	actor := api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
+	actor := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_bench"}
 	body := strings.Repeat("m", size-1) + "\n"
 	src := filepath.Join(dir, "src")
 	var stores []string

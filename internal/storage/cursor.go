@@ -13,6 +13,13 @@ const (
 	CursorMemoryVersions = "memory_versions"
 )
 
+// StoreCursor is the kind of a listing within one store: its cursors name
+// the store, so a cursor from another store's listing is refused rather
+// than read as a position in this one.
+func StoreCursor(kind, storeID string) string {
+	return kind + "/" + storeID
+}
+
 type cursor struct {
 	Kind string `json:"k"`
 	Key  string `json:"v"`

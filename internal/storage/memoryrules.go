@@ -19,38 +19,11 @@ func ContentHash(c string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ActorID is the one id an actor carries, whichever its type; versions
-// store it beside the type.
-func ActorID(a api.Actor) string {
-	switch a.Type {
-	case api.SessionActor:
-		return a.SessionID
-	case api.UserActor:
-		return a.UserID
-	default:
-		return a.APIKeyID
-	}
-}
-
-// ActorFrom rebuilds the actor a version stored as type and id.
-func ActorFrom(typ, id string) api.Actor {
-	a := api.Actor{Type: typ}
-	switch typ {
-	case api.SessionActor:
-		a.SessionID = id
-	case api.UserActor:
-		a.UserID = id
-	default:
-		a.APIKeyID = id
-	}
-	return a
-}
-
 // CheckActor refuses a write without an actor: every version names who
 // made it.
-func CheckActor(a api.Actor) error {
-	if a.Type == "" || ActorID(a) == "" {
-		return fmt.Errorf("storage: a write needs an actor with a type and an id, got %+v", a)
+func CheckActor(a Actor) error {
+	if a.Kind == "" || a.ID == "" {
+		return fmt.Errorf("storage: a write needs an actor with a kind and an id, got %+v", a)
 	}
 	return nil
 }
@@ -58,8 +31,8 @@ func CheckActor(a api.Actor) error {
 // ApplyStorePatch returns cur with p applied and whether anything changed
 // (a patch that changes nothing leaves updated_at alone). It refuses an
 // archived store and a patch leaving more than api.MaxMetadataPairs pairs.
-func ApplyStorePatch(cur api.MemoryStore, p MemoryStorePatch) (api.MemoryStore, bool, error) {
-	if cur.ArchivedAt != nil {
+func ApplyStorePatch(cur MemoryStoreRow, p MemoryStorePatch) (MemoryStoreRow, bool, error) {
+	if cur.Archived() {
 		return cur, false, ErrStoreArchived
 	}
 	next := cur
@@ -154,30 +127,92 @@ func DecodeListBound(s string) (ListBound, error) {
 	return ListBound{}, ErrBadCursor
 }
 
-// ListStart is where a memory listing of q begins: the prefix it lists
-// ("/" when none is given), the bound its walk starts from (the cursor's,
-// never before the prefix) and the end of the prefix's key range.
-func ListStart(q MemoryQuery) (prefix string, from ListBound, upper string, err error) {
-	prefix = q.Prefix
-	if prefix == "" {
-		prefix = "/"
+// MemoryListing is one page of a memory listing to walk: what it lists and
+// where it starts. A backend plans it before its read transaction and
+// walks it inside, with its own range queries.
+type MemoryListing struct {
+	q      MemoryQuery
+	prefix string // "/" when none is given
+	from   ListBound
+	upper  string // the end of the prefix's key range
+}
+
+// PlanListing reads q's cursor, which must come from a listing of the same
+// store (ErrBadCursor otherwise), and never starts before the prefix.
+func PlanListing(q MemoryQuery) (MemoryListing, error) {
+	l := MemoryListing{q: q, prefix: q.Prefix}
+	if l.prefix == "" {
+		l.prefix = "/"
 	}
-	_, upper = SubtreeRange(prefix)
-	from = ListBound{Key: prefix}
+	_, l.upper = SubtreeRange(l.prefix)
+	l.from = ListBound{Key: l.prefix}
 	if q.Cursor == "" {
-		return prefix, from, upper, nil
+		return l, nil
 	}
-	key, err := DecodeCursor(CursorMemories, q.Cursor)
+	key, err := DecodeCursor(StoreCursor(CursorMemories, q.StoreID), q.Cursor)
 	if err != nil {
-		return "", ListBound{}, "", err
+		return l, err
 	}
-	if from, err = DecodeListBound(key); err != nil {
-		return "", ListBound{}, "", err
+	from, err := DecodeListBound(key)
+	if err != nil {
+		return l, err
 	}
-	if from.Key < prefix {
-		from = ListBound{Key: prefix}
+	if from.Key >= l.prefix {
+		l.from = from
 	}
-	return prefix, from, upper, nil
+	return l, nil
+}
+
+// MemoryRange is the range reads a listing walks with, inside one
+// consistent snapshot of a store.
+type MemoryRange interface {
+	// Memories reads at most n memories of the store whose path is at
+	// or after from (as from.Op says) and before upper, in byte-wise
+	// path order, with their content when the query asks for it.
+	Memories(from ListBound, upper string, n int) ([]MemoryRow, error)
+	// Any reports whether a memory of the store lies in that range.
+	Any(from ListBound, upper string) (bool, error)
+}
+
+// Page walks the store's path order from the listing's start. A memory
+// within the depth is an entry; the first memory deeper than that stands
+// for its whole directory, which becomes one prefix entry, and the walk
+// jumps past the directory's key range. The cursor is the next lower
+// bound, so a page may end right after a prefix, or right before one,
+// without the next page repeating or losing anything.
+func (l MemoryListing) Page(r MemoryRange) (Page[MemoryEntry], error) {
+	limit := ListLimit(l.q.Limit)
+	page := Page[MemoryEntry]{Items: make([]MemoryEntry, 0, min(limit, api.MaxListLimit))}
+	from := l.from
+	for len(page.Items) < limit {
+		want := limit - len(page.Items)
+		batch, err := r.Memories(from, l.upper, want)
+		if err != nil {
+			return page, err
+		}
+		rolledUp := false
+		for _, m := range batch {
+			if dir, ok := RollUp(m.Path, l.prefix, l.q.Depth); ok {
+				page.Items = append(page.Items, MemoryEntry{Prefix: dir})
+				_, past := SubtreeRange(dir)
+				from = ListBound{Key: past}
+				rolledUp = true
+				break
+			}
+			page.Items = append(page.Items, MemoryEntry{Memory: m})
+			from = ListBound{Key: m.Path, Exclusive: true}
+		}
+		if !rolledUp && len(batch) < want {
+			return page, nil // the range is exhausted
+		}
+	}
+	// The page is full; it has a successor only if something is left.
+	more, err := r.Any(from, l.upper)
+	if err != nil || !more {
+		return page, err
+	}
+	page.Next = EncodeCursor(StoreCursor(CursorMemories, l.q.StoreID), from.Encode())
+	return page, nil
 }
 
 // RollUp decides a memory's place in a listing of prefix with depth > 0:
@@ -216,7 +251,7 @@ type MemoryChange struct {
 // then checks the path and writes. contentSHA256 is in.ContentSHA256(),
 // computed before the transaction (writers take turns in it; hashing 100 KB
 // is not free); cur needs its content only when in.Content is nil.
-func PlanUpdate(cur api.Memory, in MemoryUpdate, contentSHA256 string) (MemoryChange, error) {
+func PlanUpdate(cur MemoryRow, in MemoryUpdate, contentSHA256 string) (MemoryChange, error) {
 	c := MemoryChange{Path: cur.Path, SHA256: cur.ContentSHA256}
 	if in.Path != nil {
 		c.Path = *in.Path
@@ -241,8 +276,8 @@ func PlanUpdate(cur api.Memory, in MemoryUpdate, contentSHA256 string) (MemoryCh
 // refused, one at latest gets an empty page without a query, and list
 // (which reads up to n changes after the cursor) is asked for one more
 // than limit to tell whether more follow.
-func PageChanges(latest, after int64, limit int, list func(n int) ([]api.MemoryChange, error)) (ChangePage, error) {
-	page := ChangePage{Latest: latest, Changes: []api.MemoryChange{}}
+func PageChanges(latest, after int64, limit int, list func(n int) ([]VersionRow, error)) (ChangePage, error) {
+	page := ChangePage{Latest: latest, Changes: []VersionRow{}}
 	if after > latest {
 		return page, &SequenceAheadError{After: after, Latest: latest}
 	}

@@ -7,11 +7,13 @@
 // backend's transaction and reported as the typed errors below, so every
 // backend behaves the same and the HTTP layer only translates. The rules
 // themselves are written once, backend-neutral (here and in package
-// workqueue); a backend offers transactions, rows, locks and its SQL.
+// workqueue; the memory writes in memorywrites.go); a backend offers
+// transactions, rows, locks and its SQL.
 //
 // Which types are storage's. What a backend stores as columns is a row of
-// storage's own: an Environment, a Work item with its lease, QueueStats, a
-// Credential. Backends read and write those without knowing the wire: type
+// storage's own: a memory store, memory and version (MemoryStoreRow,
+// MemoryRow, VersionRow, with the Actor who wrote it), an Environment, a
+// Work item with its lease, QueueStats, a Credential. Backends read and write those without knowing the wire: type
 // discriminators, the wire's nesting (a work item's data object) and the
 // empty collections the official SDK requires are added by internal/server,
 // in one mapping, so an API change does not reach the SQL.

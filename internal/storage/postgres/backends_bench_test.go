@@ -56,7 +56,7 @@ func BenchmarkBackends(b *testing.B) {
 	}
 }
 
-var benchBy = api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
+var benchBy = storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_bench"}
 
 // spread runs b.N operations over n goroutines and reports ops/s.
 func spread(b *testing.B, n int, op func(client, i int) error) {
@@ -92,7 +92,7 @@ func benchGuardedUpdates(b *testing.B, s storage.Store, clients int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mems := make([]api.Memory, clients)
+	mems := make([]storage.MemoryRow, clients)
 	for i := range mems {
 		if mems[i], err = s.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/c%d.md", i), Content: "v0", By: benchBy}); err != nil {
 			b.Fatal(err)

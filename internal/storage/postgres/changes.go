@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -15,12 +14,6 @@ func latestSequence(ctx context.Context, q querier, storeID string) (int64, erro
 	var seq int64
 	err := q.QueryRow(ctx, `SELECT last_sequence FROM memory_stores WHERE id = $1`, storeID).Scan(&seq)
 	return seq, notFound(err)
-}
-
-func scanChange(r pgx.Row) (api.MemoryChange, error) {
-	c := api.MemoryChange{Type: "memory_change"}
-	err := r.Scan(&c.Sequence, &c.MemoryID, &c.MemoryVersionID, &c.Operation, &c.Path, &c.ContentSHA256, &c.ContentSizeBytes, &c.CreatedAt)
-	return c, err
 }
 
 // ListChanges implements storage.MemoryVersions. The counter and the page
@@ -32,8 +25,9 @@ func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit
 		if err != nil {
 			return err
 		}
-		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]api.MemoryChange, error) {
-			changes, err := queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`,
+		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]storage.VersionRow, error) {
+			scan := func(r pgx.Row) (storage.VersionRow, error) { return scanVersion(r, false) }
+			changes, err := queryAll(ctx, tx, scan, `SELECT `+versionColumns+` FROM memory_versions WHERE store_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`,
 				storeID, after, n)
 			if err != nil {
 				return nil, fmt.Errorf("list changes of memory store %s: %w", storeID, err)
@@ -48,7 +42,7 @@ func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit
 // Snapshot implements storage.MemoryVersions. readTx is REPEATABLE READ:
 // the counter and every memory are read as of the transaction's first
 // query while writers go on.
-func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(api.Memory) error) error {
+func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(storage.MemoryRow) error) error {
 	return s.readTx(ctx, func(tx pgx.Tx) error {
 		seq, err := latestSequence(ctx, tx, storeID)
 		if err != nil {
@@ -64,11 +58,11 @@ func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanMemory(rows, true)
+			m, err := scanMemory(rows, true)
 			if err != nil {
 				return err
 			}
-			if err := each(r.toAPI(true)); err != nil {
+			if err := each(m); err != nil {
 				return err
 			}
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
@@ -20,15 +19,18 @@ import (
 
 const storeColumns = `id, name, description, metadata, created_at, updated_at, archived_at`
 
-func scanStore(row pgx.Row) (api.MemoryStore, error) {
+func scanStore(row pgx.Row) (storage.MemoryStoreRow, error) {
 	var (
-		st   api.MemoryStore
-		meta string
+		st       storage.MemoryStoreRow
+		meta     string
+		archived *time.Time
 	)
-	if err := row.Scan(&st.ID, &st.Name, &st.Description, &meta, &st.CreatedAt, &st.UpdatedAt, &st.ArchivedAt); err != nil {
+	if err := row.Scan(&st.ID, &st.Name, &st.Description, &meta, &st.CreatedAt, &st.UpdatedAt, &archived); err != nil {
 		return st, notFound(err)
 	}
-	st.Type = "memory_store"
+	if archived != nil {
+		st.ArchivedAt = *archived
+	}
 	if err := json.Unmarshal([]byte(meta), &st.Metadata); err != nil {
 		return st, fmt.Errorf("memory store %s: metadata: %w", st.ID, err)
 	}
@@ -38,29 +40,13 @@ func scanStore(row pgx.Row) (api.MemoryStore, error) {
 	return st, nil
 }
 
-func getStore(ctx context.Context, q querier, id string, lock bool) (api.MemoryStore, error) {
+func getStore(ctx context.Context, q querier, id string, lock bool) (storage.MemoryStoreRow, error) {
 	return scanStore(q.QueryRow(ctx, `SELECT `+storeColumns+` FROM memory_stores WHERE id = $1`+forUpdate(lock), id))
 }
 
-// writableStore locks a store for a write to its memories and returns its
-// live memory count. The lock orders every write to the store, from every
-// replica: the path checks, the precondition, the limit and the version
-// ids then see every earlier write and none in flight.
-func writableStore(ctx context.Context, tx querier, id string) (count int, err error) {
-	var archived *time.Time
-	err = tx.QueryRow(ctx, `SELECT memory_count, archived_at FROM memory_stores WHERE id = $1 FOR UPDATE`, id).Scan(&count, &archived)
-	if err != nil {
-		return 0, notFound(err)
-	}
-	if archived != nil {
-		return 0, storage.ErrStoreArchived
-	}
-	return count, nil
-}
-
 // CreateMemoryStore implements storage.MemoryStores.
-func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (api.MemoryStore, error) {
-	var st api.MemoryStore
+func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (storage.MemoryStoreRow, error) {
+	var st storage.MemoryStoreRow
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		now, err := s.now(ctx, tx)
 		if err != nil {
@@ -81,16 +67,16 @@ func (s *DB) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore) (
 }
 
 // GetMemoryStore implements storage.MemoryStores.
-func (s *DB) GetMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
+func (s *DB) GetMemoryStore(ctx context.Context, id string) (storage.MemoryStoreRow, error) {
 	st, err := getStore(ctx, s.pool, id, false)
 	return st, unavailable(err)
 }
 
 // ListMemoryStores implements storage.MemoryStores. Ids sort by creation
 // time, so id order is newest first and the last id seen is the cursor.
-func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (storage.Page[api.MemoryStore], error) {
+func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (storage.Page[storage.MemoryStoreRow], error) {
 	var (
-		page  storage.Page[api.MemoryStore]
+		page  storage.Page[storage.MemoryStoreRow]
 		a     args
 		where = []string{"true"}
 	)
@@ -124,8 +110,8 @@ func (s *DB) ListMemoryStores(ctx context.Context, q storage.MemoryStoreQuery) (
 }
 
 // UpdateMemoryStore implements storage.MemoryStores.
-func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryStorePatch) (api.MemoryStore, error) {
-	var st api.MemoryStore
+func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryStorePatch) (storage.MemoryStoreRow, error) {
+	var st storage.MemoryStoreRow
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := getStore(ctx, tx, id, true)
 		if err != nil {
@@ -154,8 +140,8 @@ func (s *DB) UpdateMemoryStore(ctx context.Context, id string, p storage.MemoryS
 }
 
 // ArchiveMemoryStore implements storage.MemoryStores.
-func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (api.MemoryStore, error) {
-	var st api.MemoryStore
+func (s *DB) ArchiveMemoryStore(ctx context.Context, id string) (storage.MemoryStoreRow, error) {
+	var st storage.MemoryStoreRow
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		now, err := s.now(ctx, tx)
 		if err != nil {
@@ -204,55 +190,73 @@ func (s *DB) DeleteMemoryStore(ctx context.Context, id string) error {
 
 // ---- memories ----
 
-// memoryRow is a memories row; content is loaded only when asked for.
-type memoryRow struct {
-	m       api.Memory
-	content []byte
-}
-
-func (r memoryRow) toAPI(withContent bool) api.Memory {
-	m := r.m
-	m.Type = "memory"
-	if withContent && r.content != nil {
-		c := string(r.content)
-		m.Content = &c
-	}
-	return m
-}
-
 const memoryColumns = `m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at`
 
 // memoryWithContent selects a memory and its head version's content.
 const memoryWithContent = `SELECT ` + memoryColumns + `, v.content FROM memories m JOIN memory_versions v ON v.id = m.version_id`
 
-func scanMemory(row pgx.Row, withContent bool) (memoryRow, error) {
-	var r memoryRow
-	dest := []any{&r.m.ID, &r.m.MemoryStoreID, &r.m.Path, &r.m.ContentSHA256, &r.m.ContentSizeBytes, &r.m.MemoryVersionID, &r.m.CreatedAt, &r.m.UpdatedAt}
+// selectMemory is the select of memoryColumns, with the content when
+// withContent.
+func selectMemory(withContent bool) string {
+	if withContent {
+		return memoryWithContent
+	}
+	return `SELECT ` + memoryColumns + ` FROM memories m`
+}
+
+func scanMemory(row pgx.Row, withContent bool) (storage.MemoryRow, error) {
+	// One value holds every scan target: the addresses handed to Scan
+	// make it escape, and a listing scans thousands of rows.
+	var r struct {
+		m       storage.MemoryRow
+		content []byte
+	}
+	m := &r.m
+	dest := []any{&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &m.CreatedAt, &m.UpdatedAt}
 	if withContent {
 		dest = append(dest, &r.content)
 	}
-	err := row.Scan(dest...)
-	if withContent && err == nil && r.content == nil {
-		r.content = []byte{}
+	if err := row.Scan(dest...); err != nil {
+		return *m, notFound(err)
 	}
-	return r, notFound(err)
+	if withContent {
+		c := string(r.content)
+		m.Content = &c
+	}
+	return *m, nil
 }
 
-func getMemory(ctx context.Context, q querier, storeID, memoryID string) (api.Memory, error) {
-	r, err := scanMemory(q.QueryRow(ctx, memoryWithContent+` WHERE m.id = $1 AND m.store_id = $2`, memoryID, storeID), true)
-	if err != nil {
-		return api.Memory{}, err
-	}
-	return r.toAPI(true), nil
+func getMemory(ctx context.Context, q querier, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {
+	return scanMemory(q.QueryRow(ctx, selectMemory(withContent)+` WHERE m.id = $1 AND m.store_id = $2`, memoryID, storeID), withContent)
 }
 
-// pathConflict returns the memory, other than self, that occupies p, is a
-// file where p needs a directory (an ancestor of p), or is a file inside p
-// (a descendant): the three ways two paths cannot coexist in one store.
-func pathConflict(ctx context.Context, tx querier, storeID, p, self string) error {
+// memoryTx is storage.MemoryTx in a PostgreSQL transaction.
+type memoryTx struct {
+	s  *DB
+	tx pgx.Tx
+}
+
+// LockStore implements storage.MemoryTx with the store's row lock, which
+// orders every write to the store, from every replica: the path checks,
+// the precondition, the limit and the sequence then see every earlier
+// write and none in flight.
+func (t memoryTx) LockStore(ctx context.Context, storeID string) (storage.StoreState, error) {
+	var (
+		st       storage.StoreState
+		archived *time.Time
+	)
+	err := t.tx.QueryRow(ctx, `SELECT memory_count, archived_at FROM memory_stores WHERE id = $1 FOR UPDATE`, storeID).Scan(&st.Memories, &archived)
+	st.Archived = archived != nil
+	return st, notFound(err)
+}
+
+// PathConflict implements storage.MemoryTx: the path and its ancestors
+// are point lookups on the (store_id, path) index, the first descendant a
+// range seek on it.
+func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) error {
 	var id, at string
 	check := func(query string, args ...any) (bool, error) {
-		err := tx.QueryRow(ctx, query, args...).Scan(&id, &at)
+		err := t.tx.QueryRow(ctx, query, args...).Scan(&id, &at)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
@@ -273,173 +277,112 @@ func pathConflict(ctx context.Context, tx querier, storeID, p, self string) erro
 	return nil
 }
 
-type versionRow struct {
-	id, storeID, memoryID, op string
-	path                      *string
-	content                   *string
-	sha                       *string
-	size                      *int64
-	by                        api.Actor
-	at                        time.Time
+func (t memoryTx) ReadMemory(ctx context.Context, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {
+	return getMemory(ctx, t.tx, storeID, memoryID, withContent)
 }
 
-// insertVersion writes a version under its store's next change-feed
-// sequence (see migration 0005).
-func insertVersion(ctx context.Context, tx querier, v versionRow) error {
-	var content []byte
-	if v.content != nil {
-		content = []byte(*v.content)
-	}
+func (t memoryTx) Now(ctx context.Context) (time.Time, error) { return t.s.now(ctx, t.tx) }
+
+// AddVersion implements storage.MemoryTx: one update of the store's row
+// (locked by LockStore) takes the next sequence (migration 0005) and
+// moves the count.
+func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta int) error {
 	var seq int64
-	if err := tx.QueryRow(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1 WHERE id = $1 RETURNING last_sequence`, v.storeID).Scan(&seq); err != nil {
-		return fmt.Errorf("take the next change sequence of memory store %s: %w", v.storeID, err)
+	if err := t.tx.QueryRow(ctx, `UPDATE memory_stores SET last_sequence = last_sequence + 1, memory_count = memory_count + $2 WHERE id = $1 RETURNING last_sequence`, v.StoreID, delta).Scan(&seq); err != nil {
+		return fmt.Errorf("take the next change sequence of memory store %s: %w", v.StoreID, err)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		v.id, v.storeID, v.memoryID, v.op, v.path, content, v.sha, v.size, v.at, v.by.Type, storage.ActorID(v.by), seq)
+	var (
+		content []byte
+		sha     *string
+		size    *int64
+	)
+	if v.HasContent() {
+		content, sha, size = []byte(v.Content), &v.ContentSHA256, &v.ContentSizeBytes
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		v.ID, v.StoreID, v.MemoryID, v.Operation, v.Path, content, sha, size, v.CreatedAt, v.CreatedBy.Kind, v.CreatedBy.ID, seq)
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
 	}
 	return nil
 }
 
+func (t memoryTx) InsertMemory(ctx context.Context, m storage.MemoryRow) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		m.ID, m.StoreID, m.Path, m.ContentSHA256, m.ContentSizeBytes, m.VersionID, m.CreatedAt, m.UpdatedAt); err != nil {
+		return fmt.Errorf("create memory: %w", err)
+	}
+	return nil
+}
+
+func (t memoryTx) UpdateMemory(ctx context.Context, m storage.MemoryRow, _ bool) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE memories SET path = $1, content_sha256 = $2, content_size_bytes = $3, version_id = $4, updated_at = $5 WHERE id = $6`,
+		m.Path, m.ContentSHA256, m.ContentSizeBytes, m.VersionID, m.UpdatedAt, m.ID); err != nil {
+		return fmt.Errorf("update memory %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+func (t memoryTx) DeleteMemory(ctx context.Context, memoryID string) error {
+	if _, err := t.tx.Exec(ctx, `DELETE FROM memories WHERE id = $1`, memoryID); err != nil {
+		return fmt.Errorf("delete memory %s: %w", memoryID, err)
+	}
+	return nil
+}
+
+func (t memoryTx) ReadVersion(ctx context.Context, storeID, versionID string) (storage.VersionRow, error) {
+	return getVersion(ctx, t.tx, storeID, versionID)
+}
+
+func (t memoryTx) IsHead(ctx context.Context, memoryID, versionID string) (bool, error) {
+	var head bool
+	err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE id = $1 AND version_id = $2)`, memoryID, versionID).Scan(&head)
+	return head, err
+}
+
+func (t memoryTx) Redact(ctx context.Context, versionID string, at time.Time, by storage.Actor) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = $1, redacted_by_type = $2, redacted_by_id = $3 WHERE id = $4`,
+		at, by.Kind, by.ID, versionID); err != nil {
+		return fmt.Errorf("redact memory version %s: %w", versionID, err)
+	}
+	return nil
+}
+
 // CreateMemory implements storage.Memories.
-func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (api.Memory, error) {
-	if err := storage.CheckActor(in.By); err != nil {
-		return api.Memory{}, err
-	}
-	limit := in.MaxMemories
-	if limit <= 0 {
-		limit = api.DefaultMaxMemories
-	}
-	var m api.Memory
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		count, err := writableStore(ctx, tx, in.StoreID)
-		if err != nil {
-			return err
-		}
-		// The conflict comes first: a client retrying a create whose
-		// response it lost learns the memory's id even when the store has
-		// filled up since.
-		if err := pathConflict(ctx, tx, in.StoreID, in.Path, ""); err != nil {
-			return err
-		}
-		if count >= limit {
-			return &storage.StoreFullError{Limit: limit}
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		memID, verID := ids.NewAt(ids.Memory, now), ids.NewAt(ids.MemoryVersion, now)
-		sha, size := storage.ContentHash(in.Content), int64(len(in.Content))
-		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: memID, op: api.OperationCreated,
-			path: &in.Path, content: &in.Content, sha: &sha, size: &size, by: in.By, at: now}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-			memID, in.StoreID, in.Path, sha, size, verID, now); err != nil {
-			return fmt.Errorf("create memory: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE memory_stores SET memory_count = memory_count + 1 WHERE id = $1`, in.StoreID); err != nil {
-			return err
-		}
-		content := in.Content
-		m = api.Memory{ID: memID, Type: "memory", MemoryStoreID: in.StoreID, Path: in.Path, Content: &content,
-			ContentSHA256: sha, ContentSizeBytes: size, MemoryVersionID: verID, CreatedAt: now, UpdatedAt: now}
-		return nil
+func (s *DB) CreateMemory(ctx context.Context, in storage.NewMemory) (storage.MemoryRow, error) {
+	sha := in.ContentSHA256()
+	var m storage.MemoryRow
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		m, err = storage.CreateMemoryIn(ctx, memoryTx{s, tx}, in, sha)
+		return err
 	})
 	return m, err
 }
 
 // GetMemory implements storage.Memories.
-func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (api.Memory, error) {
-	m, err := getMemory(ctx, s.pool, storeID, memoryID)
+func (s *DB) GetMemory(ctx context.Context, storeID, memoryID string) (storage.MemoryRow, error) {
+	m, err := getMemory(ctx, s.pool, storeID, memoryID, true)
 	return m, unavailable(err)
 }
 
 // UpdateMemory implements storage.Memories.
-func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (api.Memory, bool, error) {
-	if err := storage.CheckActor(in.By); err != nil {
-		return api.Memory{}, false, err
-	}
+func (s *DB) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (storage.MemoryRow, bool, error) {
+	sha := in.ContentSHA256()
 	var (
-		m       api.Memory
+		m       storage.MemoryRow
 		changed bool
 	)
-	sha := in.ContentSHA256()
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		changed = false
-		if _, err := writableStore(ctx, tx, in.StoreID); err != nil {
-			return err
-		}
-		cur, err := getMemory(ctx, tx, in.StoreID, in.MemoryID)
-		if err != nil {
-			return err
-		}
-		next, err := storage.PlanUpdate(cur, in, sha)
-		if err != nil || next.Noop {
-			m = cur
-			return err
-		}
-		newPath, newContent, newSHA := next.Path, next.Content, next.SHA256
-		if newPath != cur.Path {
-			if err := pathConflict(ctx, tx, in.StoreID, newPath, cur.ID); err != nil {
-				return err
-			}
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		verID := ids.NewAt(ids.MemoryVersion, now)
-		size := int64(len(newContent))
-		if err := insertVersion(ctx, tx, versionRow{id: verID, storeID: in.StoreID, memoryID: cur.ID, op: api.OperationModified,
-			path: &newPath, content: &newContent, sha: &newSHA, size: &size, by: in.By, at: now}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE memories SET path = $1, content_sha256 = $2, content_size_bytes = $3, version_id = $4, updated_at = $5 WHERE id = $6`,
-			newPath, newSHA, size, verID, now, cur.ID); err != nil {
-			return fmt.Errorf("update memory %s: %w", cur.ID, err)
-		}
-		changed = true
-		m = cur
-		m.Path, m.Content, m.ContentSHA256, m.ContentSizeBytes, m.MemoryVersionID, m.UpdatedAt = newPath, &newContent, newSHA, size, verID, now
-		return nil
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		m, changed, err = storage.UpdateMemoryIn(ctx, memoryTx{s, tx}, in, sha)
+		return err
 	})
 	return m, changed, err
 }
 
 // DeleteMemory implements storage.Memories.
-func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by api.Actor) error {
-	if err := storage.CheckActor(by); err != nil {
-		return err
-	}
+func (s *DB) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by storage.Actor) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		// Lock the store (archived or not: deleting is allowed) so the
-		// delete is ordered with every other write to it.
-		if _, err := getStore(ctx, tx, storeID, true); err != nil {
-			return err
-		}
-		cur, err := scanMemory(tx.QueryRow(ctx, `SELECT `+memoryColumns+` FROM memories m WHERE m.id = $1 AND m.store_id = $2`, memoryID, storeID), false)
-		if err != nil {
-			return err
-		}
-		if expectedSHA256 != "" && expectedSHA256 != cur.m.ContentSHA256 {
-			return &storage.PreconditionFailedError{CurrentSHA256: cur.m.ContentSHA256}
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := insertVersion(ctx, tx, versionRow{id: ids.NewAt(ids.MemoryVersion, now), storeID: storeID, memoryID: memoryID,
-			op: api.OperationDeleted, path: &cur.m.Path, by: by, at: now}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM memories WHERE id = $1`, memoryID); err != nil {
-			return fmt.Errorf("delete memory %s: %w", memoryID, err)
-		}
-		_, err = tx.Exec(ctx, `UPDATE memory_stores SET memory_count = memory_count - 1 WHERE id = $1`, storeID)
-		return err
+		return storage.DeleteMemoryIn(ctx, memoryTx{s, tx}, storeID, memoryID, expectedSHA256, by)
 	})
 }
 
@@ -450,127 +393,100 @@ func (s *DB) CountMemories(ctx context.Context, storeID string) (int, error) {
 	return n, unavailable(notFound(err))
 }
 
-// ListMemories implements storage.Memories: the same walk of the
-// (store_id, path) index as the SQLite backend, inside one snapshot.
-func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.Page[api.MemoryListItem], error) {
-	var page storage.Page[api.MemoryListItem]
-	prefix, from, upper, err := storage.ListStart(q)
+// ListMemories implements storage.Memories: storage.MemoryListing's walk
+// of the (store_id, path) index, inside one snapshot.
+func (s *DB) ListMemories(ctx context.Context, q storage.MemoryQuery) (storage.Page[storage.MemoryEntry], error) {
+	var page storage.Page[storage.MemoryEntry]
+	listing, err := storage.PlanListing(q)
 	if err != nil {
 		return page, err
 	}
-	limit := storage.ListLimit(q.Limit)
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
-		page = storage.Page[api.MemoryListItem]{}
 		if _, err := getStore(ctx, tx, q.StoreID, false); err != nil {
 			return err
 		}
-		for len(page.Items) < limit {
-			want := limit - len(page.Items)
-			batch, err := memoryBatch(ctx, tx, q, from, upper, want)
-			if err != nil {
-				return err
-			}
-			rolledUp := false
-			for _, r := range batch {
-				if dir, ok := storage.RollUp(r.m.Path, prefix, q.Depth); ok {
-					page.Items = append(page.Items, api.MemoryListItem{Prefix: &api.MemoryPrefix{Type: "memory_prefix", Path: dir}})
-					_, past := storage.SubtreeRange(dir)
-					from = storage.ListBound{Key: past}
-					rolledUp = true
-					break
-				}
-				m := r.toAPI(q.WithContent)
-				page.Items = append(page.Items, api.MemoryListItem{Memory: &m})
-				from = storage.ListBound{Key: r.m.Path, Exclusive: true}
-			}
-			if !rolledUp && len(batch) < want {
-				return nil // the range is exhausted
-			}
-		}
-		// The page is full; it has a successor only if something is left.
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM memories WHERE store_id = $1 AND path `+from.Op()+` $2 AND path < $3 LIMIT 1`, q.StoreID, from.Key, upper).Scan(&one)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		}
-		page.Next = storage.EncodeCursor(storage.CursorMemories, from.Encode())
-		return nil
+		page, err = listing.Page(memoryRange{ctx: ctx, tx: tx, q: q})
+		return err
 	})
 	return page, err
 }
 
-func memoryBatch(ctx context.Context, tx querier, q storage.MemoryQuery, from storage.ListBound, upper string, n int) ([]memoryRow, error) {
-	sel := `SELECT ` + memoryColumns + ` FROM memories m`
-	if q.WithContent {
-		sel = memoryWithContent
-	}
-	scan := func(r pgx.Row) (memoryRow, error) { return scanMemory(r, q.WithContent) }
-	out, err := queryAll(ctx, tx, scan, sel+` WHERE m.store_id = $1 AND m.path `+from.Op()+` $2 AND m.path < $3 ORDER BY m.path LIMIT $4`, q.StoreID, from.Key, upper, n)
+// memoryRange is storage.MemoryRange in a read transaction.
+type memoryRange struct {
+	ctx context.Context
+	tx  querier
+	q   storage.MemoryQuery
+}
+
+func (r memoryRange) Memories(from storage.ListBound, upper string, n int) ([]storage.MemoryRow, error) {
+	scan := func(row pgx.Row) (storage.MemoryRow, error) { return scanMemory(row, r.q.WithContent) }
+	out, err := queryAll(r.ctx, r.tx, scan, selectMemory(r.q.WithContent)+` WHERE m.store_id = $1 AND m.path `+from.Op()+` $2 AND m.path < $3 ORDER BY m.path LIMIT $4`, r.q.StoreID, from.Key, upper, n)
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
 	return out, nil
 }
 
+func (r memoryRange) Any(from storage.ListBound, upper string) (bool, error) {
+	var one int
+	err := r.tx.QueryRow(r.ctx, `SELECT 1 FROM memories WHERE store_id = $1 AND path `+from.Op()+` $2 AND path < $3 LIMIT 1`, r.q.StoreID, from.Key, upper).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // ---- versions ----
 
-const versionColumns = `id, store_id, memory_id, operation, path, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, redacted_at, redacted_by_type, redacted_by_id`
+const versionColumns = `id, store_id, memory_id, operation, sequence, path, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, redacted_at, redacted_by_type, redacted_by_id`
 
-func scanVersion(row pgx.Row, withContent bool) (api.MemoryVersion, error) {
+func scanVersion(row pgx.Row, withContent bool) (storage.VersionRow, error) {
 	var (
-		v              api.MemoryVersion
-		content        []byte
-		byType, byID   string
-		rbType, rbID   *string
-		contentPresent bool
+		v            storage.VersionRow
+		path, sha    *string
+		size         *int64
+		content      []byte
+		redacted     *time.Time
+		rbType, rbID *string
 	)
-	dest := []any{&v.ID, &v.MemoryStoreID, &v.MemoryID, &v.Operation, &v.Path, &v.ContentSHA256, &v.ContentSizeBytes, &v.CreatedAt, &byType, &byID, &v.RedactedAt, &rbType, &rbID}
+	dest := []any{&v.ID, &v.StoreID, &v.MemoryID, &v.Operation, &v.Sequence, &path, &sha, &size, &v.CreatedAt, &v.CreatedBy.Kind, &v.CreatedBy.ID, &redacted, &rbType, &rbID}
 	if withContent {
-		dest = append(dest, &content, &contentPresent)
+		dest = append(dest, &content)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return v, notFound(err)
 	}
-	v.Type = "memory_version"
-	if contentPresent {
-		c := string(content)
-		v.Content = &c
+	v.Path, v.ContentSHA256, v.Content = deref(path), deref(sha), string(content)
+	if size != nil {
+		v.ContentSizeBytes = *size
 	}
-	v.CreatedBy = storage.ActorFrom(byType, byID)
-	if rbType != nil {
-		a := storage.ActorFrom(*rbType, deref(rbID))
-		v.RedactedBy = &a
+	if redacted != nil {
+		v.RedactedAt = *redacted
+		v.RedactedBy = storage.Actor{Kind: storage.ActorKind(deref(rbType)), ID: deref(rbID)}
 	}
 	return v, nil
 }
 
-// versionContent selects a version's content and whether it has any (an
-// empty memory's content is not NULL; a deletion's or a redacted one's is).
-const versionContent = `, content, content IS NOT NULL`
-
-func getVersion(ctx context.Context, q querier, storeID, versionID string) (api.MemoryVersion, error) {
-	return scanVersion(q.QueryRow(ctx, `SELECT `+versionColumns+versionContent+` FROM memory_versions WHERE id = $1 AND store_id = $2`, versionID, storeID), true)
+func getVersion(ctx context.Context, q querier, storeID, versionID string) (storage.VersionRow, error) {
+	return scanVersion(q.QueryRow(ctx, `SELECT `+versionColumns+`, content FROM memory_versions WHERE id = $1 AND store_id = $2`, versionID, storeID), true)
 }
 
 // GetMemoryVersion implements storage.MemoryVersions.
-func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (api.MemoryVersion, error) {
+func (s *DB) GetMemoryVersion(ctx context.Context, storeID, versionID string) (storage.VersionRow, error) {
 	v, err := getVersion(ctx, s.pool, storeID, versionID)
 	return v, unavailable(err)
 }
 
 // ListMemoryVersions implements storage.MemoryVersions: newest first is
 // id descending.
-func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuery) (storage.Page[api.MemoryVersion], error) {
+func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuery) (storage.Page[storage.VersionRow], error) {
 	var (
-		page storage.Page[api.MemoryVersion]
+		page storage.Page[storage.VersionRow]
 		a    args
 	)
 	where := []string{"store_id = " + a.add(q.StoreID)}
 	if q.Cursor != "" {
-		after, err := storage.DecodeCursor(storage.CursorMemoryVersions, q.Cursor)
+		after, err := storage.DecodeCursor(storage.StoreCursor(storage.CursorMemoryVersions, q.StoreID), q.Cursor)
 		if err != nil {
 			return page, err
 		}
@@ -582,8 +498,8 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	if q.Operation != "" {
 		where = append(where, "operation = "+a.add(q.Operation))
 	}
-	if q.ActorType != "" {
-		where = append(where, "created_by_type = "+a.add(q.ActorType)+" AND created_by_id = "+a.add(q.ActorID))
+	if q.CreatedBy != (storage.Actor{}) {
+		where = append(where, "created_by_type = "+a.add(q.CreatedBy.Kind)+" AND created_by_id = "+a.add(q.CreatedBy.ID))
 	}
 	if q.CreatedGTE != nil {
 		where = append(where, "created_at >= "+a.add(*q.CreatedGTE))
@@ -594,14 +510,14 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	limit := storage.ListLimit(q.Limit)
 	cols := versionColumns
 	if q.WithContent {
-		cols += versionContent
+		cols += ", content"
 	}
 	query := `SELECT ` + cols + ` FROM memory_versions WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ` + a.add(limit+1)
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		if _, err := getStore(ctx, tx, q.StoreID, false); err != nil {
 			return err
 		}
-		scan := func(r pgx.Row) (api.MemoryVersion, error) { return scanVersion(r, q.WithContent) }
+		scan := func(r pgx.Row) (storage.VersionRow, error) { return scanVersion(r, q.WithContent) }
 		var err error
 		if page.Items, err = queryAll(ctx, tx, scan, query, a...); err != nil {
 			return fmt.Errorf("list memory versions: %w", err)
@@ -613,47 +529,16 @@ func (s *DB) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQuer
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
-		page.Next = storage.EncodeCursor(storage.CursorMemoryVersions, page.Items[limit-1].ID)
+		page.Next = storage.EncodeCursor(storage.StoreCursor(storage.CursorMemoryVersions, q.StoreID), page.Items[limit-1].ID)
 	}
 	return page, nil
 }
 
 // RedactMemoryVersion implements storage.MemoryVersions.
-func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by api.Actor) (api.MemoryVersion, error) {
-	if err := storage.CheckActor(by); err != nil {
-		return api.MemoryVersion{}, err
-	}
-	var v api.MemoryVersion
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// The store's lock orders the redaction with the writes that could
-		// make this version a memory's head.
-		if _, err := getStore(ctx, tx, storeID, true); err != nil {
-			return err
-		}
-		cur, err := getVersion(ctx, tx, storeID, versionID)
-		if err != nil {
-			return err
-		}
-		if cur.RedactedAt != nil {
-			v = cur
-			return nil
-		}
-		var head int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM memories WHERE id = $1 AND version_id = $2`, cur.MemoryID, versionID).Scan(&head); err != nil {
-			return err
-		}
-		if head > 0 {
-			return storage.ErrRedactHead
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = $1, redacted_by_type = $2, redacted_by_id = $3 WHERE id = $4`,
-			now, by.Type, storage.ActorID(by), versionID); err != nil {
-			return fmt.Errorf("redact memory version %s: %w", versionID, err)
-		}
-		v, err = getVersion(ctx, tx, storeID, versionID)
+func (s *DB) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by storage.Actor) (storage.VersionRow, error) {
+	var v storage.VersionRow
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		v, err = storage.RedactVersionIn(ctx, memoryTx{s, tx}, storeID, versionID, by)
 		return err
 	})
 	return v, err

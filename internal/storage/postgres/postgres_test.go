@@ -141,7 +141,7 @@ func TestGuardedWritersAcrossReplicas(t *testing.T) {
 	const writers, rounds = 16, 5
 	dbs := replicas(t, 4)
 	ctx := t.Context()
-	by := api.Actor{Type: api.APIActor, APIKeyID: "apikey_1"}
+	by := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_1"}
 	st, err := dbs[0].CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "s"})
 	if err != nil {
 		t.Fatal(err)

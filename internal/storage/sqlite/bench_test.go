@@ -18,7 +18,7 @@ import (
 // page inside SQLite, without HTTP. The server package benchmarks the same
 // operations end to end.
 
-var benchActor = api.Actor{Type: api.APIActor, APIKeyID: "apikey_bench"}
+var benchActor = storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_bench"}
 
 func benchStore(b *testing.B) (*DB, string) {
 	b.Helper()

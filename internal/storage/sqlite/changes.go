@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -20,30 +19,6 @@ func latestSequence(ctx context.Context, q queryer, storeID string) (int64, erro
 	return seq, err
 }
 
-func scanChange(row rowScanner) (api.MemoryChange, error) {
-	c := api.MemoryChange{Type: "memory_change"}
-	var (
-		path, sha sql.NullString
-		size      sql.NullInt64
-		created   string
-	)
-	if err := row.Scan(&c.Sequence, &c.MemoryID, &c.MemoryVersionID, &c.Operation, &path, &sha, &size, &created); err != nil {
-		return c, err
-	}
-	if path.Valid {
-		c.Path = &path.String
-	}
-	if sha.Valid {
-		c.ContentSHA256 = &sha.String
-	}
-	if size.Valid {
-		c.ContentSizeBytes = &size.Int64
-	}
-	var err error
-	c.CreatedAt, err = parseTime(created)
-	return c, err
-}
-
 // ListChanges implements storage.MemoryStores.
 func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit int) (storage.ChangePage, error) {
 	var page storage.ChangePage
@@ -53,8 +28,9 @@ func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit
 		if err != nil {
 			return err
 		}
-		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]api.MemoryChange, error) {
-			changes, err := queryAll(ctx, tx, scanChange, `SELECT sequence, memory_id, id, operation, path, content_sha256, content_size_bytes, created_at FROM memory_versions WHERE store_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
+		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]storage.VersionRow, error) {
+			scan := func(r rowScanner) (storage.VersionRow, error) { return scanVersion(r, false) }
+			changes, err := queryAll(ctx, tx, scan, `SELECT `+versionColumns+` FROM memory_versions WHERE store_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
 				storeID, after, n)
 			if err != nil {
 				return nil, fmt.Errorf("list changes of memory store %s: %w", storeID, err)
@@ -69,7 +45,7 @@ func (s *DB) ListChanges(ctx context.Context, storeID string, after int64, limit
 // Snapshot implements storage.MemoryStores. The read transaction is the
 // consistent view: WAL readers see the database as of their first read
 // while writers go on.
-func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(api.Memory) error) error {
+func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(storage.MemoryRow) error) error {
 	return s.readTx(ctx, func(sqlTx *sql.Tx) error {
 		tx := s.cached(sqlTx)
 		seq, err := latestSequence(ctx, tx, storeID)
@@ -86,11 +62,7 @@ func (s *DB) Snapshot(ctx context.Context, storeID, prefix string, at func(int64
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanMemory(rows, true)
-			if err != nil {
-				return err
-			}
-			m, err := r.toAPI()
+			m, err := scanMemory(rows, true)
 			if err != nil {
 				return err
 			}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -113,7 +112,7 @@ func TestGroupCommitCountsOnlySucceededWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	by := api.Actor{Type: api.APIActor, APIKeyID: "apikey_test"}
+	by := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_test"}
 	const writers = 32
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -35,12 +35,12 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	by := api.Actor{Type: api.APIActor, APIKeyID: "apikey_1"}
+	by := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_1"}
 	st, err := src.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "notes", Metadata: map[string]string{"team": "a"}})
 	must(err)
 	m, err := src.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/a.md", Content: "one", By: by})
 	must(err)
-	first := m.MemoryVersionID
+	first := m.VersionID
 	two := "two\x00bytes"
 	_, _, err = src.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &two, By: by})
 	must(err)
@@ -93,7 +93,7 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 		t.Fatalf("memory after the copy: %v %+v", err, got)
 	}
 	red, err := dst.GetMemoryVersion(ctx, st.ID, first)
-	if err != nil || red.RedactedAt == nil || red.Content != nil || red.RedactedBy == nil {
+	if err != nil || !red.Redacted() || red.Content != "" || red.RedactedBy != by {
 		t.Fatalf("redacted version after the copy: %v %+v", err, red)
 	}
 	evs, err := dst.ListEvents(ctx, sess.ID, storage.EventQuery{})

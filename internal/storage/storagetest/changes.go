@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testdigest"
 )
@@ -20,9 +19,9 @@ import (
 type Reopener func(t *testing.T, now func() time.Time) (open func() storage.Store)
 
 // changes reads a store's whole feed after a cursor, in pages of limit.
-func (f *fixture) changes(storeID string, after int64, limit int) ([]api.MemoryChange, int64) {
+func (f *fixture) changes(storeID string, after int64, limit int) ([]storage.VersionRow, int64) {
 	f.t.Helper()
-	var all []api.MemoryChange
+	var all []storage.VersionRow
 	for {
 		page, err := f.s.ListChanges(f.ctx, storeID, after, limit)
 		if err != nil {
@@ -37,10 +36,10 @@ func (f *fixture) changes(storeID string, after int64, limit int) ([]api.MemoryC
 }
 
 // changeString renders a change as "seq op path" for comparisons.
-func changeString(c api.MemoryChange) string {
+func changeString(c storage.VersionRow) string {
 	p := "<redacted>"
-	if c.Path != nil {
-		p = *c.Path
+	if !c.Redacted() {
+		p = c.Path
 	}
 	return fmt.Sprintf("%d %s %s", c.Sequence, c.Operation, p)
 }
@@ -78,13 +77,13 @@ func testChanges(t *testing.T, open Factory) {
 		}
 		// The entries are the versions: same ids, hashes and sizes.
 		for _, c := range got {
-			v, err := f.s.GetMemoryVersion(f.ctx, st.ID, c.MemoryVersionID)
-			if err != nil || v.MemoryID != c.MemoryID || v.Operation != c.Operation || !slices.Equal(ptrSlice(v.ContentSHA256), ptrSlice(c.ContentSHA256)) ||
-				!slices.Equal(ptrSlice(v.ContentSizeBytes), ptrSlice(c.ContentSizeBytes)) || !v.CreatedAt.Equal(c.CreatedAt) || c.Type != "memory_change" {
+			v, err := f.s.GetMemoryVersion(f.ctx, st.ID, c.ID)
+			if err != nil || v.MemoryID != c.MemoryID || v.Operation != c.Operation || v.ContentSHA256 != c.ContentSHA256 ||
+				v.ContentSizeBytes != c.ContentSizeBytes || !v.CreatedAt.Equal(c.CreatedAt) || v.Sequence != c.Sequence || c.Content != "" {
 				t.Fatalf("change %+v does not match its version %+v (%v)", c, v, err)
 			}
 		}
-		if got[3].MemoryID != b.ID || *got[3].ContentSHA256 != testdigest.SHA256("b1") {
+		if got[3].MemoryID != b.ID || got[3].ContentSHA256 != testdigest.SHA256("b1") {
 			t.Fatalf("a rename keeps the memory id and hash: %+v", got[3])
 		}
 		// A cursor resumes exactly after itself; the other store counts on its own.
@@ -103,14 +102,14 @@ func testChanges(t *testing.T, open Factory) {
 		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("s2"), By: apiActor}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.MemoryVersionID, apiActor); err != nil {
+		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.VersionID, apiActor); err != nil {
 			t.Fatal(err)
 		}
 		got, latest := f.changes(st.ID, 0, 10)
 		if strs := mapSlice(got, changeString); !slices.Equal(strs, []string{"1 created <redacted>", "2 modified /secret"}) || latest != 2 {
 			t.Fatalf("feed after a redaction = %v at %d", strs, latest)
 		}
-		if got[0].ContentSHA256 != nil || got[0].ContentSizeBytes != nil {
+		if got[0].HasContent() || got[0].ContentSHA256 != "" || got[0].ContentSizeBytes != 0 {
 			t.Fatalf("a redacted change still carries its hash or size: %+v", got[0])
 		}
 	})
@@ -169,9 +168,9 @@ func testChanges(t *testing.T, open Factory) {
 			}
 			// A memory's own versions appear in the order they were written.
 			switch c.Operation {
-			case api.OperationCreated:
+			case storage.OpCreated:
 				created[c.MemoryID] = c.Sequence
-			case api.OperationModified:
+			case storage.OpModified:
 				if s, ok := created[c.MemoryID]; !ok || s > c.Sequence {
 					t.Fatalf("modification of %s before its creation", c.MemoryID)
 				}
@@ -192,8 +191,8 @@ func testChanges(t *testing.T, open Factory) {
 				seq  int64 = -1
 				seen []string
 			)
-			err := f.s.Snapshot(f.ctx, st.ID, prefix, func(s int64) error { seq = s; return nil }, func(m api.Memory) error {
-				if m.Content == nil || m.ContentSHA256 != testdigest.SHA256(*m.Content) || m.ContentSizeBytes != int64(len(*m.Content)) || m.MemoryStoreID != st.ID {
+			err := f.s.Snapshot(f.ctx, st.ID, prefix, func(s int64) error { seq = s; return nil }, func(m storage.MemoryRow) error {
+				if m.Content == nil || m.ContentSHA256 != testdigest.SHA256(*m.Content) || m.ContentSizeBytes != int64(len(*m.Content)) || m.StoreID != st.ID {
 					t.Fatalf("snapshot memory %+v", m)
 				}
 				seen = append(seen, m.Path+"="+*m.Content)
@@ -218,10 +217,10 @@ func testChanges(t *testing.T, open Factory) {
 			t.Fatalf("snapshot while writing = %v at %d, want the 4 memories at 4", got, seq)
 		}
 		stop := errors.New("stop")
-		if err := f.s.Snapshot(f.ctx, st.ID, "/", func(int64) error { return nil }, func(api.Memory) error { return stop }); !errors.Is(err, stop) {
+		if err := f.s.Snapshot(f.ctx, st.ID, "/", func(int64) error { return nil }, func(storage.MemoryRow) error { return stop }); !errors.Is(err, stop) {
 			t.Fatalf("a callback's error = %v, want it returned", err)
 		}
-		if err := f.s.Snapshot(f.ctx, "memstore_01NOPENOPENOPENOPENOPENOPE", "/", func(int64) error { return nil }, func(api.Memory) error { return nil }); !errors.Is(err, storage.ErrNotFound) {
+		if err := f.s.Snapshot(f.ctx, "memstore_01NOPENOPENOPENOPENOPENOPE", "/", func(int64) error { return nil }, func(storage.MemoryRow) error { return nil }); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("snapshot of an unknown store: %v", err)
 		}
 	})
@@ -258,12 +257,4 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 		out[i] = f(x)
 	}
 	return out
-}
-
-// ptrSlice turns an optional value into a comparable slice of zero or one.
-func ptrSlice[T any](p *T) []T {
-	if p == nil {
-		return nil
-	}
-	return []T{*p}
 }

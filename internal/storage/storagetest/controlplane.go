@@ -67,7 +67,7 @@ func (f *cpFixture) newSession(env storage.Environment, res ...api.SessionResour
 	return got, w.ID
 }
 
-func (f *cpFixture) memoryStore(name string) api.MemoryStore {
+func (f *cpFixture) memoryStore(name string) storage.MemoryStoreRow {
 	f.t.Helper()
 	st, err := f.s.CreateMemoryStore(f.ctx, storage.NewMemoryStore{Name: name})
 	if err != nil {
@@ -77,7 +77,7 @@ func (f *cpFixture) memoryStore(name string) api.MemoryStore {
 }
 
 // resource is st attached with the given access at mountPath.
-func (f *cpFixture) resource(st api.MemoryStore, access, mountPath string) api.SessionResource {
+func (f *cpFixture) resource(st storage.MemoryStoreRow, access, mountPath string) api.SessionResource {
 	now := f.clock.Now()
 	return api.SessionResource{ID: ids.New(ids.Resource), Type: api.ResourceMemoryStore, MemoryStoreID: st.ID, Access: access,
 		Name: st.Name, MountPath: mountPath, CreatedAt: now, UpdatedAt: now}
@@ -290,10 +290,10 @@ func testStoresOfSessions(t *testing.T, open Factory) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		store api.MemoryStore
+		store storage.MemoryStoreRow
 		want  error
 	}{
-		{api.MemoryStore{ID: ids.New(ids.MemoryStore)}, storage.ErrNotFound},
+		{storage.MemoryStoreRow{ID: ids.New(ids.MemoryStore)}, storage.ErrNotFound},
 		{archived, storage.ErrStoreArchived},
 	} {
 		now := f.clock.Now()

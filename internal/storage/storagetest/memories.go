@@ -21,8 +21,8 @@ import (
 )
 
 var (
-	apiActor     = api.Actor{Type: api.APIActor, APIKeyID: "apikey_01TESTTESTTESTTESTTESTTEST"}
-	sessionActor = api.Actor{Type: api.SessionActor, SessionID: "sesn_01TESTTESTTESTTESTTESTTEST"}
+	apiActor     = storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_01TESTTESTTESTTESTTESTTEST"}
+	sessionActor = storage.Actor{Kind: storage.ActorSession, ID: "sesn_01TESTTESTTESTTESTTESTTEST"}
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -42,7 +42,7 @@ func newFixture(t *testing.T, open Factory) *fixture {
 	return &fixture{t: t, ctx: context.Background(), s: s, clock: clock}
 }
 
-func (f *fixture) store(name string) api.MemoryStore {
+func (f *fixture) store(name string) storage.MemoryStoreRow {
 	f.t.Helper()
 	st, err := f.s.CreateMemoryStore(f.ctx, storage.NewMemoryStore{Name: name})
 	if err != nil {
@@ -51,7 +51,7 @@ func (f *fixture) store(name string) api.MemoryStore {
 	return st
 }
 
-func (f *fixture) create(storeID, path, content string) api.Memory {
+func (f *fixture) create(storeID, path, content string) storage.MemoryRow {
 	f.t.Helper()
 	m, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: storeID, Path: path, Content: content, By: apiActor, MaxMemories: api.DefaultMaxMemories})
 	if err != nil {
@@ -60,9 +60,9 @@ func (f *fixture) create(storeID, path, content string) api.Memory {
 	return m
 }
 
-func (f *fixture) versions(q storage.MemoryVersionQuery) []api.MemoryVersion {
+func (f *fixture) versions(q storage.MemoryVersionQuery) []storage.VersionRow {
 	f.t.Helper()
-	var all []api.MemoryVersion
+	var all []storage.VersionRow
 	for {
 		page, err := f.s.ListMemoryVersions(f.ctx, q)
 		if err != nil {
@@ -113,9 +113,9 @@ func (f *fixture) listAll(q storage.MemoryQuery) []string {
 	return nil
 }
 
-func itemString(it api.MemoryListItem) string {
-	if it.Prefix != nil {
-		return it.Prefix.Path + " (prefix)"
+func itemString(it storage.MemoryEntry) string {
+	if it.Prefix != "" {
+		return it.Prefix + " (prefix)"
 	}
 	return it.Memory.Path
 }
@@ -127,8 +127,8 @@ func testMemoryStores(t *testing.T, open Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(a.ID, "memstore_") || a.Type != "memory_store" || a.Name != "alpha" || a.Description != "first" ||
-			a.Metadata["team"] != "x" || !a.CreatedAt.Equal(f.clock.Now()) || !a.UpdatedAt.Equal(f.clock.Now()) || a.ArchivedAt != nil {
+		if !strings.HasPrefix(a.ID, "memstore_") || a.Name != "alpha" || a.Description != "first" ||
+			a.Metadata["team"] != "x" || !a.CreatedAt.Equal(f.clock.Now()) || !a.UpdatedAt.Equal(f.clock.Now()) || a.Archived() {
 			t.Fatalf("created store = %+v", a)
 		}
 		got, err := f.s.GetMemoryStore(f.ctx, a.ID)
@@ -145,7 +145,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 
 	t.Run("ListPagingFiltersArchived", func(t *testing.T) {
 		f := newFixture(t, open)
-		var made []api.MemoryStore
+		var made []storage.MemoryStoreRow
 		for i := range 7 {
 			made = append(made, f.store(fmt.Sprintf("s%d", i)))
 			f.clock.Advance(time.Minute)
@@ -261,7 +261,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 		}
 		f.clock.Advance(time.Hour)
 		arch, err := f.s.ArchiveMemoryStore(f.ctx, st.ID)
-		if err != nil || arch.ArchivedAt == nil || !arch.ArchivedAt.Equal(f.clock.Now()) || !arch.UpdatedAt.Equal(f.clock.Now()) {
+		if err != nil || !arch.Archived() || !arch.ArchivedAt.Equal(f.clock.Now()) || !arch.UpdatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("archive = %+v, %v", arch, err)
 		}
 		f.clock.Advance(time.Hour)
@@ -289,7 +289,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 		if err := f.s.DeleteMemory(f.ctx, st.ID, gone.ID, "", apiActor); err != nil {
 			t.Fatalf("delete in archived store: %v", err)
 		}
-		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, old.MemoryVersionID, apiActor); err != nil {
+		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, old.VersionID, apiActor); err != nil {
 			t.Fatalf("redact in archived store: %v", err)
 		}
 	})
@@ -308,7 +308,7 @@ func testMemoryStores(t *testing.T, open Factory) {
 		if _, err := f.s.GetMemory(f.ctx, st.ID, m.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("memory of a deleted store still found: %v", err)
 		}
-		if _, err := f.s.GetMemoryVersion(f.ctx, st.ID, m.MemoryVersionID); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := f.s.GetMemoryVersion(f.ctx, st.ID, m.VersionID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("version of a deleted store still found: %v", err)
 		}
 		if _, err := f.s.ListMemories(f.ctx, storage.MemoryQuery{StoreID: st.ID}); !errors.Is(err, storage.ErrNotFound) {
@@ -338,21 +338,22 @@ func testMemories(t *testing.T, open Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(m.ID, "mem_") || m.Type != "memory" || m.MemoryStoreID != st.ID || m.Path != "/notes/hello.md" ||
+		if !strings.HasPrefix(m.ID, "mem_") || m.StoreID != st.ID || m.Path != "/notes/hello.md" ||
 			m.Content == nil || *m.Content != content || m.ContentSHA256 != testdigest.SHA256(content) || m.ContentSizeBytes != int64(len(content)) ||
-			!strings.HasPrefix(m.MemoryVersionID, "memver_") || !m.CreatedAt.Equal(f.clock.Now()) || !m.UpdatedAt.Equal(f.clock.Now()) {
+			!strings.HasPrefix(m.VersionID, "memver_") || !m.CreatedAt.Equal(f.clock.Now()) || !m.UpdatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("created = %+v", m)
 		}
 		got, err := f.s.GetMemory(f.ctx, st.ID, m.ID)
 		if err != nil || !reflect.DeepEqual(got, m) {
 			t.Fatalf("GetMemory = %+v, %v; want %+v", got, err, m)
 		}
-		v, err := f.s.GetMemoryVersion(f.ctx, st.ID, m.MemoryVersionID)
+		v, err := f.s.GetMemoryVersion(f.ctx, st.ID, m.VersionID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Operation != api.OperationCreated || v.MemoryID != m.ID || v.MemoryStoreID != st.ID || *v.Path != m.Path || *v.Content != content ||
-			*v.ContentSHA256 != testdigest.SHA256(content) || *v.ContentSizeBytes != int64(len(content)) || v.CreatedBy != sessionActor || v.RedactedAt != nil || v.RedactedBy != nil {
+		if v.Operation != storage.OpCreated || v.MemoryID != m.ID || v.StoreID != st.ID || v.Path != m.Path || v.Content != content ||
+			v.ContentSHA256 != testdigest.SHA256(content) || v.ContentSizeBytes != int64(len(content)) || v.CreatedBy != sessionActor || v.Redacted() || v.RedactedBy != (storage.Actor{}) ||
+			!v.HasContent() || v.Sequence != 1 {
 			t.Fatalf("created version = %+v", v)
 		}
 		empty := f.create(st.ID, "/empty", "")
@@ -369,7 +370,7 @@ func testMemories(t *testing.T, open Factory) {
 		if _, err := f.s.GetMemory(f.ctx, other.ID, m.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("memory reached through another store: %v", err)
 		}
-		if _, err := f.s.GetMemoryVersion(f.ctx, other.ID, m.MemoryVersionID); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := f.s.GetMemoryVersion(f.ctx, other.ID, m.VersionID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("version reached through another store: %v", err)
 		}
 		if _, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: "memstore_01NOPENOPENOPENOPENOPENOPE", Path: "/x", By: apiActor, MaxMemories: 10}); !errors.Is(err, storage.ErrNotFound) {
@@ -408,7 +409,7 @@ func testMemories(t *testing.T, open Factory) {
 				t.Errorf("create %s: a refused create changed the count", tt.path)
 			}
 		}
-		if got, _ := f.s.GetMemory(f.ctx, st.ID, a.ID); *got.Content != "file a" || got.MemoryVersionID != a.MemoryVersionID {
+		if got, _ := f.s.GetMemory(f.ctx, st.ID, a.ID); *got.Content != "file a" || got.VersionID != a.VersionID {
 			t.Fatalf("a refused create touched the existing memory: %+v", got)
 		}
 		// Neighbours that only share a string prefix do not collide.
@@ -423,7 +424,7 @@ func testMemories(t *testing.T, open Factory) {
 		f := newFixture(t, open)
 		st := f.store("s")
 		const limit = 3
-		var made []api.Memory
+		var made []storage.MemoryRow
 		for i := range limit {
 			m, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/m%d", i), Content: "x", By: apiActor, MaxMemories: limit})
 			if err != nil {
@@ -471,12 +472,12 @@ func testMemories(t *testing.T, open Factory) {
 		if err != nil || !changed {
 			t.Fatalf("update with a matching precondition: changed=%v err=%v", changed, err)
 		}
-		if up.ID != m.ID || *up.Content != "v2" || up.ContentSHA256 != testdigest.SHA256("v2") || up.MemoryVersionID == m.MemoryVersionID ||
+		if up.ID != m.ID || *up.Content != "v2" || up.ContentSHA256 != testdigest.SHA256("v2") || up.VersionID == m.VersionID ||
 			!up.UpdatedAt.Equal(f.clock.Now()) || !up.CreatedAt.Equal(m.CreatedAt) {
 			t.Fatalf("updated = %+v", up)
 		}
-		v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.MemoryVersionID)
-		if v.Operation != api.OperationModified || *v.Content != "v2" || v.CreatedBy != sessionActor {
+		v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.VersionID)
+		if v.Operation != storage.OpModified || v.Content != "v2" || v.CreatedBy != sessionActor {
 			t.Fatalf("modified version = %+v", v)
 		}
 
@@ -486,7 +487,7 @@ func testMemories(t *testing.T, open Factory) {
 		if !errors.As(err, &pf) || pf.CurrentSHA256 != testdigest.SHA256("v2") {
 			t.Fatalf("stale precondition: %v", err)
 		}
-		if got, _ := f.s.GetMemory(f.ctx, st.ID, m.ID); *got.Content != "v2" || got.MemoryVersionID != up.MemoryVersionID {
+		if got, _ := f.s.GetMemory(f.ctx, st.ID, m.ID); *got.Content != "v2" || got.VersionID != up.VersionID {
 			t.Fatalf("a refused update changed the memory: %+v", got)
 		}
 
@@ -495,7 +496,7 @@ func testMemories(t *testing.T, open Factory) {
 		before := len(f.versions(storage.MemoryVersionQuery{StoreID: st.ID}))
 		f.clock.Advance(time.Minute)
 		same, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: ptr("v2"), IfSHA256: testdigest.SHA256("v1"), By: apiActor})
-		if err != nil || changed || same.MemoryVersionID != up.MemoryVersionID || !same.UpdatedAt.Equal(up.UpdatedAt) || *same.Content != "v2" {
+		if err != nil || changed || same.VersionID != up.VersionID || !same.UpdatedAt.Equal(up.UpdatedAt) || *same.Content != "v2" {
 			t.Fatalf("no-op with stale precondition = %+v, changed=%v, %v", same, changed, err)
 		}
 		if _, changed, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Path: ptr("/doc"), By: apiActor}); err != nil || changed {
@@ -519,8 +520,8 @@ func testMemories(t *testing.T, open Factory) {
 		if err != nil || !changed || r.ID != a.ID || r.Path != "/moved/a" || *r.Content != "A" || r.ContentSHA256 != a.ContentSHA256 {
 			t.Fatalf("rename = %+v, changed=%v, %v", r, changed, err)
 		}
-		v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, r.MemoryVersionID)
-		if v.Operation != api.OperationModified || *v.Path != "/moved/a" || *v.Content != "A" {
+		v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, r.VersionID)
+		if v.Operation != storage.OpModified || v.Path != "/moved/a" || v.Content != "A" {
 			t.Fatalf("rename version = %+v", v)
 		}
 		// The old path is free again; the id keeps the history.
@@ -582,11 +583,11 @@ func testMemories(t *testing.T, open Factory) {
 			t.Fatalf("deleted memory still there: %v", err)
 		}
 		h := f.versions(storage.MemoryVersionQuery{StoreID: st.ID, MemoryID: m.ID, WithContent: true})
-		if len(h) != 2 || h[0].Operation != api.OperationDeleted || h[1].Operation != api.OperationCreated {
+		if len(h) != 2 || h[0].Operation != storage.OpDeleted || h[1].Operation != storage.OpCreated {
 			t.Fatalf("history after delete = %+v", h)
 		}
 		del := h[0]
-		if del.Path == nil || *del.Path != "/d" || del.Content != nil || del.ContentSHA256 != nil || del.ContentSizeBytes != nil ||
+		if del.Path != "/d" || del.HasContent() || del.Content != "" || del.ContentSHA256 != "" || del.ContentSizeBytes != 0 ||
 			del.CreatedBy != sessionActor || !del.CreatedAt.Equal(f.clock.Now()) {
 			t.Fatalf("deleted version = %+v", del)
 		}
@@ -710,7 +711,7 @@ func testMemoryListing(t *testing.T, open Factory) {
 			t.Fatal(err)
 		}
 		for _, it := range page.Items {
-			if it.Memory.Content != nil || it.Memory.ContentSHA256 != testdigest.SHA256("content of "+it.Memory.Path) || it.Memory.MemoryVersionID == "" {
+			if it.Memory.Content != nil || it.Memory.ContentSHA256 != testdigest.SHA256("content of "+it.Memory.Path) || it.Memory.VersionID == "" {
 				t.Fatalf("basic item = %+v", it.Memory)
 			}
 		}
@@ -834,14 +835,14 @@ func testMemoryVersions(t *testing.T, open Factory) {
 		other := f.store("other")
 		f.create(other.ID, "/a", "elsewhere")
 
-		ops := func(vs []api.MemoryVersion) []string {
+		ops := func(vs []storage.VersionRow) []string {
 			var out []string
 			for _, v := range vs {
 				p := "<nil>"
-				if v.Path != nil {
-					p = *v.Path
+				if !v.Redacted() {
+					p = v.Path
 				}
-				out = append(out, v.Operation+" "+p)
+				out = append(out, string(v.Operation)+" "+p)
 			}
 			return out
 		}
@@ -850,10 +851,10 @@ func testMemoryVersions(t *testing.T, open Factory) {
 			t.Fatalf("newest first = %v, want %v", got, want)
 		}
 		for _, v := range all {
-			if v.Content != nil {
+			if v.Content != "" {
 				t.Fatalf("content without WithContent: %+v", v)
 			}
-			if v.Operation != api.OperationDeleted && (v.ContentSHA256 == nil || v.ContentSizeBytes == nil) {
+			if v.Operation != storage.OpDeleted && (v.ContentSHA256 == "" || v.ContentSizeBytes == 0) {
 				t.Fatalf("basic version lacks hash or size: %+v", v)
 			}
 		}
@@ -864,12 +865,12 @@ func testMemoryVersions(t *testing.T, open Factory) {
 		}{
 			{"memory_id", storage.MemoryVersionQuery{MemoryID: a.ID}, []string{"modified /a", "created /a"}},
 			{"memory_id of a deleted memory", storage.MemoryVersionQuery{MemoryID: b.ID}, []string{"deleted /b", "created /b"}},
-			{"operation", storage.MemoryVersionQuery{Operation: api.OperationCreated}, []string{"created /b", "created /a"}},
-			{"session", storage.MemoryVersionQuery{ActorType: api.SessionActor, ActorID: sessionActor.SessionID}, []string{"modified /a", "created /b"}},
-			{"api key", storage.MemoryVersionQuery{ActorType: api.APIActor, ActorID: apiActor.APIKeyID}, []string{"deleted /b", "created /a"}},
+			{"operation", storage.MemoryVersionQuery{Operation: storage.OpCreated}, []string{"created /b", "created /a"}},
+			{"session", storage.MemoryVersionQuery{CreatedBy: sessionActor}, []string{"modified /a", "created /b"}},
+			{"api key", storage.MemoryVersionQuery{CreatedBy: apiActor}, []string{"deleted /b", "created /a"}},
 			{"created_at gte", storage.MemoryVersionQuery{CreatedGTE: &t2}, []string{"deleted /b", "modified /a"}},
 			{"created_at window", storage.MemoryVersionQuery{CreatedGTE: &t0, CreatedLTE: &t2}, []string{"modified /a", "created /b", "created /a"}},
-			{"combined", storage.MemoryVersionQuery{MemoryID: a.ID, Operation: api.OperationCreated}, []string{"created /a"}},
+			{"combined", storage.MemoryVersionQuery{MemoryID: a.ID, Operation: storage.OpCreated}, []string{"created /a"}},
 			{"no match", storage.MemoryVersionQuery{MemoryID: "mem_01NOPENOPENOPENOPENOPENOPE"}, nil},
 		}
 		for _, c := range cases {
@@ -879,11 +880,44 @@ func testMemoryVersions(t *testing.T, open Factory) {
 			}
 		}
 		full := f.versions(storage.MemoryVersionQuery{StoreID: st.ID, WithContent: true})
-		if full[1].Content == nil || *full[1].Content != "a2" || full[0].Content != nil {
+		if full[1].Content != "a2" || full[0].Content != "" {
 			t.Fatalf("full view: %+v / %+v", full[1], full[0])
 		}
 		if _, err := f.s.ListMemoryVersions(f.ctx, storage.MemoryVersionQuery{StoreID: st.ID, Cursor: storage.EncodeCursor(storage.CursorMemories, "=/a")}); !errors.Is(err, storage.ErrBadCursor) {
 			t.Fatalf("memory cursor on versions: %v", err)
+		}
+	})
+
+	// A page cursor names the store whose listing issued it: handed to
+	// another store's listing it is refused, not read as a position there
+	// (a version id of store A would page store B from A's sequence).
+	t.Run("CursorFromAnotherStoreRefused", func(t *testing.T) {
+		f := newFixture(t, open)
+		a, b := f.store("a"), f.store("b")
+		for _, p := range []string{"/1", "/2", "/3"} {
+			f.create(a.ID, p, "a"+p)
+			f.create(b.ID, p, "b"+p)
+		}
+		vers, err := f.s.ListMemoryVersions(f.ctx, storage.MemoryVersionQuery{StoreID: a.ID, Limit: 1})
+		if err != nil || vers.Next == "" {
+			t.Fatalf("first page of a's versions: %+v, %v", vers, err)
+		}
+		if page, err := f.s.ListMemoryVersions(f.ctx, storage.MemoryVersionQuery{StoreID: b.ID, Cursor: vers.Next}); !errors.Is(err, storage.ErrBadCursor) {
+			t.Fatalf("a's versions cursor on b = %d items, %v; want ErrBadCursor", len(page.Items), err)
+		}
+		mems, err := f.s.ListMemories(f.ctx, storage.MemoryQuery{StoreID: a.ID, Limit: 1})
+		if err != nil || mems.Next == "" {
+			t.Fatalf("first page of a's memories: %+v, %v", mems, err)
+		}
+		if page, err := f.s.ListMemories(f.ctx, storage.MemoryQuery{StoreID: b.ID, Cursor: mems.Next}); !errors.Is(err, storage.ErrBadCursor) {
+			t.Fatalf("a's memories cursor on b = %d items, %v; want ErrBadCursor", len(page.Items), err)
+		}
+		// Each cursor still pages its own store, and nothing was lost.
+		if got := f.versions(storage.MemoryVersionQuery{StoreID: a.ID, Limit: 1}); len(got) != 3 {
+			t.Fatalf("a's versions = %d, want 3", len(got))
+		}
+		if got := f.listAll(storage.MemoryQuery{StoreID: b.ID, Limit: 1}); !slices.Equal(got, []string{"/1", "/2", "/3"}) {
+			t.Fatalf("b's memories = %v", got)
 		}
 	})
 
@@ -895,27 +929,27 @@ func testMemoryVersions(t *testing.T, open Factory) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, up.MemoryVersionID, apiActor); !errors.Is(err, storage.ErrRedactHead) {
+		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, up.VersionID, apiActor); !errors.Is(err, storage.ErrRedactHead) {
 			t.Fatalf("redacting the head: %v, want ErrRedactHead", err)
 		}
-		if v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.MemoryVersionID); v.RedactedAt != nil || v.Content == nil {
+		if v, _ := f.s.GetMemoryVersion(f.ctx, st.ID, up.VersionID); v.Redacted() || v.Content != "password=<removed>" {
 			t.Fatalf("a refused redaction changed the head: %+v", v)
 		}
 		f.clock.Advance(time.Hour)
-		v, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.MemoryVersionID, apiActor)
+		v, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.VersionID, apiActor)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Content != nil || v.ContentSHA256 != nil || v.ContentSizeBytes != nil || v.Path != nil ||
-			v.RedactedAt == nil || !v.RedactedAt.Equal(f.clock.Now()) || v.RedactedBy == nil || *v.RedactedBy != apiActor ||
-			v.Operation != api.OperationCreated || v.CreatedBy != apiActor || v.MemoryID != m.ID || !v.CreatedAt.Equal(m.CreatedAt) {
+		if v.Content != "" || v.ContentSHA256 != "" || v.ContentSizeBytes != 0 || v.Path != "" || v.HasContent() ||
+			!v.Redacted() || !v.RedactedAt.Equal(f.clock.Now()) || v.RedactedBy != apiActor ||
+			v.Operation != storage.OpCreated || v.CreatedBy != apiActor || v.MemoryID != m.ID || !v.CreatedAt.Equal(m.CreatedAt) {
 			t.Fatalf("redacted = %+v", v)
 		}
-		if got, _ := f.s.GetMemoryVersion(f.ctx, st.ID, m.MemoryVersionID); !reflect.DeepEqual(got, v) {
+		if got, _ := f.s.GetMemoryVersion(f.ctx, st.ID, m.VersionID); !reflect.DeepEqual(got, v) {
 			t.Fatalf("stored redaction = %+v, want %+v", got, v)
 		}
 		f.clock.Advance(time.Hour)
-		again, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.MemoryVersionID, sessionActor)
+		again, err := f.s.RedactMemoryVersion(f.ctx, st.ID, m.VersionID, sessionActor)
 		if err != nil || !reflect.DeepEqual(again, v) {
 			t.Fatalf("second redaction = %+v, %v; want unchanged", again, err)
 		}
@@ -928,7 +962,7 @@ func testMemoryVersions(t *testing.T, open Factory) {
 		if err := f.s.DeleteMemory(f.ctx, st.ID, m.ID, "", apiActor); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, up.MemoryVersionID, apiActor); err != nil {
+		if _, err := f.s.RedactMemoryVersion(f.ctx, st.ID, up.VersionID, apiActor); err != nil {
 			t.Fatalf("redacting the last version of a deleted memory: %v", err)
 		}
 		h := f.versions(storage.MemoryVersionQuery{StoreID: st.ID, MemoryID: m.ID})
