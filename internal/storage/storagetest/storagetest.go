@@ -36,6 +36,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("WebhookEndpoints", func(t *testing.T) { testWebhookEndpoints(t, open) })
 	t.Run("WebhookOutbox", func(t *testing.T) { testWebhookOutbox(t, open) })
 	t.Run("WebhookRetries", func(t *testing.T) { testWebhookRetries(t, open) })
+	t.Run("WebhookGivenBack", func(t *testing.T) { testWebhookGivenBack(t, open) })
 	t.Run("ConcurrentDeliveryClaims", func(t *testing.T) { testConcurrentDeliveryClaims(t, open) })
 }
 
