@@ -150,13 +150,8 @@ func New(cfg Config) *Server {
 	}
 	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
 	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
-	// A runtime's appends change session statuses: look for their webhooks.
 	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, agent.RunnerConfig{
-		Log: cfg.Logger, TurnRetry: cfg.TurnRetry,
-		Appended: func(sessionID string) {
-			s.cp.sessions.notify(sessionID)
-			s.dispatch.Nudge()
-		}})
+		Log: cfg.Logger, TurnRetry: cfg.TurnRetry, Appended: s.cp.sessions.notify})
 	s.routes()
 	return s
 }
@@ -212,7 +207,8 @@ func (s *Server) sweepTurns(ctx context.Context) {
 }
 
 // RunWebhooks sends webhook deliveries until ctx ends: those due every
-// interval, and at once after a change through this server. Every replica
+// interval, and at once after a change through this server that stored
+// some (the API's, the console's, an agent runtime's). Every replica
 // sharing a database may run it; each delivery goes out once.
 func (s *Server) RunWebhooks(ctx context.Context, interval time.Duration) {
 	s.dispatch.Run(ctx, interval)

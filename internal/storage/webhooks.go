@@ -39,6 +39,10 @@ type Webhooks interface {
 	// each with its attempts oldest first; After is the last delivery id
 	// of the previous page.
 	ListWebhookDeliveries(ctx context.Context, endpointID string, q ListQuery) ([]WebhookDelivery, error)
+	// DeliveriesStored returns a channel closed once a change made through
+	// this handle stores deliveries (its transaction commits) after the
+	// call: the dispatcher's cue to claim them (see Outbox).
+	DeliveriesStored() <-chan struct{}
 }
 
 // WebhookDelivery is a delivery as stored with every attempt made of it,

@@ -7,6 +7,7 @@
 package testserver
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -51,6 +52,9 @@ type Options struct {
 	// Webhooks, when set, configures webhook delivery and runs the
 	// dispatcher for the whole test, as serve does.
 	Webhooks *server.WebhooksConfig
+	// WebhookInterval is how often that dispatcher looks for due
+	// deliveries besides when a change stores some; 0 is 50 ms.
+	WebhookInterval time.Duration
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -100,7 +104,7 @@ func Start(t testing.TB, o Options) *Server {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			srv.RunWebhooks(ctx, 50*time.Millisecond)
+			srv.RunWebhooks(ctx, cmp.Or(o.WebhookInterval, 50*time.Millisecond))
 			close(done)
 		}()
 		stopWebhooks = func() { cancel(); <-done }

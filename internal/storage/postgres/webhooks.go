@@ -17,8 +17,10 @@ import (
 )
 
 // emit writes the events evs of a change into the outbox, inside the
-// change's transaction q: one event row and one delivery per endpoint
-// webhooks.Recipients names. An event nobody receives is not stored.
+// change's transaction q (one s.tx runs): one event row and one delivery
+// per endpoint webhooks.Recipients names. An event nobody receives is not
+// stored. A transaction that stored deliveries wakes the dispatchers when
+// it commits.
 func (s *DB) emit(ctx context.Context, q querier, evs ...webhooks.Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -47,9 +49,15 @@ func (s *DB) emit(ctx context.Context, q querier, evs ...webhooks.Event) error {
 				return fmt.Errorf("webhook outbox: %w", err)
 			}
 		}
+		s.outbox.Wrote(q)
 	}
 	return nil
 }
+
+// DeliveriesStored implements storage.Webhooks. Only this handle's
+// transactions count: the replica that made a change sends its webhooks,
+// and the others' dispatchers find any left over on their interval.
+func (s *DB) DeliveriesStored() <-chan struct{} { return s.outbox.Stored() }
 
 func scanEndpoint(r pgx.Row) (webhooks.Endpoint, error) {
 	var (

@@ -14,8 +14,10 @@ import (
 )
 
 // emit writes the events evs of a change into the outbox, inside the
-// change's transaction q: one event row and one delivery per endpoint
-// webhooks.Recipients names. An event nobody receives is not stored.
+// change's transaction q (one tx runs): one event row and one delivery per
+// endpoint webhooks.Recipients names. An event nobody receives is not
+// stored. A transaction that stored deliveries wakes the dispatchers when
+// it commits.
 func (s *DB) emit(ctx context.Context, q queryer, evs ...webhooks.Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -41,9 +43,13 @@ func (s *DB) emit(ctx context.Context, q queryer, evs ...webhooks.Event) error {
 				return fmt.Errorf("webhook outbox: %w", err)
 			}
 		}
+		s.outbox.Wrote(q)
 	}
 	return nil
 }
+
+// DeliveriesStored implements storage.Webhooks.
+func (s *DB) DeliveriesStored() <-chan struct{} { return s.outbox.Stored() }
 
 func scanEndpoint(r rowScanner) (webhooks.Endpoint, error) {
 	var (

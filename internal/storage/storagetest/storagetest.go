@@ -37,6 +37,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("WebhookOutbox", func(t *testing.T) { testWebhookOutbox(t, open) })
 	t.Run("WebhookRetries", func(t *testing.T) { testWebhookRetries(t, open) })
 	t.Run("WebhookGivenBack", func(t *testing.T) { testWebhookGivenBack(t, open) })
+	t.Run("DeliveriesStored", func(t *testing.T) { testDeliveriesStored(t, open) })
 	t.Run("ConcurrentDeliveryClaims", func(t *testing.T) { testConcurrentDeliveryClaims(t, open) })
 }
 

@@ -295,6 +295,38 @@ func testWebhookGivenBack(t *testing.T, open Factory) {
 	}
 }
 
+// testDeliveriesStored: the dispatcher's cue comes exactly when a change
+// stores deliveries, not for a change that emits nothing or an event no
+// endpoint subscribed to.
+func testDeliveriesStored(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	stored := f.s.DeliveriesStored()
+	f.webhookEndpoint(webhooks.SessionCreated)
+	st := f.memoryStore("notes") // memory_store.created: nobody subscribed
+	if _, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: st.ID, Path: "/a", Content: "x", By: apiActor, MaxMemories: 10}); err != nil {
+		t.Fatal(err)
+	}
+	f.newEnvironment("other") // environment.created: nobody subscribed
+	if closed(stored) {
+		t.Fatal("changes that stored no delivery signalled the dispatcher")
+	}
+	f.newSession(f.env)
+	if !closed(stored) {
+		t.Fatal("a change that stored a delivery did not signal the dispatcher")
+	}
+	if closed(f.s.DeliveriesStored()) {
+		t.Fatal("a signal handed out after the change is already given")
+	}
+}
+
 // testConcurrentDeliveryClaims: dispatchers claiming at once never hold the
 // same delivery.
 func testConcurrentDeliveryClaims(t *testing.T, open Factory) {

@@ -51,7 +51,6 @@ type Config struct {
 type Dispatcher struct {
 	cfg    Config
 	client *http.Client
-	nudge  chan struct{}
 	// attempts counts attempts by result; latency times them.
 	attempts *prometheus.CounterVec
 	latency  prometheus.Histogram
@@ -79,7 +78,6 @@ func New(cfg Config) *Dispatcher {
 		// Redirects are not followed: the signed request goes to the URL
 		// the endpoint names, nowhere else.
 		client: &http.Client{Transport: transport, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		nudge:  make(chan struct{}, 1),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by result: accepted (2xx), refused (any other status) or unreachable (no answer; the log says why).",
@@ -96,26 +94,21 @@ func New(cfg Config) *Dispatcher {
 	return d
 }
 
-// Nudge makes a running Run look for deliveries at once (after a change
-// that may have stored some).
-func (d *Dispatcher) Nudge() {
-	select {
-	case d.nudge <- struct{}{}:
-	default:
-	}
-}
-
 // pruneEvery is how often Run prunes the settled deliveries past
 // Policy.KeepFor.
 const pruneEvery = time.Hour
 
 // Run sends deliveries until ctx ends, looking for due ones every interval
-// and when nudged, and prunes old settled ones every hour.
+// and as soon as a change made through its store stores some, and prunes
+// old settled ones every hour.
 func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var pruned time.Time
 	for {
+		// Asked before the round: deliveries stored while it runs wake
+		// the next one.
+		stored := d.cfg.Store.DeliveriesStored()
 		if now := d.cfg.Now(); now.Sub(pruned) >= pruneEvery {
 			pruned = now
 			n, err := d.cfg.Store.PruneWebhookDeliveries(ctx, now.Add(-d.cfg.Policy.KeepFor))
@@ -139,7 +132,7 @@ func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-d.nudge:
+		case <-stored:
 		}
 	}
 }
