@@ -19,6 +19,7 @@ type Store interface {
 	Credentials
 	MemoryStores
 	ControlPlane
+	QueueGauges
 	Users
 	Turns
 	Webhooks

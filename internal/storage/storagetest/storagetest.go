@@ -25,6 +25,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
+	t.Run("QueueDepths", func(t *testing.T) { testQueueDepths(t, open) })
 	t.Run("MemoryStores", func(t *testing.T) { testMemoryStores(t, open) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, open) })
 	t.Run("MemoryListing", func(t *testing.T) { testMemoryListing(t, open) })
