@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/url"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
 )
 
 // funcs are the helpers every template may call.
@@ -48,28 +51,57 @@ func derefString(s *string) string {
 }
 
 // actorText names who made a change, in words; it takes an api.Actor or
-// a *api.Actor, and names console users by name (names maps their ids).
-func actorText(names map[string]string, v any) string {
+// a *api.Actor, and names console users by name (names looks them up).
+func actorText(names *userNames, v any) (string, error) {
 	var a api.Actor
 	switch x := v.(type) {
 	case api.Actor:
 		a = x
 	case *api.Actor:
 		if x == nil {
-			return "nobody"
+			return "nobody", nil
 		}
 		a = *x
 	}
 	switch a.Type {
 	case api.SessionActor:
-		return "session " + a.SessionID
+		return "session " + a.SessionID, nil
 	case api.APIActor:
-		return "API key " + a.APIKeyID
+		return "API key " + a.APIKeyID, nil
 	case api.UserActor:
-		if name, ok := names[a.UserID]; ok {
-			return name + " (console)"
+		name, err := names.name(a.UserID)
+		if err != nil {
+			return "", err
 		}
-		return "user " + a.UserID + " (deleted)"
+		if name == "" {
+			return "user " + a.UserID + " (deleted)", nil
+		}
+		return name + " (console)", nil
 	}
-	return a.Type
+	return a.Type, nil
+}
+
+// userNames names the console users one page mentions, reading each from
+// the store once, when the page first needs it: a page costs a read per
+// user it shows, not one of every user there is.
+type userNames struct {
+	ctx   context.Context
+	store storage.Users
+	// known maps the ids read so far to names; "" is a deleted user.
+	known map[string]string
+}
+
+func (n *userNames) name(id string) (string, error) {
+	if name, ok := n.known[id]; ok {
+		return name, nil
+	}
+	u, err := n.store.UserByID(n.ctx, id)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return "", err
+	}
+	if n.known == nil {
+		n.known = map[string]string{}
+	}
+	n.known[id] = u.Name
+	return u.Name, nil
 }
