@@ -103,11 +103,6 @@ func DSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// TryTurn implements storage.Turns.
-func (s *DB) TryTurn(ctx context.Context, sessionID string) (func(), bool, error) {
-	return s.turns.TryTurn(ctx, sessionID)
-}
-
 // Close closes the database.
 func (s *DB) Close() error {
 	s.stopCommitter()

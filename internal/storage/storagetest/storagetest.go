@@ -34,6 +34,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
+	t.Run("TurnCandidates", func(t *testing.T) { testTurnCandidates(t, open) })
 	t.Run("WebhookEndpoints", func(t *testing.T) { testWebhookEndpoints(t, open) })
 	t.Run("WebhookOutbox", func(t *testing.T) { testWebhookOutbox(t, open) })
 	t.Run("WebhookRetries", func(t *testing.T) { testWebhookRetries(t, open) })
