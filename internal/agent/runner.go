@@ -29,8 +29,8 @@ var ErrStale = errors.New("agent: the session's log moved on since this step was
 // back. With several servers on one database every server's Runner may be
 // woken for the same event; the one that takes the turn reacts, so a model
 // call is made once. The others try again every TurnRetry while the turn is
-// held (the server also wakes the Runner for sessions mid-turn now and
-// then: that is how a turn whose server died is picked up). A step's
+// held (and the server runs Sweep now and then: that is how a turn whose
+// server died is picked up). A step's
 // events are appended only if the log, re-read inside the append's
 // transaction, still calls for them: that, not the turn, is what keeps a
 // reaction from being emitted twice when a turn changes hands mid-step.
