@@ -159,9 +159,9 @@ func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, toke
 			JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints w ON w.id = d.endpoint_id
 			WHERE d.state = ? AND w.state = ? ORDER BY d.seq LIMIT ?`, webhooks.Pending, webhooks.StateEnabled, claimWindow)
 	}
-	// Nothing due is the common answer (the dispatcher looks after every
-	// change the API makes): find that out with a read, without taking the
-	// write lock the memory writes' group commit needs.
+	// Nothing due is the common answer (the dispatcher also looks every
+	// interval): find that out with a read, without taking the write lock
+	// the memory writes' group commit needs.
 	pending, err := pendingIn(s.db)
 	if err != nil || len(webhooks.Pick(pending, now, limit)) == 0 {
 		return nil, err
