@@ -241,7 +241,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), MaxMemoriesPerStore: o.maxMemories, API: srv})
+	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), API: srv})
 	if err != nil {
 		stopListening()
 		<-webhooksDone

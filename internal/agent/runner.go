@@ -29,8 +29,8 @@ var ErrStale = errors.New("agent: the session's log moved on since this step was
 // back. With several servers on one database every server's Runner may be
 // woken for the same event; the one that takes the turn reacts, so a model
 // call is made once. The others try again every TurnRetry while the turn is
-// held (the server also wakes the Runner for sessions mid-turn now and
-// then: that is how a turn whose server died is picked up). A step's
+// held (and the server runs Sweep now and then: that is how a turn whose
+// server died is picked up). A step's
 // events are appended only if the log, re-read inside the append's
 // transaction, still calls for them: that, not the turn, is what keeps a
 // reaction from being emitted twice when a turn changes hands mid-step.
@@ -47,6 +47,11 @@ type Runner struct {
 
 	mu       sync.Mutex
 	sessions map[string]*driven
+	// quiet remembers, for Sweep, the idle candidates whose log called
+	// for nothing, at the seq it was read at (a late tool result, an
+	// interrupt of a finished turn): they are not read again until their
+	// log moves.
+	quiet map[string]int64
 }
 
 // driven is the state of one session's goroutine. Wakes are numbered: done
@@ -85,7 +90,7 @@ func NewRunner(store Store, rt Runtime, cfg RunnerConfig) *Runner {
 		cfg.TurnRetry = DefaultTurnRetry
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Runner{store: store, rt: rt, log: cfg.Log, appended: cfg.Appended, turnRetry: cfg.TurnRetry, ctx: ctx, stop: stop, sessions: map[string]*driven{}}
+	return &Runner{store: store, rt: rt, log: cfg.Log, appended: cfg.Appended, turnRetry: cfg.TurnRetry, ctx: ctx, stop: stop, sessions: map[string]*driven{}, quiet: map[string]int64{}}
 }
 
 // Wake tells the Runner that a session's log or work changed.
@@ -102,6 +107,66 @@ func (r *Runner) Nudge(sessionID string) {
 	if driving {
 		r.kick(sessionID, false)
 	}
+}
+
+// sweepPage is how many candidates Sweep reads at a time.
+const sweepPage = 100
+
+// Sweep wakes the Runner for every session whose log calls for a turn
+// (storage.Turns.TurnCandidates): the turns of servers that died. A turn
+// another server still holds is left to it and tried again while held
+// (see Wake); one nobody holds is taken and carried on. That covers a
+// server that died mid-turn and one that died between storing a client's
+// event and reacting to it (an idle session whose user.message was never
+// answered).
+func (r *Runner) Sweep(ctx context.Context) error {
+	seen := map[string]bool{}
+	for after := ""; ; {
+		list, err := r.store.TurnCandidates(ctx, after, sweepPage)
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			seen[c.SessionID] = true
+			if c.Status != api.SessionIdle || r.callsForTurn(ctx, c) {
+				r.Wake(c.SessionID)
+			}
+		}
+		if len(list) < sweepPage {
+			break
+		}
+		after = list[len(list)-1].SessionID
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.quiet {
+		if !seen[id] {
+			delete(r.quiet, id)
+		}
+	}
+	return nil
+}
+
+// callsForTurn says whether an idle candidate's log calls for a step, and
+// remembers the ones whose log does not.
+func (r *Runner) callsForTurn(ctx context.Context, c storage.TurnCandidate) bool {
+	r.mu.Lock()
+	seq, known := r.quiet[c.SessionID]
+	r.mu.Unlock()
+	if known && seq == c.Seq {
+		return false
+	}
+	v, err := r.store.ViewSession(ctx, c.SessionID)
+	if err != nil {
+		return true // the turn reads it again, and says what failed
+	}
+	if step := r.rt.Next(v); len(step.Emit) > 0 || step.Work != nil {
+		return true
+	}
+	r.mu.Lock()
+	r.quiet[c.SessionID] = v.Seq
+	r.mu.Unlock()
+	return false
 }
 
 // Settle wakes a session and waits until the Runner has carried out every

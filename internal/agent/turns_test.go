@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,6 +118,14 @@ func TestATurnRunsOnOneServerAndMovesWhenItsHolderDies(t *testing.T) {
 // user message waiting for the agent's reaction.
 func startModelSession(t *testing.T, s storage.Store) string {
 	t.Helper()
+	return startSession(t, s, model, "look")
+}
+
+// startSession creates a session of an agent of model in s with a user
+// message of text stored, as a server that dies before its runtime reacts
+// leaves it: idle, the message unanswered.
+func startSession(t *testing.T, s storage.Store, model, text string) string {
+	t.Helper()
 	ctx, now := t.Context(), time.Now().UTC()
 	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateEnvironment(ctx, env); err != nil {
@@ -126,7 +136,7 @@ func startModelSession(t *testing.T, s storage.Store) string {
 	if _, err := s.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
-	msg := []api.Event{api.UserMessage("look")}
+	msg := []api.Event{api.UserMessage(text)}
 	if _, err := s.AppendEvents(ctx, sess.ID, msg, func(v storage.SessionView) error { return Check(v, msg) }); err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +165,98 @@ func waitForLog(t *testing.T, s storage.Store, sessionID string, appended <-chan
 		case <-bound:
 			t.Fatalf("the session never got there; log: %s", typesOf(log))
 		}
+	}
+}
+
+// A server that dies between storing a user.message and reacting to it
+// leaves the session idle with the message unanswered and nobody holding
+// its turn. Another server's sweep finds it; while the dying server still
+// holds the turn the sweep leaves it alone, and once that server is gone
+// it takes the turn and answers the message, once.
+func TestASweepTakesUpAMessageAServerDiedBeforeAnswering(t *testing.T) {
+	for _, backend := range turnBackends {
+		t.Run(backend.name, func(t *testing.T) {
+			a, b, closeA := backend.open(t)
+			appended := make(chan string, 100)
+			rb := NewRunner(b, ByModel{Scripted: Scripted{}}, RunnerConfig{Log: slog.New(slog.DiscardHandler), TurnRetry: 10 * time.Millisecond,
+				Appended: func(id string) {
+					select {
+					case appended <- id:
+					default:
+					}
+				}})
+			t.Cleanup(rb.Close)
+			sess := startSession(t, a, api.ScriptedModel, `{"tool_calls":[],"end":"idle"}`)
+			release, ok, err := a.TryTurn(t.Context(), sess) // the dying server, mid-step
+			if err != nil || !ok {
+				t.Fatalf("TryTurn = %v, %v", ok, err)
+			}
+			if err := rb.Sweep(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := rb.Settle(t.Context(), sess); err != nil {
+				t.Fatal(err)
+			}
+			if log := waitForLog(t, b, sess, nil, func([]api.Event) bool { return true }); typesOf(log) != "user.message" {
+				t.Fatalf("the sweep acted on a turn another server holds: %s", typesOf(log))
+			}
+			release() // the server dies: its turn goes with it
+			closeA()
+			log := waitForLog(t, b, sess, appended, func(log []api.Event) bool { return len(log) > 0 && log[len(log)-1].Type == api.EventSessionStatusIdle })
+			if got := typesOf(log); got != "user.message session.status_running agent.message session.status_idle" {
+				t.Fatalf("log %s", got)
+			}
+		})
+	}
+}
+
+// views is a real store that counts the session views made of it.
+type views struct {
+	storage.Store
+	n atomic.Int32
+}
+
+func (v *views) ViewSession(ctx context.Context, id string) (storage.SessionView, error) {
+	v.n.Add(1)
+	return v.Store.ViewSession(ctx, id)
+}
+
+// An idle session whose newest event is a client's but calls for nothing
+// (an interrupt after the turn ended) is read by one sweep, not by every
+// sweep after it, until its log moves.
+func TestASweepReadsAQuietSessionOnce(t *testing.T) {
+	db, _, _ := turnBackends[0].open(t)
+	store := &views{Store: db}
+	r := NewRunner(store, ByModel{Scripted: Scripted{}}, RunnerConfig{Log: slog.New(slog.DiscardHandler), Appended: func(string) {}})
+	t.Cleanup(r.Close)
+	sess := startSession(t, db, api.ScriptedModel, `{"tool_calls":[],"end":"idle"}`)
+	if err := r.Settle(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AppendEvents(t.Context(), sess, []api.Event{api.UserInterrupt()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int32{1, 0} {
+		store.n.Store(0)
+		if err := r.Sweep(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := store.n.Load(); got != want {
+			t.Fatalf("sweep %d read the session %d times, want %d", i+1, got, want)
+		}
+	}
+	msg := []api.Event{api.UserMessage(`{"tool_calls":[],"end":"idle"}`)}
+	if _, err := db.AppendEvents(t.Context(), sess, msg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Settle(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	all, err := db.ListEvents(t.Context(), sess, storage.EventQuery{})
+	if err != nil || all[len(all)-1].Event.Type != api.EventSessionStatusIdle || len(all) != 9 {
+		t.Fatalf("after a new message the sweep did not answer it: %d events, %v", len(all), err)
 	}
 }

@@ -210,7 +210,7 @@ func (c *Console) applyImport(r *http.Request, q *request, s storage.MemoryStore
 		var err error
 		switch st.Action {
 		case storearchive.Create:
-			if _, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore}); err == nil {
+			if _, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()}); err == nil {
 				c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
 			}
 			st.Reason = "created"

@@ -39,14 +39,10 @@ type Config struct {
 	// Now is the console's clock (session expiry, login rate limits); nil
 	// means time.Now.
 	Now func() time.Time
-	// MaxMemoriesPerStore is the server's per-store memory limit, applied
-	// to creates and imports as the API applies it (default
-	// api.DefaultMaxMemories).
-	MaxMemoriesPerStore int
 	// API is the server the console runs beside (required), for what only
 	// it knows: when a session's log changes, which workers poll, how keys
-	// are minted and revoked, and what follows a memory write (the
-	// metrics, the change feed's wake-ups).
+	// are minted and revoked, the per-store memory limit, and what follows
+	// a memory write (the metrics, the change feed's wake-ups).
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
@@ -61,6 +57,7 @@ type API interface {
 	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
 	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
 	MemoryWritten(storeID string, op server.MemoryOp)
+	MaxMemoriesPerStore() int
 }
 
 // Console serves the web console. Build it with New and mount Handler at
@@ -89,9 +86,6 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.MaxMemoriesPerStore <= 0 {
-		cfg.MaxMemoriesPerStore = api.DefaultMaxMemories
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
@@ -217,18 +211,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, q *request, sta
 		Title string
 		Req   *request
 		Data  any
-		// Names maps console users' ids to their names, for "who".
-		Names map[string]string
-	}{title, q, data, map[string]string{}}
-	if q != nil {
-		users, err := c.store.ListUsers(r.Context())
-		if err != nil {
-			return err
-		}
-		for _, u := range users {
-			view.Names[u.ID] = u.Name
-		}
-	}
+		// Names names the console users the page shows, for "who".
+		Names *userNames
+	}{title, q, data, &userNames{ctx: r.Context(), store: c.store}}
 	if err := t.ExecuteTemplate(&b, "layout", view); err != nil {
 		return fmt.Errorf("console: render %s: %w", page, err)
 	}

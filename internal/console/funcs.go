@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/url"
@@ -47,20 +49,49 @@ func derefString(s *string) string {
 }
 
 // actorText names who made a change, in words, and names console users by
-// name (names maps their ids).
-func actorText(names map[string]string, a storage.Actor) string {
+// name (names looks them up).
+func actorText(names *userNames, a storage.Actor) (string, error) {
 	switch a.Kind {
 	case "":
-		return "nobody"
+		return "nobody", nil
 	case storage.ActorSession:
-		return "session " + a.ID
+		return "session " + a.ID, nil
 	case storage.ActorAPIKey:
-		return "API key " + a.ID
+		return "API key " + a.ID, nil
 	case storage.ActorUser:
-		if name, ok := names[a.ID]; ok {
-			return name + " (console)"
+		name, err := names.name(a.ID)
+		if err != nil {
+			return "", err
 		}
-		return "user " + a.ID + " (deleted)"
+		if name == "" {
+			return "user " + a.ID + " (deleted)", nil
+		}
+		return name + " (console)", nil
 	}
-	return string(a.Kind)
+	return string(a.Kind), nil
+}
+
+// userNames names the console users one page mentions, reading each from
+// the store once, when the page first needs it: a page costs a read per
+// user it shows, not one of every user there is.
+type userNames struct {
+	ctx   context.Context
+	store storage.Users
+	// known maps the ids read so far to names; "" is a deleted user.
+	known map[string]string
+}
+
+func (n *userNames) name(id string) (string, error) {
+	if name, ok := n.known[id]; ok {
+		return name, nil
+	}
+	u, err := n.store.UserByID(n.ctx, id)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return "", err
+	}
+	if n.known == nil {
+		n.known = map[string]string{}
+	}
+	n.known[id] = u.Name
+	return u.Name, nil
 }

@@ -179,7 +179,7 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 	m, changed, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: &v.Content, By: q.Actor()})
 	if errors.Is(err, storage.ErrNotFound) {
 		op, changed = server.MemoryCreated, true
-		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: v.Path, Content: v.Content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
+		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: v.Path, Content: v.Content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()})
 	}
 	if err != nil {
 		if msg := storageRefusal(err); msg != "" {

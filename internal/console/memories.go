@@ -159,7 +159,7 @@ func (c *Console) createMemory(w http.ResponseWriter, r *http.Request, q *reques
 		v.Error = explain(err)
 		return c.showTree(w, r, q, http.StatusBadRequest, s, v)
 	}
-	m, err := c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: path, Content: content, By: q.Actor(), MaxMemories: c.cfg.MaxMemoriesPerStore})
+	m, err := c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: path, Content: content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()})
 	if err != nil {
 		if v.Error = storageRefusal(err); v.Error != "" {
 			return c.showTree(w, r, q, http.StatusConflict, s, v)

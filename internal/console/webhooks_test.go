@@ -2,13 +2,20 @@ package console_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/internal/webhooks"
 )
 
@@ -47,5 +54,44 @@ func TestWebhookEndpointFromTheConsole(t *testing.T) {
 	}
 	if _, page = v.do("GET", "/console/webhooks", nil); strings.Contains(page, secret[1]) || !strings.Contains(page, webhooks.SessionRequiresAction) || !strings.Contains(page, "https://93.184.215.14/hook") {
 		t.Fatalf("the list shows the secret again, or not the endpoint:\n%s", page)
+	}
+}
+
+// A change made in the console that stores a delivery wakes the dispatcher
+// as one made through the API does: the event goes out at once, although
+// the dispatcher's interval is an hour.
+func TestAConsoleChangeIsDeliveredAtOnce(t *testing.T) {
+	got := make(chan string, 10)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- string(body)
+	}))
+	defer recv.Close()
+	srv := testserver.Start(t, testserver.Options{Console: true, Webhooks: &server.WebhooksConfig{AllowPrivate: true}, WebhookInterval: time.Hour})
+	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
+		t.Fatal(err)
+	}
+	admin := srv.Admin(t)
+	hook := recv.URL + "/hook"
+	if _, err := admin.CreateWebhook(context.Background(), api.WebhookEndpointParams{URL: &hook, EnabledEvents: []string{webhooks.MemoryStoreArchived}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := admin.CreateMemoryStore(context.Background(), api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVisitor(t, srv)
+	v.login("ada", testPassword)
+	path := "/console/stores/" + st.ID + "/settings"
+	if status, page := v.do("POST", "/console/stores/"+st.ID+"/archive", url.Values{"csrf": {v.csrf(path)}}); status != http.StatusSeeOther {
+		t.Fatalf("archive: status %d:\n%s", status, page)
+	}
+	select {
+	case body := <-got:
+		if !strings.Contains(body, webhooks.MemoryStoreArchived) || !strings.Contains(body, st.ID) {
+			t.Fatalf("received %s; want the store's memory_store.archived", body)
+		}
+	case <-time.After(30 * time.Second): // a safety bound, not a timing
+		t.Fatal("the console's archive was not delivered: the dispatcher was not woken")
 	}
 }

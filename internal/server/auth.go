@@ -83,17 +83,13 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 // error to be answered with the envelope.
 type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
 
-// authed wraps h with authentication; after a change that succeeded (any
-// method but GET) it nudges the webhook dispatcher.
+// authed wraps h with authentication.
 func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err == nil {
 			noteCredential(r, p)
 			err = h(w, r, p)
-		}
-		if err == nil && r.Method != http.MethodGet {
-			s.dispatch.Nudge() // a change may have stored webhook deliveries
 		}
 		if err != nil {
 			s.writeError(w, r, err)

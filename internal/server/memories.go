@@ -71,7 +71,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 		return err
 	}
 	m, err := s.store.CreateMemory(r.Context(), storage.NewMemory{
-		StoreID: req.storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.maxMemories(),
+		StoreID: req.storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.MaxMemoriesPerStore(),
 	})
 	if err != nil {
 		return storeError(err, req.storeID)

@@ -38,8 +38,9 @@ func (s *Server) memoryRoutes() {
 	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memory_versions/{version_id}/redact", s.authed(s.redactMemoryVersion))
 }
 
-// maxMemories is the per-store memory limit in force.
-func (s *Server) maxMemories() int {
+// MaxMemoriesPerStore is the per-store memory limit in force, for the API
+// and the console alike.
+func (s *Server) MaxMemoriesPerStore() int {
 	if s.cfg.MaxMemoriesPerStore > 0 {
 		return s.cfg.MaxMemoriesPerStore
 	}

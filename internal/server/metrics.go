@@ -87,13 +87,13 @@ func (m *metrics) observe(route string, status int, took time.Duration) {
 	m.requestDuration.WithLabelValues(route).Observe(took.Seconds())
 }
 
-// queueDepthTimeout bounds the database reads of one scrape.
+// queueDepthTimeout bounds the database read of one scrape.
 const queueDepthTimeout = 5 * time.Second
 
-// queueDepth reads each environment's queue from the database at scrape
-// time, so the figure is the database's (every replica's), not what this
-// process happened to see.
-type queueDepth struct{ store storage.Store }
+// queueDepth reads every environment's queue from the database at scrape
+// time, in one query, so the figure is the database's (every replica's),
+// not what this process happened to see.
+type queueDepth struct{ store storage.QueueGauges }
 
 var (
 	queueDepthDesc = prometheus.NewDesc("memstore_work_queue_depth",
@@ -113,23 +113,12 @@ func (q queueDepth) Describe(ch chan<- *prometheus.Desc) {
 func (q queueDepth) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), queueDepthTimeout)
 	defer cancel()
-	page := storage.ListQuery{Limit: 100}
-	for {
-		envs, err := q.store.ListEnvironments(ctx, page)
-		if err != nil {
-			return
-		}
-		for _, e := range envs {
-			st, err := q.store.WorkStats(ctx, e.ID)
-			if err != nil {
-				return
-			}
-			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.Depth), e.ID)
-			ch <- prometheus.MustNewConstMetric(queuePendingDesc, prometheus.GaugeValue, float64(st.Pending), e.ID)
-		}
-		if len(envs) < page.Limit {
-			return
-		}
-		page.After = envs[len(envs)-1].ID
+	queues, err := q.store.QueueDepths(ctx)
+	if err != nil {
+		return
+	}
+	for _, e := range queues {
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(e.Depth), e.EnvironmentID)
+		ch <- prometheus.MustNewConstMetric(queuePendingDesc, prometheus.GaugeValue, float64(e.Pending), e.EnvironmentID)
 	}
 }

@@ -150,13 +150,8 @@ func New(cfg Config) *Server {
 	}
 	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
 	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
-	// A runtime's appends change session statuses: look for their webhooks.
 	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, agent.RunnerConfig{
-		Log: cfg.Logger, TurnRetry: cfg.TurnRetry,
-		Appended: func(sessionID string) {
-			s.cp.sessions.notify(sessionID)
-			s.dispatch.Nudge()
-		}})
+		Log: cfg.Logger, TurnRetry: cfg.TurnRetry, Appended: s.cp.sessions.notify})
 	s.routes()
 	return s
 }
@@ -178,10 +173,9 @@ func (s *Server) ListenForWakes(ctx context.Context) error {
 	return nil
 }
 
-// sweepTurns wakes this server's runner, every TurnSweep, for each session
-// in the middle of a turn (running or rescheduling). A turn another server
-// holds is left to it (and tried again while held); a turn nobody holds
-// any more, because its server died mid-step, is taken and carried on.
+// sweepTurns runs the runner's Sweep every TurnSweep: a turn another
+// server holds is left to it, one whose server died (mid-turn, or between
+// storing a client's event and reacting to it) is taken and carried on.
 func (s *Server) sweepTurns(ctx context.Context) {
 	t := time.NewTicker(s.cfg.TurnSweep)
 	defer t.Stop()
@@ -191,28 +185,15 @@ func (s *Server) sweepTurns(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRunning, api.SessionRescheduling}}
-		for {
-			list, err := s.store.ListSessions(ctx, q)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("could not list the sessions in a turn to take up those whose server died; trying again at the next sweep", "err", err)
-				}
-				break
-			}
-			for _, sess := range list {
-				s.cp.runner.Wake(sess.ID)
-			}
-			if len(list) < q.Limit {
-				break
-			}
-			q.After = list[len(list)-1].ID
+		if err := s.cp.runner.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not list the sessions that may need a turn, to take up those whose server died; trying again at the next sweep", "err", err)
 		}
 	}
 }
 
 // RunWebhooks sends webhook deliveries until ctx ends: those due every
-// interval, and at once after a change through this server. Every replica
+// interval, and at once after a change through this server that stored
+// some (the API's, the console's, an agent runtime's). Every replica
 // sharing a database may run it; each delivery goes out once.
 func (s *Server) RunWebhooks(ctx context.Context, interval time.Duration) {
 	s.dispatch.Run(ctx, interval)

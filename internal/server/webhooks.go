@@ -284,6 +284,18 @@ func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request, p
 	if err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
-	writeJSON(w, http.StatusOK, cutPage(l, list, func(d api.WebhookDelivery) string { return d.ID }, func(d api.WebhookDelivery) api.WebhookDelivery { return d }))
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(d storage.WebhookDelivery) string { return d.Delivery.EventID }, wireDelivery))
 	return nil
+}
+
+// wireDelivery is a delivery as the API shows it: named by its event's id
+// (the webhook-id its receiver saw), with every attempt.
+func wireDelivery(d storage.WebhookDelivery) api.WebhookDelivery {
+	out := api.WebhookDelivery{ID: d.Delivery.EventID, Type: "webhook_delivery", EventType: d.Delivery.EventType, EndpointID: d.Delivery.EndpointID,
+		State: d.Delivery.State, CreatedAt: d.Delivery.CreatedAt, Attempts: make([]api.WebhookAttempt, len(d.Attempts))}
+	for i, a := range d.Attempts {
+		out.Attempts[i] = api.WebhookAttempt{AttemptedAt: a.AttemptedAt, StatusCode: a.StatusCode, LatencyMS: a.LatencyMS,
+			ResponseExcerpt: a.ResponseExcerpt, Error: a.Error}
+	}
+	return out
 }

@@ -50,7 +50,9 @@ type hookEnv struct {
 	answered []int
 }
 
-func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy) *hookEnv {
+// newHookEnv starts a hookEnv; wrap, when given, is put around the store
+// the server uses, to watch what it is asked.
+func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy, wrap ...func(storage.Store) storage.Store) *hookEnv {
 	t.Helper()
 	e := &hookEnv{t: t, clock: testclock.New(time.Now().UTC()), status: http.StatusNoContent}
 	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{Now: e.clock.Now})
@@ -58,7 +60,11 @@ func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy) *hookEn
 		t.Fatal(err)
 	}
 	e.db = db
-	e.srv = server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
+	var store storage.Store = db
+	for _, w := range wrap {
+		store = w(store)
+	}
+	e.srv = server.New(server.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
 		Webhooks: server.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
 	hs := httptest.NewServer(e.srv.Handler())
 	e.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -339,6 +345,62 @@ func TestWebhookReceiverDownGetsEveryEventInOrder(t *testing.T) {
 		if !slices.Equal(got[id], w) {
 			t.Errorf("session %s received %q, want %q", id, got[id], w)
 		}
+	}
+}
+
+// claimWatch is a real store that reports each claim the dispatcher makes.
+type claimWatch struct {
+	storage.Store
+	claims chan struct{}
+}
+
+func (c claimWatch) ClaimDeliveries(ctx context.Context, now time.Time, limit int, token string, p webhooks.Policy) ([]webhooks.Delivery, error) {
+	c.claims <- struct{}{}
+	return c.Store.ClaimDeliveries(ctx, now, limit, token, p)
+}
+
+// The dispatcher looks for deliveries when a change stored some, and only
+// then: memory writes (which emit nothing) and a change nobody subscribed
+// to cost no claim, while a subscribed change is sent at once although
+// the dispatcher's interval is an hour.
+func TestTheDispatcherWakesExactlyWhenDeliveriesAreStored(t *testing.T) {
+	watch := claimWatch{claims: make(chan struct{}, 100)}
+	e := newHookEnv(t, true, webhooks.Policy{}, func(s storage.Store) storage.Store { watch.Store = s; return watch })
+	e.createEndpoint(webhooks.EnvironmentCreated)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.srv.RunWebhooks(ctx, time.Hour); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-watch.claims // the first round, at start
+
+	var st api.MemoryStore
+	if code, body := e.raw("POST", "/v1/memory_stores", map[string]string{"name": "notes"}); code != 200 || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("create store: %d %s", code, body)
+	}
+	for i := range 5 {
+		if code, body := e.raw("POST", "/v1/memory_stores/"+st.ID+"/memories", map[string]string{"path": "/m" + strconv.Itoa(i), "content": "x"}); code != 200 {
+			t.Fatalf("create memory: %d %s", code, body)
+		}
+	}
+	envID := e.environment("hooked")
+	// Woken by the environment's delivery only; the receiver is then
+	// waited for under a safety bound, not a timing.
+	<-watch.claims
+	for bound := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		e.mu.Lock()
+		n := len(e.bodies)
+		e.mu.Unlock()
+		if n > 0 || time.Now().After(bound) {
+			break
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.bodies) != 1 || !strings.Contains(string(e.bodies[0]), envID) {
+		t.Fatalf("received %q; want the environment.created of %s", e.bodies, envID)
+	}
+	if n := len(watch.claims); n != 0 {
+		t.Fatalf("%d more claims than the start's and the environment's", n)
 	}
 }
 

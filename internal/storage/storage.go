@@ -43,6 +43,7 @@ type Store interface {
 	Credentials
 	MemoryStores
 	ControlPlane
+	QueueGauges
 	Users
 	Turns
 	Webhooks

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"sync"
+
+	"github.com/memstore/memstore/api"
 )
 
 // Turns lets one server at a time run a session's turn: the agent
@@ -18,7 +20,30 @@ type Turns interface {
 	// then). The turn is held until release is called, or until the
 	// holder's process dies: a crashed server never keeps a session's turn.
 	TryTurn(ctx context.Context, sessionID string) (release func(), ok bool, err error)
+	// TurnCandidates lists, in id order after after, up to limit of the
+	// sessions whose log may call for a turn (TurnCandidate says which),
+	// for a sweep that takes up the turns of servers that died. The
+	// runtime decides whether each really does.
+	TurnCandidates(ctx context.Context, after string, limit int) ([]TurnCandidate, error)
 }
+
+// TurnCandidate is a session whose log may call for a turn: one in the
+// middle of a turn (its status is one of MidTurn), or an idle one whose
+// newest event came from a client (its type starts with ClientEventPrefix;
+// a user.message stored by a server that died before its runtime
+// reacted). Archived and terminated sessions are never candidates. Seq is
+// the session's newest event's.
+type TurnCandidate struct {
+	SessionID string
+	Status    string
+	Seq       int64
+}
+
+// MidTurn are the statuses of a session in the middle of a turn.
+var MidTurn = []string{api.SessionRunning, api.SessionRescheduling}
+
+// ClientEventPrefix starts the type of every event a client sends.
+const ClientEventPrefix = "user."
 
 // TurnSet is the part of Turns that one process decides alone: which
 // sessions' turns it holds. A backend only one process uses (SQLite) needs

@@ -34,6 +34,9 @@ type Users interface {
 	CreateUser(ctx context.Context, u User) error
 	// UserByName returns the user with that name, or ErrNotFound.
 	UserByName(ctx context.Context, name string) (User, error)
+	// UserByID returns the user with that id, or ErrNotFound (a deleted
+	// user, whose changes still name them).
+	UserByID(ctx context.Context, id string) (User, error)
 	// ListUsers lists users by name.
 	ListUsers(ctx context.Context) ([]User, error)
 	// SetUserPassword replaces a user's password hash and ends all the

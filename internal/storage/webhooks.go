@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/webhooks"
 )
 
@@ -27,11 +26,10 @@ type Webhooks interface {
 	// two dispatchers (of one server or of several sharing the database)
 	// never hold the same delivery.
 	ClaimDeliveries(ctx context.Context, now time.Time, limit int, token string, p webhooks.Policy) ([]webhooks.Delivery, error)
-	// FinishDeliveries records the attempts of a round of deliveries
-	// claimed under token, in one transaction, and settles each by
-	// p.Settle, disabling an endpoint when the rule says so. A delivery
-	// whose lease token no longer holds (it lapsed and another dispatcher
-	// took over) gets its attempt recorded and nothing else.
+	// FinishDeliveries records a round of deliveries claimed under token,
+	// in one transaction: each attempt made, and what p.Finish makes of
+	// it (settle the delivery, give it back, disable its endpoint). A
+	// delivery gone meanwhile (its endpoint was deleted) is skipped.
 	FinishDeliveries(ctx context.Context, token string, results []webhooks.Result, p webhooks.Policy) error
 	// PruneWebhookDeliveries deletes the settled (delivered or failed)
 	// deliveries created before before, with their attempts and the events
@@ -40,5 +38,16 @@ type Webhooks interface {
 	// ListWebhookDeliveries lists an endpoint's deliveries newest first,
 	// each with its attempts oldest first; After is the last delivery id
 	// of the previous page.
-	ListWebhookDeliveries(ctx context.Context, endpointID string, q ListQuery) ([]api.WebhookDelivery, error)
+	ListWebhookDeliveries(ctx context.Context, endpointID string, q ListQuery) ([]WebhookDelivery, error)
+	// DeliveriesStored returns a channel closed once a change made through
+	// this handle stores deliveries (its transaction commits) after the
+	// call: the dispatcher's cue to claim them (see Outbox).
+	DeliveriesStored() <-chan struct{}
+}
+
+// WebhookDelivery is a delivery as stored with every attempt made of it,
+// oldest first.
+type WebhookDelivery struct {
+	Delivery webhooks.Delivery
+	Attempts []webhooks.Attempt
 }

@@ -7,6 +7,7 @@
 package testserver
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -51,6 +52,13 @@ type Options struct {
 	// Webhooks, when set, configures webhook delivery and runs the
 	// dispatcher for the whole test, as serve does.
 	Webhooks *server.WebhooksConfig
+	// WebhookInterval is how often that dispatcher looks for due
+	// deliveries besides when a change stores some; 0 is 50 ms.
+	WebhookInterval time.Duration
+	// Configure, when set, changes the server's configuration before it
+	// starts: a limit, or a layer around the store to watch what is asked
+	// of it (the console is given the same store).
+	Configure func(*server.Config)
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -94,20 +102,23 @@ func Start(t testing.TB, o Options) *Server {
 	if o.Webhooks != nil {
 		cfg.Webhooks = *o.Webhooks
 	}
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
 	srv := server.New(cfg)
 	stopWebhooks := func() {}
 	if o.Webhooks != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			srv.RunWebhooks(ctx, 50*time.Millisecond)
+			srv.RunWebhooks(ctx, cmp.Or(o.WebhookInterval, 50*time.Millisecond))
 			close(done)
 		}()
 		stopWebhooks = func() { cancel(); <-done }
 	}
 	var con http.Handler
 	if o.Console {
-		c, err := console.New(console.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
+		c, err := console.New(console.Config{Store: cfg.Store, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,8 +3,6 @@ package webhooks
 import (
 	"fmt"
 	"time"
-
-	"github.com/memstore/memstore/api"
 )
 
 // Delivery states.
@@ -37,10 +35,26 @@ type Delivery struct {
 	LeaseToken string
 }
 
-// Result is the outcome of one attempt of the delivery Seq.
+// Attempt is one try of a delivery, as recorded.
+type Attempt struct {
+	AttemptedAt time.Time
+	// StatusCode is the receiver's answer; 0 when none came (Error says
+	// why).
+	StatusCode      int
+	LatencyMS       int64
+	ResponseExcerpt string
+	Error           string
+}
+
+// Accepted says whether the receiver took the delivery (a 2xx answer).
+func (a Attempt) Accepted() bool { return a.StatusCode >= 200 && a.StatusCode <= 299 }
+
+// Result is what became of the delivery Seq in a dispatcher's round: the
+// attempt made of it, or nil when none was (its endpoint could not be
+// read), in which case the dispatcher gives the delivery back.
 type Result struct {
 	Seq     int64
-	Attempt api.WebhookAttempt
+	Attempt *Attempt
 }
 
 // Policy bounds retries. Zero fields take the defaults.
@@ -133,10 +147,10 @@ func (p Policy) Claim(d Delivery, token string, now time.Time) Delivery {
 // Settle folds an attempt's outcome into d: delivered on 2xx; otherwise
 // due again after the backoff, or failed once the retry window is over,
 // in which case disable is the reason to disable the endpoint with.
-func (p Policy) Settle(d Delivery, a api.WebhookAttempt) (next Delivery, disable string) {
+func (p Policy) Settle(d Delivery, a Attempt) (next Delivery, disable string) {
 	d.Attempts++
 	d.LeaseUntil, d.LeaseToken = nil, ""
-	if a.StatusCode >= 200 && a.StatusCode < 300 {
+	if a.Accepted() {
 		d.State = Delivered
 		return d, ""
 	}
@@ -150,8 +164,27 @@ func (p Policy) Settle(d Delivery, a api.WebhookAttempt) (next Delivery, disable
 	return d, ""
 }
 
+// Finish is what recording r changes of d, the delivery as stored now,
+// claimed under token. Only the holder of the lease settles a delivery:
+// when the lease lapsed and another dispatcher took over (or the delivery
+// settled meanwhile), save is false and the attempt only goes on record.
+// A delivery given back (r.Attempt nil) is due again at once, nothing
+// counted. disable, when not "", is the reason to disable the endpoint
+// with (see Endpoint.Disable).
+func (p Policy) Finish(d Delivery, token string, r Result) (next Delivery, save bool, disable string) {
+	if d.State != Pending || d.LeaseToken != token {
+		return d, false, ""
+	}
+	if r.Attempt == nil {
+		d.LeaseUntil, d.LeaseToken = nil, ""
+		return d, true, ""
+	}
+	next, disable = p.Settle(d, *r.Attempt)
+	return next, true, disable
+}
+
 // Outcome says in a few words how an attempt ended.
-func Outcome(a api.WebhookAttempt) string {
+func Outcome(a Attempt) string {
 	if a.StatusCode == 0 {
 		return "no answer: " + a.Error
 	}

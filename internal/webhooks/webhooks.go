@@ -162,10 +162,16 @@ type Endpoint struct {
 	Secret string
 }
 
+// Disable disables e by memstore's own decision, saying why, at at. An
+// operator's update that enables it again clears the reason.
+func (e *Endpoint) Disable(reason string, at time.Time) {
+	e.State, e.DisabledReason, e.UpdatedAt = StateDisabled, reason, at
+}
+
 // Recipients returns the ids of the endpoints that receive an event of type
 // typ now: the enabled ones subscribed to it. Events that happen while an
 // endpoint is disabled are never delivered to it.
-func Recipients(endpoints []api.WebhookEndpoint, typ string) []string {
+func Recipients(endpoints []Endpoint, typ string) []string {
 	var out []string
 	for _, e := range endpoints {
 		if e.State == StateEnabled && slices.Contains(e.EnabledEvents, typ) {

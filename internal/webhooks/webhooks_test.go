@@ -64,11 +64,14 @@ func TestSessionEvents(t *testing.T) {
 }
 
 func TestRecipients(t *testing.T) {
-	eps := []api.WebhookEndpoint{
-		{ID: "a", State: StateEnabled, EnabledEvents: []string{SessionCreated}},
-		{ID: "b", State: StateDisabled, EnabledEvents: []string{SessionCreated}},
-		{ID: "c", State: StateEnabled, EnabledEvents: []string{SessionDeleted, SessionCreated}},
-		{ID: "d", State: StateEnabled, EnabledEvents: []string{SessionDeleted}},
+	ep := func(id, state string, types ...string) Endpoint {
+		return Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: id, State: state, EnabledEvents: types}}
+	}
+	eps := []Endpoint{
+		ep("a", StateEnabled, SessionCreated),
+		ep("b", StateDisabled, SessionCreated),
+		ep("c", StateEnabled, SessionDeleted, SessionCreated),
+		ep("d", StateEnabled, SessionDeleted),
 	}
 	if got := Recipients(eps, SessionCreated); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("recipients = %q", got)
@@ -124,17 +127,46 @@ func TestSettle(t *testing.T) {
 	lease := created.Add(time.Minute)
 	d := Delivery{EventID: "wevt_1", State: Pending, CreatedAt: created, LeaseUntil: &lease, LeaseToken: "t"}
 
-	ok, disable := p.Settle(d, api.WebhookAttempt{AttemptedAt: created, StatusCode: 204})
+	ok, disable := p.Settle(d, Attempt{AttemptedAt: created, StatusCode: 204})
 	if ok.State != Delivered || ok.Attempts != 1 || ok.LeaseUntil != nil || ok.LeaseToken != "" || disable != "" {
 		t.Fatalf("a 2xx settles to %+v, %q", ok, disable)
 	}
-	retry, disable := p.Settle(d, api.WebhookAttempt{AttemptedAt: created.Add(2 * time.Second), StatusCode: 502})
+	retry, disable := p.Settle(d, Attempt{AttemptedAt: created.Add(2 * time.Second), StatusCode: 502})
 	if retry.State != Pending || !retry.NextAttemptAt.Equal(created.Add(3*time.Second)) || disable != "" {
 		t.Fatalf("a 502 settles to %+v, %q", retry, disable)
 	}
 	d.Attempts = 3 // the next wait is 8 s: past the 10 s window from 5 s on
-	failed, disable := p.Settle(d, api.WebhookAttempt{AttemptedAt: created.Add(5 * time.Second), Error: "connection refused"})
+	failed, disable := p.Settle(d, Attempt{AttemptedAt: created.Add(5 * time.Second), Error: "connection refused"})
 	if failed.State != Failed || !strings.Contains(disable, "wevt_1") || !strings.Contains(disable, "connection refused") || !strings.Contains(disable, "set state to enabled") {
 		t.Fatalf("past the window: %+v, %q", failed, disable)
+	}
+}
+
+func TestFinish(t *testing.T) {
+	p := Policy{FirstBackoff: time.Second, RetryFor: 10 * time.Second}.WithDefaults()
+	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	lease := created.Add(time.Minute)
+	held := Delivery{EventID: "wevt_1", State: Pending, CreatedAt: created, NextAttemptAt: created, LeaseUntil: &lease, LeaseToken: "t"}
+	ok := &Attempt{AttemptedAt: created, StatusCode: 200}
+
+	if next, save, _ := p.Finish(held, "t", Result{Attempt: ok}); !save || next.State != Delivered || next.Attempts != 1 {
+		t.Fatalf("the lease holder's 2xx: %+v, save %v", next, save)
+	}
+	if _, save, _ := p.Finish(held, "other", Result{Attempt: ok}); save {
+		t.Fatal("a dispatcher whose lease lapsed settled the delivery")
+	}
+	delivered := held
+	delivered.State = Delivered
+	if _, save, _ := p.Finish(delivered, "t", Result{Attempt: ok}); save {
+		t.Fatal("a settled delivery was settled again")
+	}
+	back, save, disable := p.Finish(held, "t", Result{})
+	if !save || back.State != Pending || back.Attempts != 0 || back.LeaseUntil != nil || back.LeaseToken != "" || !back.NextAttemptAt.Equal(created) || disable != "" {
+		t.Fatalf("a delivery given back: %+v, save %v, disable %q", back, save, disable)
+	}
+	past := held
+	past.Attempts = 5
+	if _, _, disable := p.Finish(past, "t", Result{Attempt: &Attempt{AttemptedAt: created.Add(9 * time.Second), StatusCode: 500}}); disable == "" {
+		t.Fatal("a failure past the retry window does not disable the endpoint")
 	}
 }

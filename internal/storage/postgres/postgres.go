@@ -45,6 +45,9 @@ type DB struct {
 	pool  *pgxpool.Pool
 	clock func() time.Time
 	turns turnLocks
+	// outbox wakes the webhook dispatchers when a transaction that stored
+	// deliveries commits (emit marks it).
+	outbox storage.Outbox
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -173,7 +176,14 @@ func (s *DB) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 func (s *DB) txWith(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		var tx pgx.Tx
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(t pgx.Tx) error {
+			tx = t
+			return fn(t)
+		})
+		if tx != nil {
+			s.outbox.Ended(tx, err == nil)
+		}
 		if err == nil || attempt == maxAttempts || !retryable(err) {
 			return unavailable(err)
 		}

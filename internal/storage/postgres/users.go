@@ -46,6 +46,12 @@ func (s *DB) UserByName(ctx context.Context, name string) (storage.User, error) 
 	return u, unavailable(notFound(err))
 }
 
+// UserByID implements storage.Users.
+func (s *DB) UserByID(ctx context.Context, id string) (storage.User, error) {
+	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT id, name, password_hash, created_at FROM users WHERE id = $1`, id))
+	return u, unavailable(notFound(err))
+}
+
 // ListUsers implements storage.Users.
 func (s *DB) ListUsers(ctx context.Context) ([]storage.User, error) {
 	out, err := queryAll(ctx, s.pool, scanUser, `SELECT id, name, password_hash, created_at FROM users ORDER BY name COLLATE "C"`)

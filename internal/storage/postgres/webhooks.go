@@ -11,20 +11,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // emit writes the events evs of a change into the outbox, inside the
-// change's transaction q: one event row and one delivery per endpoint
-// webhooks.Recipients names. An event nobody receives is not stored.
+// change's transaction q (one s.tx runs): one event row and one delivery
+// per endpoint webhooks.Recipients names. An event nobody receives is not
+// stored. A transaction that stored deliveries wakes the dispatchers when
+// it commits.
 func (s *DB) emit(ctx context.Context, q querier, evs ...webhooks.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	endpoints, err := queryAll(ctx, q, scanJSON[api.WebhookEndpoint], `SELECT body FROM webhook_endpoints WHERE state = $1`, webhooks.StateEnabled)
+	endpoints, err := queryAll(ctx, q, scanEndpoint, `SELECT body, secret FROM webhook_endpoints WHERE state = $1`, webhooks.StateEnabled)
 	if err != nil || len(endpoints) == 0 {
 		return err
 	}
@@ -48,9 +49,15 @@ func (s *DB) emit(ctx context.Context, q querier, evs ...webhooks.Event) error {
 				return fmt.Errorf("webhook outbox: %w", err)
 			}
 		}
+		s.outbox.Wrote(q)
 	}
 	return nil
 }
+
+// DeliveriesStored implements storage.Webhooks. Only this handle's
+// transactions count: the replica that made a change sends its webhooks,
+// and the others' dispatchers find any left over on their interval.
+func (s *DB) DeliveriesStored() <-chan struct{} { return s.outbox.Stored() }
 
 func scanEndpoint(r pgx.Row) (webhooks.Endpoint, error) {
 	var (
@@ -183,7 +190,7 @@ func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webho
 	results = slices.SortedFunc(slices.Values(results), func(a, b webhooks.Result) int { return cmp.Compare(a.Seq, b.Seq) })
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		for _, r := range results {
-			if err := finishDelivery(ctx, tx, r.Seq, token, r.Attempt, p); err != nil {
+			if err := finishDelivery(ctx, tx, token, r, p); err != nil {
 				return err
 			}
 		}
@@ -191,25 +198,27 @@ func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webho
 	})
 }
 
-func finishDelivery(ctx context.Context, tx pgx.Tx, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+func finishDelivery(ctx context.Context, tx pgx.Tx, token string, r webhooks.Result, p webhooks.Policy) error {
 	d, err := scanDelivery(tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = $1 FOR UPDATE OF d`, seq))
+		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = $1 FOR UPDATE OF d`, r.Seq))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil // its endpoint was deleted meanwhile
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES ($1, $2, $3, $4, $5, $6)`,
-		seq, a.AttemptedAt, a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
-		return err
+	if a := r.Attempt; a != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES ($1, $2, $3, $4, $5, $6)`,
+			r.Seq, a.AttemptedAt, a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
+			return err
+		}
 	}
-	if d.State != webhooks.Pending || d.LeaseToken != token {
+	d, save, disable := p.Finish(d, token, r)
+	if !save {
 		return nil
 	}
-	d, disable := p.Settle(d, a)
-	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_until = NULL, lease_token = '' WHERE seq = $4`,
-		d.State, d.Attempts, d.NextAttemptAt, seq); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_until = $4, lease_token = $5 WHERE seq = $6`,
+		d.State, d.Attempts, d.NextAttemptAt, d.LeaseUntil, d.LeaseToken, r.Seq); err != nil {
 		return err
 	}
 	if disable == "" {
@@ -219,7 +228,7 @@ func finishDelivery(ctx context.Context, tx pgx.Tx, seq int64, token string, a a
 	if err != nil {
 		return err
 	}
-	e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
+	e.Disable(disable, r.Attempt.AttemptedAt)
 	return saveEndpoint(ctx, tx, e)
 }
 
@@ -239,8 +248,8 @@ func (s *DB) PruneWebhookDeliveries(ctx context.Context, before time.Time) (int6
 }
 
 // ListWebhookDeliveries implements storage.Webhooks.
-func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]api.WebhookDelivery, error) {
-	var out []api.WebhookDelivery
+func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]storage.WebhookDelivery, error) {
+	var out []storage.WebhookDelivery
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		if _, err := getEndpoint(ctx, tx, endpointID, false); err != nil {
 			return err
@@ -251,22 +260,21 @@ func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q sto
 		if err != nil {
 			return err
 		}
-		out = make([]api.WebhookDelivery, 0, len(ds))
+		out = make([]storage.WebhookDelivery, 0, len(ds))
 		for _, d := range ds {
 			attempts, err := queryAll(ctx, tx, scanAttempt, `SELECT attempted_at, status_code, latency_ms, response_excerpt, error FROM webhook_attempts WHERE delivery_seq = $1 ORDER BY id`, d.Seq)
 			if err != nil {
 				return err
 			}
-			out = append(out, api.WebhookDelivery{ID: d.EventID, Type: "webhook_delivery", EventType: d.EventType, EndpointID: d.EndpointID,
-				State: d.State, CreatedAt: d.CreatedAt, Attempts: attempts})
+			out = append(out, storage.WebhookDelivery{Delivery: d, Attempts: attempts})
 		}
 		return nil
 	})
 	return out, err
 }
 
-func scanAttempt(r pgx.Row) (api.WebhookAttempt, error) {
-	var a api.WebhookAttempt
+func scanAttempt(r pgx.Row) (webhooks.Attempt, error) {
+	var a webhooks.Attempt
 	if err := r.Scan(&a.AttemptedAt, &a.StatusCode, &a.LatencyMS, &a.ResponseExcerpt, &a.Error); err != nil {
 		return a, err
 	}

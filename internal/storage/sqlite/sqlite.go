@@ -45,6 +45,9 @@ type DB struct {
 	// lost every round until busy_timeout failed them with SQLITE_BUSY; a
 	// Go mutex turns fair once a waiter has waited a millisecond.
 	writer sync.Mutex
+	// outbox wakes the webhook dispatchers when a transaction that stored
+	// deliveries commits (emit marks it).
+	outbox storage.Outbox
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -100,11 +103,6 @@ func DSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// TryTurn implements storage.Turns.
-func (s *DB) TryTurn(ctx context.Context, sessionID string) (func(), bool, error) {
-	return s.turns.TryTurn(ctx, sessionID)
-}
-
 // Close closes the database.
 func (s *DB) Close() error {
 	s.stopCommitter()
@@ -153,9 +151,12 @@ func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
+		s.outbox.Ended(tx, false)
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	s.outbox.Ended(tx, err == nil)
+	return err
 }
 
 // Timestamps are stored as fixed-width RFC 3339 text with nanoseconds, so

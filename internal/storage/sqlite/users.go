@@ -47,6 +47,11 @@ func (s *DB) UserByName(ctx context.Context, name string) (storage.User, error) 
 	return scanUser(s.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users WHERE name = ?`, name))
 }
 
+// UserByID implements storage.Users.
+func (s *DB) UserByID(ctx context.Context, id string) (storage.User, error) {
+	return scanUser(s.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users WHERE id = ?`, id))
+}
+
 // ListUsers implements storage.Users.
 func (s *DB) ListUsers(ctx context.Context) ([]storage.User, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, name, password_hash, created_at FROM users ORDER BY name`)

@@ -8,20 +8,21 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // emit writes the events evs of a change into the outbox, inside the
-// change's transaction q: one event row and one delivery per endpoint
-// webhooks.Recipients names. An event nobody receives is not stored.
+// change's transaction q (one tx runs): one event row and one delivery per
+// endpoint webhooks.Recipients names. An event nobody receives is not
+// stored. A transaction that stored deliveries wakes the dispatchers when
+// it commits.
 func (s *DB) emit(ctx context.Context, q queryer, evs ...webhooks.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	endpoints, err := queryAll(ctx, q, scanJSON[api.WebhookEndpoint], `SELECT body FROM webhook_endpoints WHERE state = ?`, webhooks.StateEnabled)
+	endpoints, err := queryAll(ctx, q, scanEndpoint, `SELECT body, secret FROM webhook_endpoints WHERE state = ?`, webhooks.StateEnabled)
 	if err != nil || len(endpoints) == 0 {
 		return err
 	}
@@ -42,9 +43,13 @@ func (s *DB) emit(ctx context.Context, q queryer, evs ...webhooks.Event) error {
 				return fmt.Errorf("webhook outbox: %w", err)
 			}
 		}
+		s.outbox.Wrote(q)
 	}
 	return nil
 }
+
+// DeliveriesStored implements storage.Webhooks.
+func (s *DB) DeliveriesStored() <-chan struct{} { return s.outbox.Stored() }
 
 func scanEndpoint(r rowScanner) (webhooks.Endpoint, error) {
 	var (
@@ -154,9 +159,9 @@ func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, toke
 			JOIN webhook_events e ON e.id = d.event_id JOIN webhook_endpoints w ON w.id = d.endpoint_id
 			WHERE d.state = ? AND w.state = ? ORDER BY d.seq LIMIT ?`, webhooks.Pending, webhooks.StateEnabled, claimWindow)
 	}
-	// Nothing due is the common answer (the dispatcher looks after every
-	// change the API makes): find that out with a read, without taking the
-	// write lock the memory writes' group commit needs.
+	// Nothing due is the common answer (the dispatcher also looks every
+	// interval): find that out with a read, without taking the write lock
+	// the memory writes' group commit needs.
 	pending, err := pendingIn(s.db)
 	if err != nil || len(webhooks.Pick(pending, now, limit)) == 0 {
 		return nil, err
@@ -185,7 +190,7 @@ func (s *DB) ClaimDeliveries(ctx context.Context, now time.Time, limit int, toke
 func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webhooks.Result, p webhooks.Policy) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for _, r := range results {
-			if err := finishDelivery(ctx, tx, r.Seq, token, r.Attempt, p); err != nil {
+			if err := finishDelivery(ctx, tx, token, r, p); err != nil {
 				return err
 			}
 		}
@@ -193,25 +198,27 @@ func (s *DB) FinishDeliveries(ctx context.Context, token string, results []webho
 	})
 }
 
-func finishDelivery(ctx context.Context, tx *sql.Tx, seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
+func finishDelivery(ctx context.Context, tx *sql.Tx, token string, r webhooks.Result, p webhooks.Policy) error {
 	d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = ?`, seq))
+		JOIN webhook_events e ON e.id = d.event_id WHERE d.seq = ?`, r.Seq))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil // its endpoint was deleted meanwhile
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES (?, ?, ?, ?, ?, ?)`,
-		seq, formatTime(a.AttemptedAt), a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
-		return err
+	if a := r.Attempt; a != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, attempted_at, status_code, latency_ms, response_excerpt, error) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.Seq, formatTime(a.AttemptedAt), a.StatusCode, a.LatencyMS, a.ResponseExcerpt, a.Error); err != nil {
+			return err
+		}
 	}
-	if d.State != webhooks.Pending || d.LeaseToken != token {
+	d, save, disable := p.Finish(d, token, r)
+	if !save {
 		return nil
 	}
-	d, disable := p.Settle(d, a)
-	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL, lease_token = '' WHERE seq = ?`,
-		d.State, d.Attempts, formatTime(d.NextAttemptAt), seq); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET state = ?, attempts = ?, next_attempt_at = ?, lease_until = ?, lease_token = ? WHERE seq = ?`,
+		d.State, d.Attempts, formatTime(d.NextAttemptAt), nullTimeArg(d.LeaseUntil), d.LeaseToken, r.Seq); err != nil {
 		return err
 	}
 	if disable == "" {
@@ -221,7 +228,7 @@ func finishDelivery(ctx context.Context, tx *sql.Tx, seq int64, token string, a 
 	if err != nil {
 		return err
 	}
-	e.State, e.DisabledReason, e.UpdatedAt = webhooks.StateDisabled, disable, a.AttemptedAt
+	e.Disable(disable, r.Attempt.AttemptedAt)
 	return saveEndpoint(ctx, tx, e)
 }
 
@@ -241,11 +248,11 @@ func (s *DB) PruneWebhookDeliveries(ctx context.Context, before time.Time) (int6
 }
 
 // ListWebhookDeliveries implements storage.Webhooks.
-func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]api.WebhookDelivery, error) {
+func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q storage.ListQuery) ([]storage.WebhookDelivery, error) {
 	if _, err := getEndpoint(ctx, s.db, endpointID); err != nil {
 		return nil, err
 	}
-	var out []api.WebhookDelivery
+	var out []storage.WebhookDelivery
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		ds, err := queryAll(ctx, tx, scanDelivery, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
 			WHERE d.endpoint_id = ? AND (? = '' OR d.seq < (SELECT seq FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?))
@@ -253,23 +260,22 @@ func (s *DB) ListWebhookDeliveries(ctx context.Context, endpointID string, q sto
 		if err != nil {
 			return err
 		}
-		out = make([]api.WebhookDelivery, 0, len(ds))
+		out = make([]storage.WebhookDelivery, 0, len(ds))
 		for _, d := range ds {
 			attempts, err := queryAll(ctx, tx, scanAttempt, `SELECT attempted_at, status_code, latency_ms, response_excerpt, error FROM webhook_attempts WHERE delivery_seq = ? ORDER BY rowid`, d.Seq)
 			if err != nil {
 				return err
 			}
-			out = append(out, api.WebhookDelivery{ID: d.EventID, Type: "webhook_delivery", EventType: d.EventType, EndpointID: d.EndpointID,
-				State: d.State, CreatedAt: d.CreatedAt, Attempts: attempts})
+			out = append(out, storage.WebhookDelivery{Delivery: d, Attempts: attempts})
 		}
 		return nil
 	})
 	return out, err
 }
 
-func scanAttempt(r rowScanner) (api.WebhookAttempt, error) {
+func scanAttempt(r rowScanner) (webhooks.Attempt, error) {
 	var (
-		a  api.WebhookAttempt
+		a  webhooks.Attempt
 		at string
 	)
 	if err := r.Scan(&at, &a.StatusCode, &a.LatencyMS, &a.ResponseExcerpt, &a.Error); err != nil {

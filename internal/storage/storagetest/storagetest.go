@@ -26,6 +26,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
 	t.Run("ReclaimOrder", func(t *testing.T) { testReclaimOrder(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
+	t.Run("QueueDepths", func(t *testing.T) { testQueueDepths(t, open) })
 	t.Run("MemoryStores", func(t *testing.T) { testMemoryStores(t, open) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, open) })
 	t.Run("MemoryListing", func(t *testing.T) { testMemoryListing(t, open) })
@@ -34,9 +35,12 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
+	t.Run("TurnCandidates", func(t *testing.T) { testTurnCandidates(t, open) })
 	t.Run("WebhookEndpoints", func(t *testing.T) { testWebhookEndpoints(t, open) })
 	t.Run("WebhookOutbox", func(t *testing.T) { testWebhookOutbox(t, open) })
 	t.Run("WebhookRetries", func(t *testing.T) { testWebhookRetries(t, open) })
+	t.Run("WebhookGivenBack", func(t *testing.T) { testWebhookGivenBack(t, open) })
+	t.Run("DeliveriesStored", func(t *testing.T) { testDeliveriesStored(t, open) })
 	t.Run("ConcurrentDeliveryClaims", func(t *testing.T) { testConcurrentDeliveryClaims(t, open) })
 }
 

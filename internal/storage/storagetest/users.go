@@ -38,6 +38,12 @@ func testUsers(t *testing.T, open Factory) {
 	if _, err := s.UserByName(ctx, "nobody"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("UserByName(nobody): err = %v, want ErrNotFound", err)
 	}
+	if got, err := s.UserByID(ctx, bob.ID); err != nil || got.Name != "bob" || got.PasswordHash != "h3" {
+		t.Fatalf("UserByID(%s) = %+v, %v; want bob", bob.ID, got, err)
+	}
+	if _, err := s.UserByID(ctx, ids.New(ids.User)); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("UserByID(unknown): err = %v, want ErrNotFound", err)
+	}
 
 	session := func(u storage.User, hash string) {
 		t.Helper()

@@ -37,8 +37,8 @@ func (f *cpFixture) claimAll(token string, p webhooks.Policy) []webhooks.Deliver
 }
 
 // finish records one attempt of delivery seq claimed under token.
-func (f *cpFixture) finish(seq int64, token string, a api.WebhookAttempt, p webhooks.Policy) error {
-	return f.s.FinishDeliveries(f.ctx, token, []webhooks.Result{{Seq: seq, Attempt: a}}, p)
+func (f *cpFixture) finish(seq int64, token string, a webhooks.Attempt, p webhooks.Policy) error {
+	return f.s.FinishDeliveries(f.ctx, token, []webhooks.Result{{Seq: seq, Attempt: &a}}, p)
 }
 
 // eventTypes returns the type and object of each delivery's payload.
@@ -134,7 +134,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 			if d.EndpointID == all.ID {
 				got = append(got, eventTypes(t, []webhooks.Delivery{d})...)
 			}
-			if err := f.finish(d.Seq, "t", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 204}, p); err != nil {
+			if err := f.finish(d.Seq, "t", webhooks.Attempt{AttemptedAt: f.clock.Now(), StatusCode: 204}, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -155,7 +155,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 		t.Fatalf("events delivered:\n%q\nwant\n%q", got, want)
 	}
 	ds, err := f.s.ListWebhookDeliveries(f.ctx, only.ID, storage.ListQuery{Limit: 10})
-	if err != nil || len(ds) != 1 || ds[0].EventType != webhooks.SessionStatusRunStarted || ds[0].State != webhooks.Delivered || len(ds[0].Attempts) != 1 {
+	if err != nil || len(ds) != 1 || ds[0].Delivery.EventType != webhooks.SessionStatusRunStarted || ds[0].Delivery.State != webhooks.Delivered || len(ds[0].Attempts) != 1 {
 		t.Fatalf("deliveries of the narrow endpoint = %+v, %v", ds, err)
 	}
 
@@ -164,9 +164,10 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 	if err != nil || len(first) != 3 {
 		t.Fatalf("first page = %+v, %v", first, err)
 	}
-	rest, err := f.s.ListWebhookDeliveries(f.ctx, all.ID, storage.ListQuery{After: first[2].ID, Limit: 10})
-	if err != nil || len(rest) != len(want)-3 || rest[0].ID >= first[2].ID || first[0].ID <= first[1].ID {
-		t.Fatalf("second page = %+v, %v (after %s)", rest, err, first[2].ID)
+	last := first[2].Delivery.EventID
+	rest, err := f.s.ListWebhookDeliveries(f.ctx, all.ID, storage.ListQuery{After: last, Limit: 10})
+	if err != nil || len(rest) != len(want)-3 || rest[0].Delivery.EventID >= last || first[0].Delivery.EventID <= first[1].Delivery.EventID {
+		t.Fatalf("second page = %+v, %v (after %s)", rest, err, last)
 	}
 
 	// Pruning takes the settled deliveries made before the cut, never a
@@ -181,7 +182,7 @@ func testWebhookOutbox(t *testing.T, open Factory) {
 	}
 	for _, e := range []webhooks.Endpoint{all, only} {
 		ds, err := f.s.ListWebhookDeliveries(f.ctx, e.ID, storage.ListQuery{})
-		if err != nil || len(ds) != 1 || ds[0].State != webhooks.Pending {
+		if err != nil || len(ds) != 1 || ds[0].Delivery.State != webhooks.Pending {
 			t.Fatalf("after pruning %s holds %+v, %v; want the pending one", e.ID, ds, err)
 		}
 	}
@@ -209,11 +210,11 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	if again := f.claimAll("t2", p); len(again) != 0 {
 		t.Fatalf("leased deliveries claimed again: %q", eventTypes(t, again))
 	}
-	fail := api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 503, ResponseExcerpt: "down"}
+	fail := webhooks.Attempt{AttemptedAt: f.clock.Now(), StatusCode: 503, ResponseExcerpt: "down"}
 	if err := f.finish(ds[0].Seq, "t1", fail, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.finish(ds[1].Seq, "stale", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 200}, p); err != nil {
+	if err := f.finish(ds[1].Seq, "stale", webhooks.Attempt{AttemptedAt: f.clock.Now(), StatusCode: 200}, p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.claimAll("t3", p); len(got) != 0 {
@@ -224,14 +225,14 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	if got := eventTypes(t, retry); !slices.Equal(got, []string{webhooks.SessionCreated + " " + a.ID}) {
 		t.Fatalf("after the backoff claimed %q, want a's session.created again (and not its later event)", got)
 	}
-	if err := f.finish(retry[0].Seq, "t4", api.WebhookAttempt{AttemptedAt: f.clock.Now(), StatusCode: 500}, p); err != nil {
+	if err := f.finish(retry[0].Seq, "t4", webhooks.Attempt{AttemptedAt: f.clock.Now(), StatusCode: 500}, p); err != nil {
 		t.Fatal(err)
 	}
 	// Keep failing past the window: the delivery fails, the endpoint is disabled.
 	for i := 0; i < 20; i++ {
 		f.clock.Advance(4 * time.Second)
 		for _, d := range f.claimAll("t5", p) {
-			if err := f.finish(d.Seq, "t5", api.WebhookAttempt{AttemptedAt: f.clock.Now(), Error: "connection refused"}, p); err != nil {
+			if err := f.finish(d.Seq, "t5", webhooks.Attempt{AttemptedAt: f.clock.Now(), Error: "connection refused"}, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -246,7 +247,7 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	}
 	states := map[string]string{}
 	for _, d := range list {
-		states[d.EventType+" "+fmt.Sprint(len(d.Attempts) > 0)] = d.State
+		states[d.Delivery.EventType+" "+fmt.Sprint(len(d.Attempts) > 0)] = d.Delivery.State
 	}
 	if states[webhooks.SessionCreated+" true"] != webhooks.Failed {
 		t.Fatalf("deliveries = %+v", list)
@@ -255,6 +256,74 @@ func testWebhookRetries(t *testing.T, open Factory) {
 	f.newSession(f.env)
 	if list, _ := f.s.ListWebhookDeliveries(f.ctx, e.ID, storage.ListQuery{Limit: 10}); len(list) != before {
 		t.Fatalf("a disabled endpoint got a new delivery: %d, want %d", len(list), before)
+	}
+}
+
+// testWebhookGivenBack: a delivery its dispatcher gives back unattempted
+// (its endpoint could not be read) is due again at once, with no attempt
+// on record, while the other deliveries of the round settle.
+func testWebhookGivenBack(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	p := webhooks.Policy{}.WithDefaults()
+	e := f.webhookEndpoint(webhooks.SessionCreated)
+	f.newSession(f.env)
+	f.newSession(f.env)
+	ds := f.claimAll("t1", p)
+	if len(ds) != 2 {
+		t.Fatalf("claimed %d deliveries, want 2", len(ds))
+	}
+	ok := webhooks.Attempt{AttemptedAt: f.clock.Now(), StatusCode: 204}
+	if err := f.s.FinishDeliveries(f.ctx, "t1", []webhooks.Result{{Seq: ds[0].Seq}, {Seq: ds[1].Seq, Attempt: &ok}}, p); err != nil {
+		t.Fatal(err)
+	}
+	again := f.claimAll("t2", p)
+	if len(again) != 1 || again[0].Seq != ds[0].Seq || again[0].Attempts != 0 {
+		t.Fatalf("claimed after the round: %+v; want the given-back delivery %d, never attempted", again, ds[0].Seq)
+	}
+	list, err := f.s.ListWebhookDeliveries(f.ctx, e.ID, storage.ListQuery{})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("deliveries = %+v, %v", list, err)
+	}
+	for _, d := range list {
+		want := 0
+		if d.Delivery.Seq == ds[1].Seq {
+			want = 1
+		}
+		if len(d.Attempts) != want {
+			t.Fatalf("delivery %d has %d attempts on record, want %d", d.Delivery.Seq, len(d.Attempts), want)
+		}
+	}
+}
+
+// testDeliveriesStored: the dispatcher's cue comes exactly when a change
+// stores deliveries, not for a change that emits nothing or an event no
+// endpoint subscribed to.
+func testDeliveriesStored(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	stored := f.s.DeliveriesStored()
+	f.webhookEndpoint(webhooks.SessionCreated)
+	st := f.memoryStore("notes") // memory_store.created: nobody subscribed
+	if _, err := f.s.CreateMemory(f.ctx, storage.NewMemory{StoreID: st.ID, Path: "/a", Content: "x", By: apiActor, MaxMemories: 10}); err != nil {
+		t.Fatal(err)
+	}
+	f.newEnvironment("other") // environment.created: nobody subscribed
+	if closed(stored) {
+		t.Fatal("changes that stored no delivery signalled the dispatcher")
+	}
+	f.newSession(f.env)
+	if !closed(stored) {
+		t.Fatal("a change that stored a delivery did not signal the dispatcher")
+	}
+	if closed(f.s.DeliveriesStored()) {
+		t.Fatal("a signal handed out after the change is already given")
 	}
 }
 

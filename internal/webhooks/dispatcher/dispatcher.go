@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
@@ -51,7 +51,6 @@ type Config struct {
 type Dispatcher struct {
 	cfg    Config
 	client *http.Client
-	nudge  chan struct{}
 	// attempts counts attempts by result; latency times them.
 	attempts *prometheus.CounterVec
 	latency  prometheus.Histogram
@@ -79,7 +78,6 @@ func New(cfg Config) *Dispatcher {
 		// Redirects are not followed: the signed request goes to the URL
 		// the endpoint names, nowhere else.
 		client: &http.Client{Transport: transport, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		nudge:  make(chan struct{}, 1),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by result: accepted (2xx), refused (any other status) or unreachable (no answer; the log says why).",
@@ -96,26 +94,21 @@ func New(cfg Config) *Dispatcher {
 	return d
 }
 
-// Nudge makes a running Run look for deliveries at once (after a change
-// that may have stored some).
-func (d *Dispatcher) Nudge() {
-	select {
-	case d.nudge <- struct{}{}:
-	default:
-	}
-}
-
 // pruneEvery is how often Run prunes the settled deliveries past
 // Policy.KeepFor.
 const pruneEvery = time.Hour
 
 // Run sends deliveries until ctx ends, looking for due ones every interval
-// and when nudged, and prunes old settled ones every hour.
+// and as soon as a change made through its store stores some, and prunes
+// old settled ones every hour.
 func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var pruned time.Time
 	for {
+		// Asked before the round: deliveries stored while it runs wake
+		// the next one.
+		stored := d.cfg.Store.DeliveriesStored()
 		if now := d.cfg.Now(); now.Sub(pruned) >= pruneEvery {
 			pruned = now
 			n, err := d.cfg.Store.PruneWebhookDeliveries(ctx, now.Add(-d.cfg.Policy.KeepFor))
@@ -139,55 +132,69 @@ func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-d.nudge:
+		case <-stored:
 		}
 	}
 }
 
 // RunOnce claims the deliveries due now and sends them, returning how many
-// it attempted.
+// it attempted. Each delivery is settled on its own: one whose endpoint
+// cannot be read is given back unattempted, due again at the next round,
+// while the others go out.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	token := newToken()
 	ds, err := d.cfg.Store.ClaimDeliveries(ctx, d.cfg.Now().UTC(), d.cfg.Batch, token, d.cfg.Policy)
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}
-	endpoints := map[string]webhooks.Endpoint{}
+	endpoints := map[string]*webhooks.Endpoint{}
 	for _, del := range ds {
 		if _, ok := endpoints[del.EndpointID]; ok {
 			continue
 		}
 		e, err := d.cfg.Store.GetWebhookEndpoint(ctx, del.EndpointID)
 		if err != nil {
-			return 0, fmt.Errorf("load webhook endpoint %s: %w", del.EndpointID, err)
+			if !errors.Is(err, storage.ErrNotFound) { // deleted, with its deliveries
+				d.cfg.Logger.Warn("webhook dispatcher: reading an endpoint failed; its deliveries are given back and tried again at the next round",
+					"webhook_endpoint_id", del.EndpointID, "err", err)
+			}
+			endpoints[del.EndpointID] = nil
+			continue
 		}
-		endpoints[del.EndpointID] = e
+		endpoints[del.EndpointID] = &e
 	}
 	results := make([]webhooks.Result, len(ds))
+	attempted := 0
 	var wg sync.WaitGroup
 	for i, del := range ds {
+		results[i].Seq = del.Seq
+		e := endpoints[del.EndpointID]
+		if e == nil {
+			continue
+		}
+		attempted++
 		wg.Go(func() {
-			a := d.send(ctx, endpoints[del.EndpointID], del)
-			if a.StatusCode < 200 || a.StatusCode > 299 {
+			a := d.send(ctx, *e, del)
+			if !a.Accepted() {
 				d.cfg.Logger.Warn("webhook delivery failed; it will be retried with backoff", "webhook_endpoint_id", del.EndpointID, "webhook_id", del.EventID,
-					"event_type", del.EventType, "attempt", del.Attempts+1, "outcome", webhooks.Outcome(a), "url", endpoints[del.EndpointID].URL)
+					"event_type", del.EventType, "attempt", del.Attempts+1, "outcome", webhooks.Outcome(a), "url", e.URL)
 			}
-			results[i] = webhooks.Result{Seq: del.Seq, Attempt: a}
+			results[i].Attempt = &a
 			d.observe(a)
 		})
 	}
 	wg.Wait()
 	// One transaction records the round: one commit, not one per delivery.
 	if err := d.cfg.Store.FinishDeliveries(context.WithoutCancel(ctx), token, results, d.cfg.Policy); err != nil {
-		return len(ds), fmt.Errorf("record the attempts of %d webhook deliveries (they are sent again when their leases lapse): %w", len(ds), err)
+		return attempted, fmt.Errorf("record the attempts of %d webhook deliveries (they are sent again when their leases lapse): %w", len(ds), err)
 	}
-	return len(ds), nil
+	return attempted, nil
 }
 
 // observe counts an attempt.
-func (d *Dispatcher) observe(a api.WebhookAttempt) {
+func (d *Dispatcher) observe(a webhooks.Attempt) {
 	switch {
-	case a.StatusCode >= 200 && a.StatusCode <= 299:
+	case a.Accepted():
 		d.attempts.WithLabelValues("accepted").Inc()
 	case a.StatusCode != 0:
 		d.attempts.WithLabelValues("refused").Inc()
@@ -202,9 +209,9 @@ func (d *Dispatcher) observe(a api.WebhookAttempt) {
 const excerptBytes = 512
 
 // send makes one attempt of del to e.
-func (d *Dispatcher) send(ctx context.Context, e webhooks.Endpoint, del webhooks.Delivery) api.WebhookAttempt {
+func (d *Dispatcher) send(ctx context.Context, e webhooks.Endpoint, del webhooks.Delivery) webhooks.Attempt {
 	now := d.cfg.Now().UTC()
-	a := api.WebhookAttempt{AttemptedAt: now}
+	a := webhooks.Attempt{AttemptedAt: now}
 	req, err := Sign(ctx, e.URL, e.Secret, del.EventID, now, del.Payload)
 	if err != nil {
 		a.Error = err.Error()

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +77,7 @@ func fixture(t testing.TB, url string) (*sqlite.DB, webhooks.Endpoint) {
 	return db, e
 }
 
-func attempts(t *testing.T, db *sqlite.DB, endpointID string) []api.WebhookAttempt {
+func attempts(t *testing.T, db *sqlite.DB, endpointID string) []webhooks.Attempt {
 	t.Helper()
 	ds, err := db.ListWebhookDeliveries(context.Background(), endpointID, storage.ListQuery{})
 	if err != nil || len(ds) != 1 {
@@ -122,5 +123,53 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	}
 	if a := attempts(t, db, e.ID); len(a) != 1 || a[0].StatusCode != http.StatusTemporaryRedirect {
 		t.Fatalf("attempt = %+v", a)
+	}
+}
+
+// unreadable is a real store in which one endpoint cannot be read, as when
+// the database fails that one query.
+type unreadable struct {
+	storage.Webhooks
+	id string
+}
+
+func (u unreadable) GetWebhookEndpoint(ctx context.Context, id string) (webhooks.Endpoint, error) {
+	if id == u.id {
+		return webhooks.Endpoint{}, errors.New("injected: the endpoint could not be read")
+	}
+	return u.Webhooks.GetWebhookEndpoint(ctx, id)
+}
+
+// A round in which one endpoint cannot be read still sends the deliveries
+// of the others, and gives that endpoint's back: they go out at the next
+// round, not after their leases lapse.
+func TestAnUnreadableEndpointHoldsBackOnlyItsOwnDeliveries(t *testing.T) {
+	var hits atomic.Int32
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer recv.Close()
+	db, broken := fixture(t, recv.URL) // one delivery to broken
+	now := time.Now().UTC()
+	good := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.New(ids.Webhook), URL: recv.URL, State: webhooks.StateEnabled,
+		EnabledEvents: []string{webhooks.EnvironmentCreated}, CreatedAt: now, UpdatedAt: now}, Secret: NewSecret()}
+	if err := db.CreateWebhookEndpoint(context.Background(), good); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateEnvironment(context.Background(), storage.Environment{ID: ids.New(ids.Environment), Name: "f", ConfigType: api.EnvironmentConfigSelfHosted,
+		CreatedAt: now, UpdatedAt: now}); err != nil { // one more to each
+		t.Fatal(err)
+	}
+	cfg := Config{Store: unreadable{db, broken.ID}, Logger: slog.New(slog.DiscardHandler), Egress: Egress{AllowPrivate: true}}
+	if n, err := New(cfg).RunOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("RunOnce with %s unreadable = %d, %v; want the other endpoint's 1 delivery sent", broken.ID, n, err)
+	}
+	if hits.Load() != 1 || len(attempts(t, db, good.ID)) != 1 {
+		t.Fatalf("%d requests received, %d attempts recorded for the readable endpoint; want 1 and 1", hits.Load(), len(attempts(t, db, good.ID)))
+	}
+	cfg.Store = db // the endpoint reads again; no time has passed
+	if n, err := New(cfg).RunOnce(context.Background()); n != 2 || err != nil {
+		t.Fatalf("the next round = %d, %v; want the 2 given-back deliveries sent", n, err)
+	}
+	if hits.Load() != 3 {
+		t.Fatalf("%d requests received, want 3", hits.Load())
 	}
 }
