@@ -2,6 +2,7 @@ package memsync_test
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -328,4 +329,43 @@ func TestAnAdoptedFolderResumesTheFeedWithOneRequest(t *testing.T) {
 	})
 	m.End(e.ctx, true)
 	assertNothingLeft(t, root)
+}
+
+// A leftover folder that cannot be adopted after all (here its filesystem
+// cannot be probed) is left as found with its journal, for the next claim:
+// it may hold the only copy of the agent's last edits. Both kinds of
+// leftover: the same session's, and an ended session's.
+func TestALeftoverWhoseAdoptionFailsIsKept(t *testing.T) {
+	e := newEnv(t)
+	probeFails := func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.ProbeCase = func(*confined.Root) (bool, error) { return false, errors.New("probe refused by the test") }
+	}
+	for _, sess := range []string{"sesn_1", "sesn_2"} {
+		t.Run(sess, func(t *testing.T) {
+			root := t.TempDir()
+			crashedMount(t, e, root)
+			dir := filepath.Join(root, "notes")
+			before := folder(t, dir)
+			delete(before, "/new/"+confined.TempPrefix+"0001") // cleaned up first, by design
+			versions := e.versions()
+
+			m := e.session(root, sessionID(sess), probeFails)
+			if err := m.Mount(e.ctx); err == nil || !strings.Contains(err.Error(), "cannot be probed") {
+				t.Fatalf("Mount = %v, want the probe's failure", err)
+			}
+			m.End(e.ctx, true)
+			equal(t, "the leftover folder", folder(t, dir), before)
+			if got := e.versions(); got != versions {
+				t.Fatalf("the failed adoption changed the server: %d versions, want %d", got, versions)
+			}
+			// The next claim adopts it and the edits reach the server.
+			again := e.session(root, sessionID("sesn_1"))
+			must(t, again.Mount(e.ctx))
+			if got := e.server()["/new/note.md"]; got != "written just before the kill" {
+				t.Fatalf("the edit made before the crash is %q on the server", got)
+			}
+			again.End(e.ctx, true)
+			assertNothingLeft(t, root)
+		})
+	}
 }

@@ -71,7 +71,8 @@ type store struct {
 	journaled State
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
-	// adopted: the folder is one an earlier run of this session left.
+	// adopted: the folder is one a crashed worker left, not yet disposed
+	// of; a failed mount keeps it (see discard).
 	adopted bool
 	// feed is the server's listing kept from the change feed, and seq the
 	// feed sequence it is at (read by the follower, hence atomic).
@@ -219,7 +220,10 @@ func (st *store) checkLeftover() error {
 func (st *store) adopt(ctx context.Context, now time.Time) error {
 	j := st.leftover
 	st.leftover = nil
-	st.state, st.journaled, st.created = j.State, j.State.Clone(), true
+	// Adopted from the start: until its edits are saved, the folder may hold
+	// the only copy of what the agent wrote, so a failure below leaves it,
+	// with its journal, for the next claim (see discard).
+	st.state, st.journaled, st.created, st.adopted = j.State, j.State.Clone(), true, true
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {
 		st.log.InfoContext(ctx, "removed the temporary files of writes the crash interrupted (their content never replaced any file)", "removed", n)
@@ -229,7 +233,6 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
 	if j.SessionID == st.sessionID {
-		st.adopted = true
 		// The change feed is followed on from the journal's sequence, so
 		// the sync below reads only what changed since the crash, and live
 		// mode (the follower, write-through uploads) works on an adopted
@@ -255,7 +258,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.dispose(ctx) != disposeRemoved {
 		return st.mountError("the folder an earlier session left could not be removed after its edits were saved (the lines above say why)", leftoverFix)
 	}
-	st.state = State{}
+	st.state, st.adopted = State{}, false
 	return st.mountStore(ctx, now)
 }
 
