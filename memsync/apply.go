@@ -404,6 +404,7 @@ func (a *applier) removeLocal(ctx context.Context, act Action) result {
 	err := a.st.root.RemoveFile(relPath(act.Path), act.Local, true)
 	switch {
 	case err == nil, errors.Is(err, fs.ErrNotExist):
+		a.st.fault("removed")
 		a.mark(func(s State) { s.MarkGone(act.Path) })
 		a.debug(ctx, act, "removed the file: its memory was deleted on the server")
 		return done

@@ -369,3 +369,56 @@ func TestALeftoverWhoseAdoptionFailsIsKept(t *testing.T) {
 		})
 	}
 }
+
+// faultAt calls at when the session reaches the fault point point.
+func faultAt(point string, at func()) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.FaultPoint = func(p string) {
+			if p == point {
+				at()
+			}
+		}
+	}
+}
+
+// killedAt copies what a worker killed at this moment leaves on disk — the
+// store's folder and its state folder under root — into a new mount root,
+// and points the journal there: the folder a restarted worker finds.
+func killedAt(t *testing.T, root string) (newRoot string) {
+	t.Helper()
+	newRoot = t.TempDir()
+	for _, name := range []string{"notes", filepath.Base(memsync.StateDir(filepath.Join(root, "notes")))} {
+		must(t, os.CopyFS(filepath.Join(newRoot, name), os.DirFS(filepath.Join(root, name))))
+	}
+	editJournal(t, filepath.Join(newRoot, "notes"), func(j map[string]any) { j["folder"] = filepath.Join(newRoot, "notes") })
+	return newRoot
+}
+
+// A worker killed right after it removed a file whose memory the server
+// deleted, before its journal says so, leaves a journal that still holds
+// the file. If the memory comes back meanwhile with the same content (a
+// person restores it), the next worker must not take the missing file for
+// the agent's deletion and delete the restored memory: the removal was
+// journaled as started, so the file's absence is the worker's own doing.
+func TestAMemoryRestoredAfterAKillMidRemovalIsNotDeleted(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	e.put("/gone.md", "deleted on the server, then restored")
+	e.put("/keep.md", "kept")
+	var crashed string
+	m := e.mount(root, sessionID("sesn_1"), faultAt("sync.removed", func() { crashed = killedAt(t, root) }))
+	e.remove("/gone.md")
+	m.Sync(e.ctx)
+	m.Crash()
+	if crashed == "" {
+		t.Fatal("the sync never removed the file")
+	}
+	equal(t, "the folder at the kill", folder(t, filepath.Join(crashed, "notes")), map[string]string{"/keep.md": "kept"})
+	e.put("/gone.md", "deleted on the server, then restored")
+
+	again := e.session(crashed, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	again.End(e.ctx, true)
+	equal(t, "server", e.server(), map[string]string{"/gone.md": "deleted on the server, then restored", "/keep.md": "kept"})
+	assertNothingLeft(t, crashed)
+}

@@ -197,6 +197,8 @@ func (r *reconciler) keep(path string, ps PathState) {
 // memory gone after a delete was sent was deleted by us, so its base is
 // dropped. Every record is dropped after this listing either way; kept
 // longer, one could claim another writer's identical content as ours.
+// Likewise a local removal whose outcome a crash left unknown: a file gone
+// was removed by us, so its base is dropped.
 func (r *reconciler) settle(state State) State {
 	eff := make(State, len(state))
 	for _, p := range slices.Sorted(maps.Keys(state)) {
@@ -215,6 +217,13 @@ func (r *reconciler) settle(state State) State {
 				r.note(slog.LevelDebug, p, "a server delete whose response was lost had reached the server", nil)
 			}
 			ps.DeleteSent = false
+		}
+		if ps.RemoveStarted {
+			if _, inL := r.local.Files[p]; !inL {
+				ps.Base, ps.MissingSince = "", time.Time{}
+				r.note(slog.LevelDebug, p, "a file removal a crash interrupted had happened", nil)
+			}
+			ps.RemoveStarted = false
 		}
 		if !ps.isZero() {
 			eff[p] = ps

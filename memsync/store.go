@@ -459,23 +459,28 @@ func (st *store) fault(what string) {
 	}
 }
 
-// journalSends journals, before a plan's requests go out, that each of its
-// uploads and server deletes may land: if the worker dies before their
-// answers are journaled, the next worker's first listing recognises them
-// (see State.MarkSent), so an upload that landed reads as synced, not as a
-// conflict with the agent's next edit.
+// journalSends journals, before a plan's changes are made, that each of
+// its uploads, server deletes and local removals may happen: if the worker
+// dies before their outcome is journaled, the next worker's first sync
+// recognises them (see State.MarkSent, MarkDeleteSent, MarkRemoveStarted),
+// so an upload that landed reads as synced, not as a conflict with the
+// agent's next edit, and a file the worker removed reads as removed, not
+// as the agent's deletion.
 func (st *store) journalSends(ctx context.Context, plan Plan) {
 	var pre State
 	for _, act := range plan.Actions {
-		if act.Kind != Create && act.Kind != Update && act.Kind != DeleteRemote {
+		if act.Kind != Create && act.Kind != Update && act.Kind != DeleteRemote && act.Kind != RemoveLocal {
 			continue
 		}
 		if pre == nil {
 			pre = plan.Next.Clone()
 		}
-		if act.Kind == DeleteRemote {
+		switch act.Kind {
+		case DeleteRemote:
 			pre.MarkDeleteSent(act.Path)
-		} else {
+		case RemoveLocal:
+			pre.MarkRemoveStarted(act.Path)
+		default:
 			pre.MarkSent(act.Path, act.Local.SHA256)
 		}
 	}
