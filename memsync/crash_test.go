@@ -3,10 +3,12 @@ package memsync_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -421,4 +423,57 @@ func TestAMemoryRestoredAfterAKillMidRemovalIsNotDeleted(t *testing.T) {
 	again.End(e.ctx, true)
 	equal(t, "server", e.server(), map[string]string{"/gone.md": "deleted on the server, then restored", "/keep.md": "kept"})
 	assertNothingLeft(t, crashed)
+}
+
+// journaledPaths returns the paths the journal beside dir holds as in step
+// with the server.
+func journaledPaths(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(memsync.StateDir(dir), "journal.json"))
+	must(t, err)
+	var j struct{ State memsync.State }
+	must(t, json.Unmarshal(data, &j))
+	var out []string
+	for p, ps := range j.State {
+		if ps.Base != "" {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The folder's own writes are not fsynced one by one, but the journal is:
+// so that a machine crash can never leave a journal naming a file the disk
+// lost (adoption would take it for the agent's deletion), the files a
+// mount or a sync placed are flushed to disk before the journal that names
+// them is written. At the flush the journal on disk does not name them
+// yet; after it, it does.
+func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
+	e := newEnv(t)
+	e.put("/mounted.md", "downloaded at the mount")
+	root := t.TempDir()
+	dir := filepath.Join(root, "notes")
+	var flushed []string
+	m := e.mount(root, sessionID("sesn_1"), func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.FaultPoint = func(p string) {
+			if strings.HasSuffix(p, ".flushed") {
+				flushed = append(flushed, fmt.Sprintf("%s %v", p, journaledPaths(t, dir)))
+			}
+		}
+	})
+	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md"}) {
+		t.Fatalf("journal after the mount holds %v", got)
+	}
+	e.put("/synced.md", "downloaded by a sync")
+	m.Sync(e.ctx)
+	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md", "/synced.md"}) {
+		t.Fatalf("journal after the sync holds %v", got)
+	}
+	m.Sync(e.ctx) // nothing placed: no flush
+	want := []string{"mount.flushed []", "sync.flushed [/mounted.md]"}
+	if !slices.Equal(flushed, want) {
+		t.Fatalf("flushes (with what the journal held then) = %q, want %q", flushed, want)
+	}
+	m.End(e.ctx, true)
 }

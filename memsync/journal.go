@@ -199,9 +199,24 @@ func (st *store) readJournal() (journal, error) {
 // of the state folder), unless it is what the journal already holds. A
 // failure is logged: the sync itself went through, only a crash before the
 // next successful write would leave the folder to be refused.
+//
+// The files the worker placed in or removed from the folder since the last
+// journal are made durable first (the folder's own writes are not fsynced
+// one by one): after a machine crash the journal must never name a file
+// the disk lost — adoption would take it for the agent's deletion and
+// delete the memory — nor a content the disk did not keep, which would
+// read as the agent's edit.
 func (st *store) writeJournal(ctx context.Context, state State) {
 	if st.stateRoot == nil || (st.journaled != nil && maps.Equal(st.journaled, state)) {
 		return
+	}
+	if st.placed.Load() {
+		if err := flushFolder(st.mount.Dir); err != nil {
+			st.warn(ctx, "", "cannot flush the folder's files to disk, so the sync journal is not updated (it must never name a file a machine crash could take back); the next sync retries (check the disk)", err)
+			return
+		}
+		st.placed.Store(false)
+		st.fault("flushed")
 	}
 	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state}
 	if st.feed.on {

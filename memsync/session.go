@@ -85,7 +85,9 @@ type SessionConfig struct {
 	// stops or kills the worker: "<step>.planned" between a scan and its
 	// apply, "<step>.uploaded", "<step>.downloaded" and "<step>.removed"
 	// after an upload landed, a file was written or a file whose memory the
-	// server deleted was removed, but before the state records it, where
+	// server deleted was removed, but before the state records it,
+	// "<step>.flushed" after such files were made durable but before the
+	// journal that names them is written, where
 	// step is mount, sync, write (a live write-through upload), final or
 	// flush. Nil outside such tests.
 	FaultPoint func(point string)

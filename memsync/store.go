@@ -69,6 +69,10 @@ type store struct {
 	// journaled is the state the journal holds, so an unchanged state is
 	// not written again.
 	journaled State
+	// placed: the worker wrote or removed files in the folder since its
+	// filesystem was last flushed (set by apply's goroutines); the next
+	// journal write flushes first.
+	placed atomic.Bool
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
 	// adopted: the folder is one a crashed worker left, not yet disposed
@@ -291,9 +295,10 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return st.mountError(fmt.Sprintf("the folder cannot be created (%v)", err), fixFor(filepath.Dir(st.mount.Dir)))
 	}
-	// The folder's writes are atomic for the agent but not fsynced: what
-	// the worker writes there is a copy of the server's, and the journal
-	// survives a crash of the worker, which leaves the page cache intact.
+	// The folder's writes are atomic for the agent but not fsynced one by
+	// one: what the worker writes there is a copy of the server's, and the
+	// folder is flushed once before a journal that names them is written
+	// (see writeJournal).
 	st.root, st.created = root.WithoutSync(), true
 	st.step = "mount"
 	st.notes.begin()
@@ -500,6 +505,7 @@ func (st *store) prepareRebuild() error {
 	if err != nil {
 		return err
 	}
+	st.placed.Store(true)
 	return st.root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{})
 }
 
