@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -385,14 +386,55 @@ func faultAt(point string, at func()) mountOption {
 
 // killedAt copies what a worker killed at this moment leaves on disk — the
 // store's folder and its state folder under root — into a new mount root,
-// and points the journal there: the folder a restarted worker finds.
+// and points the journal there: the folder a restarted worker finds. It
+// runs on the worker's goroutines (from a fault point), where other
+// writes may still be landing: a file gone before it is copied was not
+// there at the kill.
 func killedAt(t *testing.T, root string) (newRoot string) {
 	t.Helper()
 	newRoot = t.TempDir()
 	for _, name := range []string{"notes", filepath.Base(memsync.StateDir(filepath.Join(root, "notes")))} {
-		must(t, os.CopyFS(filepath.Join(newRoot, name), os.DirFS(filepath.Join(root, name))))
+		src, dst := filepath.Join(root, name), filepath.Join(newRoot, name)
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+			}
+			data, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), data, 0o600)
+		})
+		if err != nil {
+			t.Errorf("copying what the kill left: %v", err)
+		}
 	}
-	editJournal(t, filepath.Join(newRoot, "notes"), func(j map[string]any) { j["folder"] = filepath.Join(newRoot, "notes") })
+	p := filepath.Join(memsync.StateDir(filepath.Join(newRoot, "notes")), "journal.json")
+	var j map[string]any
+	data, err := os.ReadFile(p)
+	if err == nil {
+		err = json.Unmarshal(data, &j)
+	}
+	if err == nil {
+		j["folder"] = filepath.Join(newRoot, "notes")
+		data, err = json.Marshal(j)
+	}
+	if err == nil {
+		err = os.WriteFile(p, data, 0o600)
+	}
+	if err != nil {
+		t.Errorf("pointing the journal at the copy: %v", err)
+	}
 	return newRoot
 }
 

@@ -55,12 +55,15 @@ func StateDir(dir string) string {
 // need no new version: readers ignore unknown fields, and a journal
 // without Feed is adopted with a full listing.
 type journal struct {
-	Version       int          `json:"version"`
-	MemoryStoreID string       `json:"memory_store_id"`
-	Folder        string       `json:"folder"`
-	SessionID     string       `json:"session_id,omitempty"`
-	State         State        `json:"state"`
-	Feed          *journalFeed `json:"feed,omitempty"`
+	Version       int    `json:"version"`
+	MemoryStoreID string `json:"memory_store_id"`
+	Folder        string `json:"folder"`
+	SessionID     string `json:"session_id,omitempty"`
+	// Mounting: the mount's download had not finished, so the agent had
+	// not started and the folder holds only what the worker downloaded.
+	Mounting bool         `json:"mounting,omitempty"`
+	State    State        `json:"state"`
+	Feed     *journalFeed `json:"feed,omitempty"`
 }
 
 // journalFeed is the store's copy of the server's listing and the change
@@ -218,7 +221,7 @@ func (st *store) writeJournal(ctx context.Context, state State) {
 		st.placed.Store(false)
 		st.fault("flushed")
 	}
-	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state}
+	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, Mounting: st.mounting, State: state}
 	if st.feed.on {
 		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: make(map[string]journalEntry, len(st.feed.remote))}
 		for p, m := range st.feed.remote {

@@ -48,6 +48,13 @@ type PathState struct {
 	// base is dropped — a memory at the path on the server then reads as
 	// new and is downloaded, never deleted as the agent's deletion.
 	RemoveStarted bool `json:"remove_started,omitempty"`
+	// Fetching records, in the journal only, the sha of a download about
+	// to be written to the file. If the worker dies before the outcome is
+	// journaled, the next scan settles it: a file holding exactly this sha
+	// is that download, in step with the server as it was then — not a
+	// file of the agent's to upload, which would re-create a memory
+	// deleted since or overwrite a newer one.
+	Fetching string `json:"fetching,omitempty"`
 }
 
 func (ps PathState) isZero() bool { return ps == PathState{} }
@@ -87,6 +94,15 @@ func (s State) MarkDeleteSent(path string) {
 func (s State) MarkRemoveStarted(path string) {
 	ps := s[path]
 	ps.RemoveStarted = true
+	s[path] = ps
+}
+
+// MarkFetching records, before a download of content sha is written to
+// path, that its outcome is unknown until the state after it is
+// journaled.
+func (s State) MarkFetching(path, sha string) {
+	ps := s[path]
+	ps.Fetching = sha
 	s[path] = ps
 }
 

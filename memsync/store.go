@@ -75,6 +75,9 @@ type store struct {
 	placed atomic.Bool
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
+	// mounting: the mount's download runs, so the journal says the folder
+	// holds nothing of the agent's yet.
+	mounting bool
 	// adopted: the folder is one a crashed worker left, not yet disposed
 	// of; a failed mount keeps it (see discard).
 	adopted bool
@@ -236,6 +239,14 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive, err = st.probeCase(st.root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
+	if j.Mounting {
+		st.log.InfoContext(ctx, "found the folder of a mount a crashed worker had not finished: it holds only what was downloaded, nothing of the agent's, so the store is mounted afresh")
+		if err := os.RemoveAll(st.mount.Dir); err != nil {
+			return st.mountError(fmt.Sprintf("the folder of an unfinished mount cannot be removed (%v)", err), leftoverFix)
+		}
+		st.state, st.journaled, st.created, st.adopted = State{}, nil, false, false
+		return st.mountStore(ctx, now)
+	}
 	if j.SessionID == st.sessionID {
 		// The change feed is followed on from the journal's sequence, so
 		// the sync below reads only what changed since the crash, and live
@@ -311,9 +322,12 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive {
 		st.log.InfoContext(ctx, "this folder's filesystem ignores letter case, so memories whose paths differ only in case are not synced here (each such case is logged)")
 	}
-	// Journaled before the first download: a worker killed mid-download
-	// leaves a folder the next one adopts (what landed reads as equal to
-	// the server, the rest is downloaded), not one it must refuse.
+	// Journaled before the first download, as a mount in progress: a worker
+	// killed mid-download leaves a folder the next one recognises as
+	// holding only downloads (the agent starts after the mount), which it
+	// replaces — rather than refusing it, or taking the files for the
+	// agent's and uploading them over what the server changed since.
+	st.mounting = true
 	st.writeJournal(ctx, State{})
 	start := time.Now()
 	o, err := st.download(ctx, now)
@@ -321,6 +335,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
+	st.mounting, st.journaled = false, nil // written even if the state is still empty
 	st.writeJournal(ctx, st.state)
 	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil
@@ -416,6 +431,10 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 			st.state = plan.Next
 			return outcome{failed: 1}
 		}
+		// The rebuild's fresh state is journaled first: the old one holds
+		// the bases of files the rebuild has not brought back yet, which a
+		// crash would leave to read as the agent's deletions.
+		st.journalSends(ctx, plan)
 		// Everything is downloaded, so the full listing is the cheap way.
 		if err := a.stream(ctx, filterKinds(plan.Actions, Download)); err != nil && ctx.Err() == nil {
 			st.warn(ctx, "", "cannot download the memories to rebuild the folder; the next sync retries", err)
@@ -465,16 +484,17 @@ func (st *store) fault(what string) {
 }
 
 // journalSends journals, before a plan's changes are made, that each of
-// its uploads, server deletes and local removals may happen: if the worker
-// dies before their outcome is journaled, the next worker's first sync
-// recognises them (see State.MarkSent, MarkDeleteSent, MarkRemoveStarted),
-// so an upload that landed reads as synced, not as a conflict with the
-// agent's next edit, and a file the worker removed reads as removed, not
-// as the agent's deletion.
+// its uploads, server deletes, downloads and local removals may happen: if
+// the worker dies before their outcome is journaled, the next worker's
+// first sync recognises them (see State.MarkSent, MarkDeleteSent,
+// MarkFetching, MarkRemoveStarted), so an upload that landed reads as
+// synced, not as a conflict with the agent's next edit, a file the worker
+// downloaded reads as the server's, not as the agent's new file, and a
+// file it removed as removed, not as the agent's deletion.
 func (st *store) journalSends(ctx context.Context, plan Plan) {
 	var pre State
 	for _, act := range plan.Actions {
-		if act.Kind != Create && act.Kind != Update && act.Kind != DeleteRemote && act.Kind != RemoveLocal {
+		if !act.Kind.IO() {
 			continue
 		}
 		if pre == nil {
@@ -485,6 +505,8 @@ func (st *store) journalSends(ctx context.Context, plan Plan) {
 			pre.MarkDeleteSent(act.Path)
 		case RemoveLocal:
 			pre.MarkRemoveStarted(act.Path)
+		case Download:
+			pre.MarkFetching(act.Path, act.RemoteSHA)
 		default:
 			pre.MarkSent(act.Path, act.Local.SHA256)
 		}
