@@ -87,9 +87,10 @@ type SessionConfig struct {
 	// after an upload landed, a file was written or a file whose memory the
 	// server deleted was removed, but before the state records it,
 	// "<step>.flushed" after such files were made durable but before the
-	// journal that names them is written, where
-	// step is mount, sync, write (a live write-through upload), final or
-	// flush. Nil outside such tests.
+	// journal that names them is written, where step is mount, sync,
+	// write (a live write-through upload), final or flush; and
+	// "end.disposing" before a folder whose content is saved is removed.
+	// Nil outside such tests.
 	FaultPoint func(point string)
 	// OnSync, when set, receives a report of each step that moved a
 	// store's memories (mount, sync, write, final, flush): the worker's

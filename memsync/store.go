@@ -76,8 +76,9 @@ type store struct {
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
 	// mounting: the mount's download runs, so the journal says the folder
-	// holds nothing of the agent's yet.
-	mounting bool
+	// holds nothing of the agent's yet; disposing: the folder is being
+	// removed, its content saved.
+	mounting, disposing bool
 	// adopted: the folder is one a crashed worker left, not yet disposed
 	// of; a failed mount keeps it (see discard).
 	adopted bool
@@ -239,10 +240,14 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive, err = st.probeCase(st.root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
-	if j.Mounting {
-		st.log.InfoContext(ctx, "found the folder of a mount a crashed worker had not finished: it holds only what was downloaded, nothing of the agent's, so the store is mounted afresh")
+	if j.Mounting || j.Disposing {
+		why := "a mount a crashed worker had not finished: it holds only what was downloaded, nothing of the agent's"
+		if j.Disposing {
+			why = "a session's end a crashed worker had not finished: its edits were saved and the folder was being removed"
+		}
+		st.log.InfoContext(ctx, "found the folder of "+why+"; the store is mounted afresh")
 		if err := os.RemoveAll(st.mount.Dir); err != nil {
-			return st.mountError(fmt.Sprintf("the folder of an unfinished mount cannot be removed (%v)", err), leftoverFix)
+			return st.mountError(fmt.Sprintf("the folder of %s cannot be removed (%v)", why, err), leftoverFix)
 		}
 		st.state, st.journaled, st.created, st.adopted = State{}, nil, false, false
 		return st.mountStore(ctx, now)
@@ -273,7 +278,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.dispose(ctx) != disposeRemoved {
 		return st.mountError("the folder an earlier session left could not be removed after its edits were saved (the lines above say why)", leftoverFix)
 	}
-	st.state, st.adopted = State{}, false
+	st.state, st.adopted, st.disposing = State{}, false, false
 	return st.mountStore(ctx, now)
 }
 
@@ -654,6 +659,17 @@ func (st *store) dispose(ctx context.Context) disposal {
 		st.closeState(false)
 		return disposeKept
 	}
+	// Journaled first: a worker killed while the files go must leave a
+	// folder whose missing files the next one does not take for the
+	// agent's deletions.
+	st.disposing, st.journaled = true, nil
+	if !st.writeJournal(ctx, st.state) {
+		st.log.WarnContext(ctx, "the folder was kept: its removal could not be journaled (the line above says why), and a removal cut short without it could read as deletions; remove it by hand before this store is mounted here again")
+		st.closeState(false)
+		return disposeKept
+	}
+	st.step = "end"
+	st.fault("disposing")
 	if err := os.RemoveAll(st.mount.Dir); err != nil {
 		st.log.WarnContext(ctx, "the folder could not be removed; remove it by hand before this store is mounted here again", "error", err)
 		st.closeState(false)
