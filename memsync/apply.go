@@ -243,6 +243,7 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	if err != nil {
 		return a.failure(ctx, act, "cannot write this memory into the folder; the next sync retries", err)
 	}
+	a.st.placed.Store(true)
 	a.st.fault("downloaded")
 	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
 	a.tally(0, 0, int64(len(content)))
@@ -404,6 +405,8 @@ func (a *applier) removeLocal(ctx context.Context, act Action) result {
 	err := a.st.root.RemoveFile(relPath(act.Path), act.Local, true)
 	switch {
 	case err == nil, errors.Is(err, fs.ErrNotExist):
+		a.st.placed.Store(true)
+		a.st.fault("removed")
 		a.mark(func(s State) { s.MarkGone(act.Path) })
 		a.debug(ctx, act, "removed the file: its memory was deleted on the server")
 		return done

@@ -2,10 +2,14 @@ package memsync_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -328,4 +332,190 @@ func TestAnAdoptedFolderResumesTheFeedWithOneRequest(t *testing.T) {
 	})
 	m.End(e.ctx, true)
 	assertNothingLeft(t, root)
+}
+
+// A leftover folder that cannot be adopted after all (here its filesystem
+// cannot be probed) is left as found with its journal, for the next claim:
+// it may hold the only copy of the agent's last edits. Both kinds of
+// leftover: the same session's, and an ended session's.
+func TestALeftoverWhoseAdoptionFailsIsKept(t *testing.T) {
+	e := newEnv(t)
+	probeFails := func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.ProbeCase = func(*confined.Root) (bool, error) { return false, errors.New("probe refused by the test") }
+	}
+	for _, sess := range []string{"sesn_1", "sesn_2"} {
+		t.Run(sess, func(t *testing.T) {
+			root := t.TempDir()
+			crashedMount(t, e, root)
+			dir := filepath.Join(root, "notes")
+			before := folder(t, dir)
+			delete(before, "/new/"+confined.TempPrefix+"0001") // cleaned up first, by design
+			versions := e.versions()
+
+			m := e.session(root, sessionID(sess), probeFails)
+			if err := m.Mount(e.ctx); err == nil || !strings.Contains(err.Error(), "cannot be probed") {
+				t.Fatalf("Mount = %v, want the probe's failure", err)
+			}
+			m.End(e.ctx, true)
+			equal(t, "the leftover folder", folder(t, dir), before)
+			if got := e.versions(); got != versions {
+				t.Fatalf("the failed adoption changed the server: %d versions, want %d", got, versions)
+			}
+			// The next claim adopts it and the edits reach the server.
+			again := e.session(root, sessionID("sesn_1"))
+			must(t, again.Mount(e.ctx))
+			if got := e.server()["/new/note.md"]; got != "written just before the kill" {
+				t.Fatalf("the edit made before the crash is %q on the server", got)
+			}
+			again.End(e.ctx, true)
+			assertNothingLeft(t, root)
+		})
+	}
+}
+
+// faultAt calls at when the session reaches the fault point point.
+func faultAt(point string, at func()) mountOption {
+	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.FaultPoint = func(p string) {
+			if p == point {
+				at()
+			}
+		}
+	}
+}
+
+// killedAt copies what a worker killed at this moment leaves on disk — the
+// store's folder and its state folder under root — into a new mount root,
+// and points the journal there: the folder a restarted worker finds. It
+// runs on the worker's goroutines (from a fault point), where other
+// writes may still be landing: a file gone before it is copied was not
+// there at the kill.
+func killedAt(t *testing.T, root string) (newRoot string) {
+	t.Helper()
+	newRoot = t.TempDir()
+	for _, name := range []string{"notes", filepath.Base(memsync.StateDir(filepath.Join(root, "notes")))} {
+		src, dst := filepath.Join(root, name), filepath.Join(newRoot, name)
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+			}
+			data, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), data, 0o600)
+		})
+		if err != nil {
+			t.Errorf("copying what the kill left: %v", err)
+		}
+	}
+	p := filepath.Join(memsync.StateDir(filepath.Join(newRoot, "notes")), "journal.json")
+	var j map[string]any
+	data, err := os.ReadFile(p)
+	if err == nil {
+		err = json.Unmarshal(data, &j)
+	}
+	if err == nil {
+		j["folder"] = filepath.Join(newRoot, "notes")
+		data, err = json.Marshal(j)
+	}
+	if err == nil {
+		err = os.WriteFile(p, data, 0o600)
+	}
+	if err != nil {
+		t.Errorf("pointing the journal at the copy: %v", err)
+	}
+	return newRoot
+}
+
+// A worker killed right after it removed a file whose memory the server
+// deleted, before its journal says so, leaves a journal that still holds
+// the file. If the memory comes back meanwhile with the same content (a
+// person restores it), the next worker must not take the missing file for
+// the agent's deletion and delete the restored memory: the removal was
+// journaled as started, so the file's absence is the worker's own doing.
+func TestAMemoryRestoredAfterAKillMidRemovalIsNotDeleted(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	e.put("/gone.md", "deleted on the server, then restored")
+	e.put("/keep.md", "kept")
+	var crashed string
+	m := e.mount(root, sessionID("sesn_1"), faultAt("sync.removed", func() { crashed = killedAt(t, root) }))
+	e.remove("/gone.md")
+	m.Sync(e.ctx)
+	m.Crash()
+	if crashed == "" {
+		t.Fatal("the sync never removed the file")
+	}
+	equal(t, "the folder at the kill", folder(t, filepath.Join(crashed, "notes")), map[string]string{"/keep.md": "kept"})
+	e.put("/gone.md", "deleted on the server, then restored")
+
+	again := e.session(crashed, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	again.End(e.ctx, true)
+	equal(t, "server", e.server(), map[string]string{"/gone.md": "deleted on the server, then restored", "/keep.md": "kept"})
+	assertNothingLeft(t, crashed)
+}
+
+// journaledPaths returns the paths the journal beside dir holds as in step
+// with the server.
+func journaledPaths(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(memsync.StateDir(dir), "journal.json"))
+	must(t, err)
+	var j struct{ State memsync.State }
+	must(t, json.Unmarshal(data, &j))
+	var out []string
+	for p, ps := range j.State {
+		if ps.Base != "" {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The folder's own writes are not fsynced one by one, but the journal is:
+// so that a machine crash can never leave a journal naming a file the disk
+// lost (adoption would take it for the agent's deletion), the files a
+// mount or a sync placed are flushed to disk before the journal that names
+// them is written. At the flush the journal on disk does not name them
+// yet; after it, it does.
+func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
+	e := newEnv(t)
+	e.put("/mounted.md", "downloaded at the mount")
+	root := t.TempDir()
+	dir := filepath.Join(root, "notes")
+	var flushed []string
+	m := e.mount(root, sessionID("sesn_1"), func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+		c.FaultPoint = func(p string) {
+			if strings.HasSuffix(p, ".flushed") {
+				flushed = append(flushed, fmt.Sprintf("%s %v", p, journaledPaths(t, dir)))
+			}
+		}
+	})
+	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md"}) {
+		t.Fatalf("journal after the mount holds %v", got)
+	}
+	e.put("/synced.md", "downloaded by a sync")
+	m.Sync(e.ctx)
+	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md", "/synced.md"}) {
+		t.Fatalf("journal after the sync holds %v", got)
+	}
+	m.Sync(e.ctx) // nothing placed: no flush
+	want := []string{"mount.flushed []", "sync.flushed [/mounted.md]"}
+	if !slices.Equal(flushed, want) {
+		t.Fatalf("flushes (with what the journal held then) = %q, want %q", flushed, want)
+	}
+	m.End(e.ctx, true)
 }

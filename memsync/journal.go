@@ -55,12 +55,19 @@ func StateDir(dir string) string {
 // need no new version: readers ignore unknown fields, and a journal
 // without Feed is adopted with a full listing.
 type journal struct {
-	Version       int          `json:"version"`
-	MemoryStoreID string       `json:"memory_store_id"`
-	Folder        string       `json:"folder"`
-	SessionID     string       `json:"session_id,omitempty"`
-	State         State        `json:"state"`
-	Feed          *journalFeed `json:"feed,omitempty"`
+	Version       int    `json:"version"`
+	MemoryStoreID string `json:"memory_store_id"`
+	Folder        string `json:"folder"`
+	SessionID     string `json:"session_id,omitempty"`
+	// Mounting: the mount's download had not finished, so the agent had
+	// not started and the folder holds only what the worker downloaded.
+	Mounting bool `json:"mounting,omitempty"`
+	// Disposing: the session's memory had ended — its edits uploaded, or
+	// copies kept — and the folder was being removed; what is left of it
+	// is to be removed, not synced (a file already gone is no deletion).
+	Disposing bool         `json:"disposing,omitempty"`
+	State     State        `json:"state"`
+	Feed      *journalFeed `json:"feed,omitempty"`
 }
 
 // journalFeed is the store's copy of the server's listing and the change
@@ -199,11 +206,28 @@ func (st *store) readJournal() (journal, error) {
 // of the state folder), unless it is what the journal already holds. A
 // failure is logged: the sync itself went through, only a crash before the
 // next successful write would leave the folder to be refused.
-func (st *store) writeJournal(ctx context.Context, state State) {
+//
+// The files the worker placed in or removed from the folder since the last
+// journal are made durable first (the folder's own writes are not fsynced
+// one by one): after a machine crash the journal must never name a file
+// the disk lost — adoption would take it for the agent's deletion and
+// delete the memory — nor a content the disk did not keep, which would
+// read as the agent's edit.
+// It reports whether the journal holds state.
+func (st *store) writeJournal(ctx context.Context, state State) bool {
 	if st.stateRoot == nil || (st.journaled != nil && maps.Equal(st.journaled, state)) {
-		return
+		return true
 	}
-	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID, State: state}
+	if st.placed.Load() {
+		if err := flushFolder(st.mount.Dir); err != nil {
+			st.warn(ctx, "", "cannot flush the folder's files to disk, so the sync journal is not updated (it must never name a file a machine crash could take back); the next sync retries (check the disk)", err)
+			return false
+		}
+		st.placed.Store(false)
+		st.fault("flushed")
+	}
+	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
+		Mounting: st.mounting, Disposing: st.disposing, State: state}
 	if st.feed.on {
 		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: make(map[string]journalEntry, len(st.feed.remote))}
 		for p, m := range st.feed.remote {
@@ -217,9 +241,10 @@ func (st *store) writeJournal(ctx context.Context, state State) {
 	if err != nil {
 		st.warn(ctx, "", fmt.Sprintf("cannot write the sync journal in %s; if the worker stops abruptly before the next sync writes it, the folder is refused instead of adopted (check that the disk has room and the folder is writable)",
 			StateDir(st.mount.Dir)), err)
-		return
+		return false
 	}
 	st.journaled = state.Clone()
+	return true
 }
 
 // keepCopy saves the local content of path under the state folder's kept/

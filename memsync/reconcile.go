@@ -197,6 +197,10 @@ func (r *reconciler) keep(path string, ps PathState) {
 // memory gone after a delete was sent was deleted by us, so its base is
 // dropped. Every record is dropped after this listing either way; kept
 // longer, one could claim another writer's identical content as ours.
+// Likewise the local changes whose outcome a crash left unknown: a file
+// gone after its removal started was removed by us, so its base is
+// dropped; a file holding the content a download was fetching is that
+// download, so that content becomes its base.
 func (r *reconciler) settle(state State) State {
 	eff := make(State, len(state))
 	for _, p := range slices.Sorted(maps.Keys(state)) {
@@ -215,6 +219,20 @@ func (r *reconciler) settle(state State) State {
 				r.note(slog.LevelDebug, p, "a server delete whose response was lost had reached the server", nil)
 			}
 			ps.DeleteSent = false
+		}
+		if ps.RemoveStarted {
+			if _, inL := r.local.Files[p]; !inL {
+				ps.Base, ps.MissingSince = "", time.Time{}
+				r.note(slog.LevelDebug, p, "a file removal a crash interrupted had happened", nil)
+			}
+			ps.RemoveStarted = false
+		}
+		if ps.Fetching != "" {
+			if lf, inL := r.local.Files[p]; inL && lf.SHA256 == ps.Fetching {
+				ps.Base, ps.MissingSince = ps.Fetching, time.Time{}
+				r.note(slog.LevelDebug, p, "a download a crash interrupted had been written", nil)
+			}
+			ps.Fetching = ""
 		}
 		if !ps.isZero() {
 			eff[p] = ps

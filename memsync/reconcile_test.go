@@ -581,6 +581,24 @@ func reconcileCases() []reconcileCase {
 			actions: nil,
 			next:    synced("/a", A),
 		},
+		// --- Local removals a crash interrupted (journaled as started). ---
+		{
+			name:    "removal that happened, memory restored since with the same content: downloaded, not deleted as the agent's",
+			state:   State{"/a": {Base: A, RemoveStarted: true}},
+			local:   trusted(files()),
+			remote:  remote("/a", A),
+			opts:    Options{Final: true},
+			actions: []Action{download("/a", A, absent)},
+			next:    State{},
+		},
+		{
+			name:    "removal that never happened: the file is removed again",
+			state:   State{"/a": {Base: A, RemoveStarted: true}},
+			local:   trusted(files("/a", A)),
+			remote:  remote(),
+			actions: []Action{removeLocal("/a", A)},
+			next:    synced("/a", A),
+		},
 
 		// --- The marker. ---
 		{

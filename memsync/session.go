@@ -83,10 +83,14 @@ type SessionConfig struct {
 	EndTimeout time.Duration
 	// FaultPoint, when set, is called at the moments a fault-injection test
 	// stops or kills the worker: "<step>.planned" between a scan and its
-	// apply, "<step>.uploaded" and "<step>.downloaded" after an upload
-	// landed or a file was written but before the state records it, where
-	// step is mount, sync, write (a live write-through upload), final or
-	// flush. Nil outside such tests.
+	// apply, "<step>.uploaded", "<step>.downloaded" and "<step>.removed"
+	// after an upload landed, a file was written or a file whose memory the
+	// server deleted was removed, but before the state records it,
+	// "<step>.flushed" after such files were made durable but before the
+	// journal that names them is written, where step is mount, sync,
+	// write (a live write-through upload), final or flush; and
+	// "end.disposing" before a folder whose content is saved is removed.
+	// Nil outside such tests.
 	FaultPoint func(point string)
 	// OnSync, when set, receives a report of each step that moved a
 	// store's memories (mount, sync, write, final, flush): the worker's

@@ -41,6 +41,20 @@ type PathState struct {
 	// with the same content) reads as new and is uploaded, not removed as a
 	// leftover of a memory deleted on the server.
 	DeleteSent bool `json:"delete_sent,omitempty"`
+	// RemoveStarted records, in the journal only, that the file was about
+	// to be removed because the server deleted its memory. If the worker
+	// dies before the outcome is journaled, the next scan settles it: a
+	// file gone was removed by the worker, not deleted by the agent, so its
+	// base is dropped — a memory at the path on the server then reads as
+	// new and is downloaded, never deleted as the agent's deletion.
+	RemoveStarted bool `json:"remove_started,omitempty"`
+	// Fetching records, in the journal only, the sha of a download about
+	// to be written to the file. If the worker dies before the outcome is
+	// journaled, the next scan settles it: a file holding exactly this sha
+	// is that download, in step with the server as it was then — not a
+	// file of the agent's to upload, which would re-create a memory
+	// deleted since or overwrite a newer one.
+	Fetching string `json:"fetching,omitempty"`
 }
 
 func (ps PathState) isZero() bool { return ps == PathState{} }
@@ -71,6 +85,24 @@ func (s State) MarkRefused(path, localSHA string) {
 func (s State) MarkDeleteSent(path string) {
 	ps := s[path]
 	ps.DeleteSent = true
+	s[path] = ps
+}
+
+// MarkRemoveStarted records, before a file whose memory the server deleted
+// is removed, that its outcome is unknown until the state after the
+// removal is journaled.
+func (s State) MarkRemoveStarted(path string) {
+	ps := s[path]
+	ps.RemoveStarted = true
+	s[path] = ps
+}
+
+// MarkFetching records, before a download of content sha is written to
+// path, that its outcome is unknown until the state after it is
+// journaled.
+func (s State) MarkFetching(path, sha string) {
+	ps := s[path]
+	ps.Fetching = sha
 	s[path] = ps
 }
 

@@ -69,9 +69,18 @@ type store struct {
 	// journaled is the state the journal holds, so an unchanged state is
 	// not written again.
 	journaled State
+	// placed: the worker wrote or removed files in the folder since its
+	// filesystem was last flushed (set by apply's goroutines); the next
+	// journal write flushes first.
+	placed atomic.Bool
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
-	// adopted: the folder is one an earlier run of this session left.
+	// mounting: the mount's download runs, so the journal says the folder
+	// holds nothing of the agent's yet; disposing: the folder is being
+	// removed, its content saved.
+	mounting, disposing bool
+	// adopted: the folder is one a crashed worker left, not yet disposed
+	// of; a failed mount keeps it (see discard).
 	adopted bool
 	// feed is the server's listing kept from the change feed, and seq the
 	// feed sequence it is at (read by the follower, hence atomic).
@@ -219,7 +228,10 @@ func (st *store) checkLeftover() error {
 func (st *store) adopt(ctx context.Context, now time.Time) error {
 	j := st.leftover
 	st.leftover = nil
-	st.state, st.journaled, st.created = j.State, j.State.Clone(), true
+	// Adopted from the start: until its edits are saved, the folder may hold
+	// the only copy of what the agent wrote, so a failure below leaves it,
+	// with its journal, for the next claim (see discard).
+	st.state, st.journaled, st.created, st.adopted = j.State, j.State.Clone(), true, true
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {
 		st.log.InfoContext(ctx, "removed the temporary files of writes the crash interrupted (their content never replaced any file)", "removed", n)
@@ -228,8 +240,19 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive, err = st.probeCase(st.root); err != nil {
 		return st.mountError(fmt.Sprintf("the folder's filesystem cannot be probed (%v)", err), "make sure the worker can create files in it")
 	}
+	if j.Mounting || j.Disposing {
+		why := "a mount a crashed worker had not finished: it holds only what was downloaded, nothing of the agent's"
+		if j.Disposing {
+			why = "a session's end a crashed worker had not finished: its edits were saved and the folder was being removed"
+		}
+		st.log.InfoContext(ctx, "found the folder of "+why+"; the store is mounted afresh")
+		if err := os.RemoveAll(st.mount.Dir); err != nil {
+			return st.mountError(fmt.Sprintf("the folder of %s cannot be removed (%v)", why, err), leftoverFix)
+		}
+		st.state, st.journaled, st.created, st.adopted = State{}, nil, false, false
+		return st.mountStore(ctx, now)
+	}
 	if j.SessionID == st.sessionID {
-		st.adopted = true
 		// The change feed is followed on from the journal's sequence, so
 		// the sync below reads only what changed since the crash, and live
 		// mode (the follower, write-through uploads) works on an adopted
@@ -255,7 +278,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.dispose(ctx) != disposeRemoved {
 		return st.mountError("the folder an earlier session left could not be removed after its edits were saved (the lines above say why)", leftoverFix)
 	}
-	st.state = State{}
+	st.state, st.adopted, st.disposing = State{}, false, false
 	return st.mountStore(ctx, now)
 }
 
@@ -288,9 +311,10 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	case err != nil:
 		return st.mountError(fmt.Sprintf("the folder cannot be created (%v)", err), fixFor(filepath.Dir(st.mount.Dir)))
 	}
-	// The folder's writes are atomic for the agent but not fsynced: what
-	// the worker writes there is a copy of the server's, and the journal
-	// survives a crash of the worker, which leaves the page cache intact.
+	// The folder's writes are atomic for the agent but not fsynced one by
+	// one: what the worker writes there is a copy of the server's, and the
+	// folder is flushed once before a journal that names them is written
+	// (see writeJournal).
 	st.root, st.created = root.WithoutSync(), true
 	st.step = "mount"
 	st.notes.begin()
@@ -303,9 +327,12 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive {
 		st.log.InfoContext(ctx, "this folder's filesystem ignores letter case, so memories whose paths differ only in case are not synced here (each such case is logged)")
 	}
-	// Journaled before the first download: a worker killed mid-download
-	// leaves a folder the next one adopts (what landed reads as equal to
-	// the server, the rest is downloaded), not one it must refuse.
+	// Journaled before the first download, as a mount in progress: a worker
+	// killed mid-download leaves a folder the next one recognises as
+	// holding only downloads (the agent starts after the mount), which it
+	// replaces — rather than refusing it, or taking the files for the
+	// agent's and uploading them over what the server changed since.
+	st.mounting = true
 	st.writeJournal(ctx, State{})
 	start := time.Now()
 	o, err := st.download(ctx, now)
@@ -313,6 +340,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
+	st.mounting, st.journaled = false, nil // written even if the state is still empty
 	st.writeJournal(ctx, st.state)
 	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil
@@ -408,6 +436,10 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 			st.state = plan.Next
 			return outcome{failed: 1}
 		}
+		// The rebuild's fresh state is journaled first: the old one holds
+		// the bases of files the rebuild has not brought back yet, which a
+		// crash would leave to read as the agent's deletions.
+		st.journalSends(ctx, plan)
 		// Everything is downloaded, so the full listing is the cheap way.
 		if err := a.stream(ctx, filterKinds(plan.Actions, Download)); err != nil && ctx.Err() == nil {
 			st.warn(ctx, "", "cannot download the memories to rebuild the folder; the next sync retries", err)
@@ -456,23 +488,31 @@ func (st *store) fault(what string) {
 	}
 }
 
-// journalSends journals, before a plan's requests go out, that each of its
-// uploads and server deletes may land: if the worker dies before their
-// answers are journaled, the next worker's first listing recognises them
-// (see State.MarkSent), so an upload that landed reads as synced, not as a
-// conflict with the agent's next edit.
+// journalSends journals, before a plan's changes are made, that each of
+// its uploads, server deletes, downloads and local removals may happen: if
+// the worker dies before their outcome is journaled, the next worker's
+// first sync recognises them (see State.MarkSent, MarkDeleteSent,
+// MarkFetching, MarkRemoveStarted), so an upload that landed reads as
+// synced, not as a conflict with the agent's next edit, a file the worker
+// downloaded reads as the server's, not as the agent's new file, and a
+// file it removed as removed, not as the agent's deletion.
 func (st *store) journalSends(ctx context.Context, plan Plan) {
 	var pre State
 	for _, act := range plan.Actions {
-		if act.Kind != Create && act.Kind != Update && act.Kind != DeleteRemote {
+		if !act.Kind.IO() {
 			continue
 		}
 		if pre == nil {
 			pre = plan.Next.Clone()
 		}
-		if act.Kind == DeleteRemote {
+		switch act.Kind {
+		case DeleteRemote:
 			pre.MarkDeleteSent(act.Path)
-		} else {
+		case RemoveLocal:
+			pre.MarkRemoveStarted(act.Path)
+		case Download:
+			pre.MarkFetching(act.Path, act.RemoteSHA)
+		default:
 			pre.MarkSent(act.Path, act.Local.SHA256)
 		}
 	}
@@ -492,6 +532,7 @@ func (st *store) prepareRebuild() error {
 	if err != nil {
 		return err
 	}
+	st.placed.Store(true)
 	return st.root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{})
 }
 
@@ -618,6 +659,17 @@ func (st *store) dispose(ctx context.Context) disposal {
 		st.closeState(false)
 		return disposeKept
 	}
+	// Journaled first: a worker killed while the files go must leave a
+	// folder whose missing files the next one does not take for the
+	// agent's deletions.
+	st.disposing, st.journaled = true, nil
+	if !st.writeJournal(ctx, st.state) {
+		st.log.WarnContext(ctx, "the folder was kept: its removal could not be journaled (the line above says why), and a removal cut short without it could read as deletions; remove it by hand before this store is mounted here again")
+		st.closeState(false)
+		return disposeKept
+	}
+	st.step = "end"
+	st.fault("disposing")
 	if err := os.RemoveAll(st.mount.Dir); err != nil {
 		st.log.WarnContext(ctx, "the folder could not be removed; remove it by hand before this store is mounted here again", "error", err)
 		st.closeState(false)

@@ -378,10 +378,15 @@ func (l *Launcher) LogAttrs(v View) []any {
 	if l.cfg.NoNetwork {
 		network = "off"
 	}
-	uid := os.Geteuid()
-	if l.ownUser {
-		uid = SandboxUID
-	}
 	return []any{"sandbox", string(Bwrap), "workdir", v.Workdir, "stores", rw, "read_only_stores", ro,
-		"binds", binds, "network", network, "uid", uid}
+		"binds", binds, "network", network, "uid", l.ShellUID()}
+}
+
+// ShellUID is the user the shell runs as: SandboxUID when a user namespace
+// can be made here, else the worker's own (without a sandbox too).
+func (l *Launcher) ShellUID() int {
+	if l != nil && l.ownUser {
+		return SandboxUID
+	}
+	return os.Geteuid()
 }

@@ -122,3 +122,25 @@ func TestTransientPollFailuresBackOffAndTheLoopGoesOn(t *testing.T) {
 		t.Errorf("results = %+v", got)
 	}
 }
+
+// The poll loop and the webhook drain claim through one step, so a key
+// the server refuses ends both with the same error, which names the
+// environment and what to check, and nothing is claimed.
+func TestRunAndDrainEndOnTheSameRefusal(t *testing.T) {
+	f := newFixture(t, "")
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo never"})))
+	cfg := f.config(&testlog.Buffer{})
+	cfg.EnvironmentKey = "sk-env-wrong"
+	w := f.worker(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	runErr, drainErr := w.Run(ctx), w.Drain(ctx)
+	for name, err := range map[string]error{"Run": runErr, "Drain": drainErr} {
+		if err == nil || !strings.Contains(err.Error(), "polling environment "+f.env.ID+" was refused") || !strings.Contains(err.Error(), "401: the key is wrong or revoked") {
+			t.Errorf("%s = %v, want the refusal naming the environment and the fix", name, err)
+		}
+	}
+	if st := f.sessionWork(sess.ID).State; st != api.WorkQueued {
+		t.Errorf("the session's work is %s after refused claims, want still queued", st)
+	}
+}

@@ -117,28 +117,20 @@ func (w *Worker) Drain(ctx context.Context) error {
 	env := w.cfg.Client.With(client.WithBearerToken(w.cfg.EnvironmentKey), client.WithWorkerID(w.cfg.WorkerID))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		work, err := env.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{ReclaimOlderThanMS: reclaimAfterMS})
-		cancel()
+		work, err := w.claim(ctx, env, env, api.WorkPollParams{ReclaimOlderThanMS: reclaimAfterMS}, log)
+		var f *claimFailure
 		switch {
-		case ctx.Err() != nil:
+		case errors.As(err, &f) && f.what == claimAck:
+			f.log.Warn(f.what+" failed; going on with the queue", "err", f.err)
+			continue
+		case errors.As(err, &f):
+			f.log.Warn(f.what+" failed; the next webhook retries", "err", f.err)
 			return nil
-		case err != nil && permanent(err):
-			return fmt.Errorf("claiming work of environment %s was refused: %w; check --environment-id and --environment-key", w.cfg.EnvironmentID, err)
 		case err != nil:
-			log.Warn("claiming work failed; the next webhook retries", "err", err)
-			return nil
+			return err
 		case work == nil:
 			return nil
 		}
-		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
-		if err := w.ack(ctx, env, env, work, ilog); err != nil {
-			if ctx.Err() == nil {
-				ilog.Warn("acknowledging the claimed work item failed; going on with the queue", "err", err)
-			}
-			continue
-		}
-		ilog.Info("work item claimed")
 		w.serve(ctx, env, *work)
 	}
 	return nil

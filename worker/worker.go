@@ -291,47 +291,78 @@ func (w *Worker) Run(ctx context.Context) error {
 	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
-	pollFailures, ackFailures := 0, 0
+	failures := 0
 	for ctx.Err() == nil {
 		started := w.cfg.clock.Now()
-		pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-		work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, api.WorkPollParams{BlockMS: api.MaxPollBlockMS})
-		cancel()
+		work, err := w.claim(ctx, queue, env, api.WorkPollParams{BlockMS: api.MaxPollBlockMS}, log)
+		var f *claimFailure
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err != nil && permanent(err):
-			return fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment, or the environment is archived; 404: no such environment)", w.cfg.EnvironmentID, err)
-		case err != nil:
-			pollFailures++
-			d := backoff(pollFailures, pollRetryBase, pollRetryMax)
-			log.Warn("polling for work failed; retrying", "attempt", pollFailures, "retry_in", d.Round(time.Millisecond), "err", err)
+		case errors.As(err, &f):
+			failures++
+			d := backoff(failures, pollRetryBase, pollRetryMax)
+			f.log.Warn(f.what+" failed; retrying", "attempt", failures, "retry_in", d.Round(time.Millisecond), "err", f.err)
 			sleep(ctx, w.cfg.clock, d)
 			continue
+		case err != nil:
+			return err
 		}
-		pollFailures = 0
+		failures = 0
 		if work == nil {
 			sleep(ctx, w.cfg.clock, minPollPeriod-w.cfg.clock.Now().Sub(started))
 			continue
 		}
-		ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
-		if err := w.ack(ctx, queue, env, work, ilog); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			ackFailures++
-			d := backoff(ackFailures, pollRetryBase, pollRetryMax)
-			ilog.Warn("acknowledging the claimed work item failed; polling again", "retry_in", d.Round(time.Millisecond), "err", err)
-			sleep(ctx, w.cfg.clock, d)
-			continue
-		}
-		ackFailures = 0
-		ilog.Info("work item claimed")
 		// A failed item has been logged where it failed, once, with what
 		// to do; the loop goes on with the next one.
 		w.serve(ctx, env, *work)
 	}
 	return nil
+}
+
+// claimAck is claimFailure.what when the ack failed.
+const claimAck = "acknowledging the claimed work item"
+
+// claimFailure is a claim step that failed in a way a later attempt may
+// mend: the server could not be reached, or answered 5xx, 408, 409 or 429.
+type claimFailure struct {
+	// what failed: "polling for work", or claimAck (then an item whose
+	// ack may have landed has been stopped).
+	what string
+	// log carries the environment, and the item when the ack failed.
+	log *slog.Logger
+	err error
+}
+
+func (f *claimFailure) Error() string { return f.what + " failed: " + f.err.Error() }
+
+// claim polls the queue once, with params, and acknowledges the item it
+// gets: the one claim step of the poll loop (Run) and the webhook drain
+// (Drain). It returns the acknowledged item, or nil when the queue had
+// none or ctx ended. A failure a later attempt may mend is a
+// *claimFailure, which each caller retries its own way; any other error
+// is a refusal no retry changes (a wrong key), which ends the caller.
+func (w *Worker) claim(ctx context.Context, queue, env *client.Client, params api.WorkPollParams, log *slog.Logger) (*api.Work, error) {
+	pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
+	work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, params)
+	cancel()
+	switch {
+	case ctx.Err() != nil, err == nil && work == nil:
+		return nil, nil
+	case err != nil && permanent(err):
+		return nil, fmt.Errorf("polling environment %s was refused: %w; check --environment-id and --environment-key (401: the key is wrong or revoked; 403: it belongs to another environment, or the environment is archived; 404: no such environment)", w.cfg.EnvironmentID, err)
+	case err != nil:
+		return nil, &claimFailure{what: "polling for work", log: log, err: err}
+	}
+	ilog := log.With("work_id", work.ID, "session_id", work.Data.ID)
+	if err := w.ack(ctx, queue, env, work, ilog); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, &claimFailure{what: claimAck, log: ilog, err: err}
+	}
+	ilog.Info("work item claimed")
+	return work, nil
 }
 
 // ack confirms the claim of work through queue. When the ack fails, an

@@ -70,7 +70,8 @@ func runChat(ctx context.Context, cli *cliContext, env, agentID, session string,
 	}
 	interrupts, release := takeInterrupts(ctx)
 	defer release()
-	return runChatSession(ctx, c, id, chatTerminal{in: cli.stdin, out: cli.stdout, interrupts: interrupts})
+	return runChatSession(ctx, c, id, chatTerminal{in: cli.stdin, out: cli.stdout, interrupts: interrupts,
+		workerWait: func() <-chan time.Time { return time.After(chatWorkerWait) }})
 }
 
 // printUsage prints what the session has cost in tokens.

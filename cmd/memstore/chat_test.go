@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/testserver"
 )
 
 // memstore chat driven through a pipe: one message per line, each answered
@@ -163,5 +166,66 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 	}
 	if tail := strings.Join(types[len(types)-6:], " "); tail != "user.message session.status_running span.model_request_start user.interrupt span.model_request_end session.status_idle" {
 		t.Errorf("the interrupted turn: %s", tail)
+	}
+}
+
+// When the agent's tool calls wait for a worker, the chat checks, after a
+// short wait (the test's to end), whether a worker polls the session's
+// environment, and if none does says so in one line with the command that
+// starts one. With a worker polling it says nothing more.
+func TestChatSaysWhenNoWorkerPolls(t *testing.T) {
+	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir()},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.shutdown() })
+	ctx := context.Background()
+	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, polling := range []bool{false, true} {
+		t.Run(fmt.Sprintf("polling=%v", polling), func(t *testing.T) {
+			ws := testserver.NewWorkers(t, admin, testserver.ScriptedAgent())
+			if polling {
+				// A worker's poll of the empty queue, before the session
+				// exists: it polls, and claims nothing.
+				worker, err := client.New(rs.baseURL, client.WithBearerToken(ws.Key), client.WithWorkerID("laptop"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w, err := worker.PollWork(ctx, ws.Env.ID, api.WorkPollParams{BlockMS: 1}); err != nil || w != nil {
+					t.Fatalf("poll = %v, %v; want no work", w, err)
+				}
+			}
+			sess, err := admin.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: ws.Agent.ID}, EnvironmentID: ws.Env.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, typed := io.Pipe()
+			defer typed.Close()
+			out := &testlog.Buffer{}
+			ctrlC, waited := make(chan struct{}), make(chan time.Time)
+			armed := make(chan struct{}, 1)
+			done := make(chan error, 1)
+			go func() {
+				done <- runChatSession(ctx, admin, sess.ID, chatTerminal{in: in, out: out, interrupts: ctrlC,
+					workerWait: func() <-chan time.Time { armed <- struct{}{}; return waited }})
+			}()
+			io.WriteString(typed, `{"tool_calls":[{"name":"bash","input":{"command":"echo hi"}}],"end":"idle"}`+"\n")
+			<-armed
+			waited <- time.Now() // the wait is over; the check runs before Ctrl-C is read
+			ctrlC <- struct{}{}  // interrupts the turn, which waits for its call
+			waitUntil(t, "the prompt after the interrupt", func() bool { return strings.Count(out.String(), "you> ") == 2 })
+			ctrlC <- struct{}{} // at the prompt: ends the chat
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			line := "no worker is polling environment " + ws.Env.ID + ", so the tool calls wait: start one with `memstore worker poll --environment-id " + ws.Env.ID
+			if got := strings.Contains(out.String(), line); got == polling {
+				t.Errorf("the chat says %q: %v, want %v:\n%s", line, got, !polling, out)
+			}
+		})
 	}
 }

@@ -21,7 +21,18 @@ type chatTerminal struct {
 	in         io.Reader
 	out        io.Writer
 	interrupts <-chan struct{}
+	// workerWait starts the short wait, from a tool call a worker is to
+	// run, after which the chat checks that a worker polls the environment
+	// if the call still waits (see chat.checkWorkers); the verb's is
+	// time.After(chatWorkerWait).
+	workerWait func() <-chan time.Time
 }
+
+// chatWorkerWait is how long tool calls may wait for a worker before the
+// chat checks that one polls the session's environment: longer than a
+// polling worker takes to claim the session, short enough that a person
+// is not left wondering.
+const chatWorkerWait = 5 * time.Second
 
 // chat is a conversation with one session: it owns the screen, reads the
 // lines typed, and follows the session's events.
@@ -37,12 +48,24 @@ type chat struct {
 	// those that wait for the user's confirmation.
 	calls  map[string]api.Event
 	asking map[string]api.Event
+
+	// environmentID is the session's environment, whose workers the chat
+	// checks once calls wait (workerCheck fires; workerWait arms it), until
+	// it has seen one polling or told the user there is none.
+	environmentID string
+	workerWait    func() <-chan time.Time
+	workerCheck   <-chan time.Time
+	workerChecked bool
 }
 
 // runChatSession talks with session id through term until the input ends, Ctrl-C
 // is pressed at the prompt, or the session terminates; then it prints the
 // session's token usage.
 func runChatSession(ctx context.Context, c *client.Client, id string, term chatTerminal) error {
+	sess, err := c.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
 	// The stream starts with the events after it connects, so it connects
 	// before the first message goes out.
 	st, err := c.StreamEvents(ctx, id, client.StreamEventsParams{})
@@ -54,7 +77,8 @@ func runChatSession(ctx context.Context, c *client.Client, id string, term chatT
 	events := make(chan api.Event)
 	go followChat(ctx, c, id, st, events)
 	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
-		calls: map[string]api.Event{}, asking: map[string]api.Event{}}
+		calls: map[string]api.Event{}, asking: map[string]api.Event{},
+		environmentID: sess.EnvironmentID, workerWait: term.workerWait}
 	fmt.Fprintf(term.out, "Continue it later with: memstore chat --session %s\nOne message per line. Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D ends.\n", id)
 	if err := ch.converse(ctx); err != nil {
 		return err
@@ -101,6 +125,11 @@ func (ch *chat) converse(ctx context.Context) error {
 		case <-ch.interrupts:
 			fmt.Fprintln(ch.out)
 			return nil
+		case <-ch.workerCheck:
+			if ch.checkWorkers(ctx) {
+				prompt = true
+			}
+			continue
 		case e, ok := <-ch.events:
 			// Something happened without us: another client's message, or
 			// calls a worker ran after the chat stopped waiting for it.
@@ -151,6 +180,8 @@ func (ch *chat) turn(ctx context.Context) (over bool, err error) {
 					return false, err
 				}
 			}
+		case <-ch.workerCheck:
+			ch.checkWorkers(ctx)
 		case <-ch.interrupts:
 			fmt.Fprintln(ch.out, "\n  interrupting the turn (Ctrl-C at the prompt ends the chat)")
 			if _, err := ch.c.SendEvents(ctx, ch.id, api.UserInterrupt()); err != nil {
@@ -229,6 +260,8 @@ func (ch *chat) render(e api.Event) string {
 			return fmt.Sprintf("  ✗ %s → not enabled for this agent", callSummary(e))
 		case api.PermissionAsk:
 			ch.asking[e.ID] = e
+		default:
+			ch.armWorkerCheck()
 		}
 		ch.calls[e.ID] = e
 	case api.EventUserToolResult:
@@ -259,13 +292,45 @@ func (ch *chat) render(e api.Event) string {
 				}
 			}
 			if len(waiting) > 0 {
-				return fmt.Sprintf("  waiting for a worker to run %s (is `memstore worker poll` running for this environment?)", strings.Join(waiting, ", "))
+				ch.armWorkerCheck()
+				return fmt.Sprintf("  waiting for a worker to run %s", strings.Join(waiting, ", "))
 			}
 		}
 	case api.EventSessionStatusTerminated:
 		return "  the session terminated"
 	}
 	return ""
+}
+
+// armWorkerCheck starts the wait after which checkWorkers runs, unless it
+// runs already or has had its answer.
+func (ch *chat) armWorkerCheck() {
+	if !ch.workerChecked && ch.workerCheck == nil && ch.workerWait != nil {
+		ch.workerCheck = ch.workerWait()
+	}
+}
+
+// checkWorkers runs when calls have waited for a worker a while: if they
+// still wait and no worker polls the session's environment (its queue's
+// workers_polling), it says so in one line, with the command that starts
+// one, and reports that it printed. The check is made once a chat, or
+// again later if it could not be made.
+func (ch *chat) checkWorkers(ctx context.Context) (printed bool) {
+	ch.workerCheck = nil
+	if len(ch.calls) == len(ch.asking) {
+		return false // nothing waits for a worker any more
+	}
+	stats, err := ch.c.WorkStats(ctx, ch.environmentID)
+	if err != nil {
+		return false
+	}
+	ch.workerChecked = true
+	if stats.WorkersPolling > 0 {
+		return false
+	}
+	fmt.Fprintf(ch.out, "\n  no worker is polling environment %s, so the tool calls wait: start one with `memstore worker poll --environment-id %s --environment-key KEY` (a key: memstore env key create %s)\n",
+		ch.environmentID, ch.environmentID, ch.environmentID)
+	return true
 }
 
 // unanswered shows the calls a turn ended without (an interrupt abandoned

@@ -101,7 +101,7 @@ func (d doctor) report(ctx context.Context, w io.Writer) error {
 
 func (d doctor) checks(ctx context.Context) []finding {
 	out := d.mountChecks()
-	out = append(out, d.sandboxCheck(ctx))
+	out = append(out, d.sandboxChecks(ctx)...)
 	server, date := d.serverCheck(ctx)
 	out = append(out, server)
 	if server.mark != checkOK {
@@ -199,24 +199,42 @@ func symlinkFinding(r *confined.Root, scratch string) finding {
 	return ok(name, "refused inside mounts (openat with O_NOFOLLOW): a sync cannot be led out of its folder")
 }
 
-// sandboxCheck says whether each session's bash can run in a bubblewrap
-// sandbox here, and what --sandbox makes of that.
-func (d doctor) sandboxCheck(ctx context.Context) finding {
+// sandboxChecks say whether each session's bash can run in a bubblewrap
+// sandbox here, what --sandbox makes of that, and, when it can, which
+// user the shell runs as.
+func (d doctor) sandboxChecks(ctx context.Context) []finding {
 	mode, err := sandbox.ParseMode(d.flags.sandbox)
 	if err != nil {
-		return fail("sandbox", err.Error(), "pass --sandbox auto, bwrap or none")
+		return []finding{fail("sandbox", err.Error(), "pass --sandbox auto, bwrap or none")}
 	}
 	if mode == sandbox.None {
-		return warn("sandbox", "none: agents' bash runs unconfined, as the worker's user", "use --sandbox auto (or bwrap) with bubblewrap installed")
+		return []finding{warn("sandbox", "none: agents' bash runs unconfined, as the worker's user", "use --sandbox auto (or bwrap) with bubblewrap installed")}
 	}
-	_, err = sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
+	l, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
 	switch {
 	case err == nil:
-		return ok("sandbox", "bubblewrap works: each session's bash sees only its workdir and its stores")
+		return []finding{ok("sandbox", "bubblewrap works: each session's bash sees only its workdir and its stores"), shellUserFinding(l.ShellUID(), os.Geteuid())}
 	case mode == sandbox.Bwrap:
-		return fail("sandbox", "--sandbox bwrap, but "+err.Error(), "")
+		return []finding{fail("sandbox", "--sandbox bwrap, but "+err.Error(), "")}
 	}
-	return warn("sandbox", "--sandbox auto falls back to none: "+err.Error(), "")
+	return []finding{warn("sandbox", "--sandbox auto falls back to none: "+err.Error(), "")}
+}
+
+// shellUserFinding says which user the sandboxed shell runs as: nobody
+// (sandbox.SandboxUID) in a user namespace of its own, which bubblewrap
+// makes where the kernel allows it, even for a worker running as root; or
+// else the worker's own user, worth a warning — the more so for root.
+func shellUserFinding(shellUID, workerUID int) finding {
+	const name = "sandbox user"
+	fix := "allow user namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0; in a container, a runtime that allows them)"
+	switch {
+	case shellUID == sandbox.SandboxUID:
+		return ok(name, fmt.Sprintf("the shell runs as nobody (uid %d), without capabilities, though the worker runs as uid %d", shellUID, workerUID))
+	case workerUID == 0:
+		return warn(name, "the shell runs as root: bubblewrap cannot make a user namespace here to drop to nobody, so an agent's command has root's rights on what the sandbox shows it",
+			fix+", or run the worker as an unprivileged user")
+	}
+	return warn(name, fmt.Sprintf("the shell runs as the worker's user (uid %d): bubblewrap cannot make a user namespace here to drop to nobody", shellUID), fix)
 }
 
 // serverCheck asks the server's /healthz, and returns the answer's Date

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/sandbox"
 )
 
 // doctorHost is a server with an environment and its key, and a mount
@@ -120,5 +122,38 @@ func TestDoctorClockSkew(t *testing.T) {
 		if f := d.clockCheck(server); f.mark != tc.mark || !strings.Contains(f.detail, tc.want) || (tc.mark == checkFail && !strings.Contains(f.fix, "timedatectl")) {
 			t.Errorf("local %v: %+v, want %s %q", tc.local, f, tc.mark, tc.want)
 		}
+	}
+}
+
+// Which user the sandboxed shell runs as: nobody when bubblewrap can make
+// a user namespace (even for a root worker), otherwise the worker's user,
+// a warning with the fix — louder for root.
+func TestDoctorSaysWhoTheSandboxedShellRunsAs(t *testing.T) {
+	for _, tc := range []struct {
+		shell, worker int
+		mark, want    string
+	}{
+		{65534, 0, checkOK, "the shell runs as nobody (uid 65534), without capabilities, though the worker runs as uid 0"},
+		{65534, 1000, checkOK, "the shell runs as nobody (uid 65534)"},
+		{0, 0, checkWarn, "the shell runs as root"},
+		{1000, 1000, checkWarn, "the shell runs as the worker's user (uid 1000)"},
+	} {
+		f := shellUserFinding(tc.shell, tc.worker)
+		if f.mark != tc.mark || !strings.Contains(f.detail, tc.want) || (tc.mark == checkWarn && !strings.Contains(f.fix, "user namespaces")) {
+			t.Errorf("shell uid %d, worker uid %d: %+v, want %s %q", tc.shell, tc.worker, f, tc.mark, tc.want)
+		}
+	}
+
+	// On this host, with bubblewrap: the report says what the sandbox
+	// will do.
+	l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	h := newDoctorHost(t)
+	_, out := runDoctor(t, h.args("--sandbox", "bwrap"))
+	want := shellUserFinding(l.ShellUID(), os.Geteuid())
+	if line := want.mark + " sandbox user     " + want.detail; !strings.Contains(out, line) {
+		t.Errorf("the report lacks %q:\n%s", line, out)
 	}
 }

@@ -38,16 +38,19 @@ import (
 // tool calls, during the first write-through upload (the later ones race
 // with the syncs the follower and the interval start, which may upload the
 // file first, so which of them happens is not certain), between scan and
-// apply and during uploads and downloads of the mid-session sync, and at
+// apply and during uploads and downloads of the mid-session sync, at
 // the final sync (whose uploads, in live mode, are only what no earlier
-// upload took, so none of them is certain).
+// upload took, so none of them is certain), and as the ended session's
+// folder is being removed. (memsync's TestAKillAtAnyFaultPointLosesNothing
+// kills a session in-process at every point it reaches, in the test
+// command.)
 var faultPoints = []string{
 	"item.fetched#1", "mount.downloaded#1", "mount.downloaded#3",
 	"tool.ran#1", "tool.posted#2", "tool.ran#3", "tool.posted#4",
 	"write.uploaded#1",
 	"sync.planned#1", "sync.uploaded#1", "sync.downloaded#1", "sync.downloaded#2",
 	"tool.ran#5", "tool.posted#6", "tool.ran#8", "tool.posted#9",
-	"final.planned#1",
+	"final.planned#1", "end.disposing#1",
 }
 
 // victims are what dies at a fault point.

@@ -9,8 +9,8 @@ package testserver
 import (
 	"cmp"
 	"context"
-	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +19,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -206,9 +210,12 @@ func (w hideExtensions) Flush() {
 	}
 }
 
-// Scrape GETs /metrics from h over a real HTTP server and returns each
-// sample of the Prometheus text format by its series, written as the
-// format writes it: name{label="value",...}.
+// Scrape GETs /metrics from h over a real HTTP server, reads it with the
+// Prometheus text parser, and returns each sample by its series, written
+// as the format writes it: name{label="value",...}, and for a histogram
+// name_bucket{...,le="..."}, name_sum and name_count (a summary's
+// quantiles likewise). Label values come back whole whatever they hold
+// (commas, quotes, spaces, braces), escaped as the format escapes them.
 func Scrape(t testing.TB, h http.Handler) map[string]float64 {
 	t.Helper()
 	hs := httptest.NewServer(h)
@@ -218,23 +225,70 @@ func Scrape(t testing.TB, h http.Handler) map[string]float64 {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics = %d, %v", res.StatusCode, err)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", res.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics is not the Prometheus text format: %v", err)
 	}
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := m.GetLabel()
+			switch {
+			case m.Counter != nil:
+				out[series(name, labels)] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[series(name, labels)] = m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				out[series(name, labels)] = m.GetUntyped().GetValue()
+			case m.Histogram != nil:
+				hg := m.GetHistogram()
+				for _, b := range hg.GetBucket() {
+					out[series(name+"_bucket", labels, "le", sampleFloat(b.GetUpperBound()))] = float64(b.GetCumulativeCount())
+				}
+				out[series(name+"_sum", labels)] = hg.GetSampleSum()
+				out[series(name+"_count", labels)] = float64(hg.GetSampleCount())
+			case m.Summary != nil:
+				sm := m.GetSummary()
+				for _, q := range sm.GetQuantile() {
+					out[series(name, labels, "quantile", sampleFloat(q.GetQuantile()))] = q.GetValue()
+				}
+				out[series(name+"_sum", labels)] = sm.GetSampleSum()
+				out[series(name+"_count", labels)] = float64(sm.GetSampleCount())
+			}
 		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			t.Fatalf("not a sample line: %q", line)
-		}
-		out[line[:i]] = v
 	}
 	return out
+}
+
+// labelEscaper escapes a label value as the text format does.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+
+// series writes a sample's series as the text format does: the name, then
+// the labels in their order, then extra (a name and a value: le, quantile).
+func series(name string, labels []*dto.LabelPair, extra ...string) string {
+	var pairs []string
+	for _, l := range labels {
+		pairs = append(pairs, l.GetName()+`="`+labelEscaper.Replace(l.GetValue())+`"`)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		pairs = append(pairs, extra[i]+`="`+extra[i+1]+`"`)
+	}
+	if len(pairs) == 0 {
+		return name
+	}
+	return name + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// sampleFloat writes a bucket bound or a quantile as the format does.
+func sampleFloat(f float64) string {
+	if math.IsInf(f, +1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // Workers is what a worker needs on a server: an environment, a key for
