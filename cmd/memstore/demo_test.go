@@ -152,21 +152,32 @@ func TestUpServesSessionsAndKeepsItsEnvironment(t *testing.T) {
 		}
 		return true
 	})
-	// One /metrics shows the server's and the worker's series.
-	res, err := http.Get(field(out.String(), "metrics"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	scraped, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`memstore_memory_writes_total{op="create"} 1`, `memstore_worker_items_total{result="ok"} 1`, "go_goroutines "} {
-		if !strings.Contains(string(scraped), want) {
-			t.Errorf("up's /metrics lacks %s:\n%s", want, scraped)
+	// One /metrics shows the server's and the worker's series. The worker
+	// counts its item once the teardown is over, which is after the server
+	// saw the item stopped: wait for the count rather than race it.
+	wants := []string{`memstore_memory_writes_total{op="create"} 1`, `memstore_worker_items_total{result="ok"} 1`, "go_goroutines "}
+	var scraped []byte
+	defer func() {
+		if t.Failed() {
+			t.Logf("up's last /metrics (wanted %q):\n%s", wants, scraped)
 		}
-	}
+	}()
+	waitUntil(t, "up's /metrics to show the server's and the worker's series", func() bool {
+		res, err := http.Get(field(out.String(), "metrics"))
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		if scraped, err = io.ReadAll(res.Body); err != nil {
+			return false
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(scraped), want) {
+				return false
+			}
+		}
+		return true
+	})
 	// What up says about the sandbox holds: with bubblewrap the agent's
 	// bash cannot read admin.key; without it, it can, as the line warns.
 	var catKey *api.Event
