@@ -343,3 +343,22 @@ type LeaseMismatchError struct {
 func (e *LeaseMismatchError) Error() string {
 	return fmt.Sprintf("storage: heartbeat precondition failed for %s (state %s)", e.Current.ID, e.Current.State)
 }
+
+// SessionResourceRow is one row of a session's resources, as a backend
+// reads a page's resources in one query.
+type SessionResourceRow struct {
+	SessionID string
+	Resource  api.SessionResource
+}
+
+// AttachResources gives each session of a page its resources, in the order
+// rows lists them (a backend reads them ordered by position).
+func AttachResources(sessions []api.Session, rows []SessionResourceRow) {
+	byID := make(map[string][]api.SessionResource, len(sessions))
+	for _, r := range rows {
+		byID[r.SessionID] = append(byID[r.SessionID], r.Resource)
+	}
+	for i := range sessions {
+		sessions[i].Resources = byID[sessions[i].ID]
+	}
+}

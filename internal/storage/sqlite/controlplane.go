@@ -287,30 +287,19 @@ func readSessions(ctx context.Context, q queryer, cond string, args ...any) ([]a
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string][]api.SessionResource{}
-	for _, r := range rows {
-		byID[r.sessionID] = append(byID[r.sessionID], r.res)
-	}
-	for i := range out {
-		out[i].Resources = byID[out[i].ID]
-	}
+	storage.AttachResources(out, rows)
 	return out, nil
 }
 
-type resourceRow struct {
-	sessionID string
-	res       api.SessionResource
-}
-
-func scanResource(r rowScanner) (resourceRow, error) {
+func scanResource(r rowScanner) (storage.SessionResourceRow, error) {
 	var (
-		row  resourceRow
+		row  storage.SessionResourceRow
 		body string
 	)
-	if err := r.Scan(&row.sessionID, &body); err != nil {
+	if err := r.Scan(&row.SessionID, &body); err != nil {
 		return row, err
 	}
-	return row, json.Unmarshal([]byte(body), &row.res)
+	return row, json.Unmarshal([]byte(body), &row.Resource)
 }
 
 // getSession reads a session with its resources.
