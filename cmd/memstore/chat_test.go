@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +26,7 @@ func TestChatThroughAPipe(t *testing.T) {
 	t.Setenv("MEMSTORE_ADMIN_KEY", "")
 	t.Setenv("MEMSTORE_API_KEY", "")
 	t.Setenv(agent.ModelKeyVar, "sk-upstream-test")
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir(), modelBaseURL: u.URL},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.shutdown() })
+	rs := testServe(t, serveOptions{modelBaseURL: u.URL})
 	conn := []string{"--base-url", rs.baseURL, "--api-key", rs.adminKey}
 	var env, ag struct{ ID string }
 	decodeOut(t, memstoreCLI(t, 0, append([]string{"env", "create", "laptop"}, conn...)...), &env)
@@ -63,12 +57,7 @@ func TestChatThroughAPipe(t *testing.T) {
 func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 	u := modeltest.New(t)
 	t.Setenv(agent.ModelKeyVar, "sk-upstream-test")
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir(), modelBaseURL: u.URL},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.shutdown() })
+	rs := testServe(t, serveOptions{modelBaseURL: u.URL})
 	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {
@@ -174,12 +163,7 @@ func TestChatAsksConfirmsAndInterrupts(t *testing.T) {
 // environment, and if none does says so in one line with the command that
 // starts one. With a worker polling it says nothing more.
 func TestChatSaysWhenNoWorkerPolls(t *testing.T) {
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir()},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.shutdown() })
+	rs := testServe(t, serveOptions{})
 	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {

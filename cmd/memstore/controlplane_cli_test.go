@@ -17,14 +17,28 @@ import (
 func cliServer(t *testing.T) (*runningServer, string) {
 	t.Helper()
 	data := t.TempDir()
+	return testServe(t, serveOptions{dataDir: data}), data
+}
+
+// testServe starts a real server with opts, on a free port and a fresh
+// data folder unless opts names them, with no keys from the environment;
+// it stops with the test.
+func testServe(t *testing.T, opts serveOptions) *runningServer {
+	t.Helper()
 	t.Setenv("MEMSTORE_ADMIN_KEY", "")
 	t.Setenv("MEMSTORE_API_KEY", "")
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: data}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if opts.addr == "" {
+		opts.addr = "127.0.0.1:0"
+	}
+	if opts.dataDir == "" {
+		opts.dataDir = t.TempDir()
+	}
+	rs, err := startServer(context.Background(), opts, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.shutdown() })
-	return rs, data
+	return rs
 }
 
 // memstoreCLI runs the binary's entry point with args and returns stdout;

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -110,13 +109,7 @@ func TestWebhookVerbs(t *testing.T) {
 // `memstore worker webhook` serves a session the server announces by
 // webhook, with no poll loop, and stops when its context ends.
 func TestWorkerWebhookVerbServesASession(t *testing.T) {
-	t.Setenv("MEMSTORE_ADMIN_KEY", "")
-	t.Setenv("MEMSTORE_API_KEY", "")
-	rs, err := startServer(context.Background(), serveOptions{addr: "127.0.0.1:0", dataDir: t.TempDir(), webhooksAllowPrivate: true}, slog.New(slog.DiscardHandler), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.shutdown() })
+	rs := testServe(t, serveOptions{webhooksAllowPrivate: true})
 	ctx := context.Background()
 	admin, err := client.New(rs.baseURL, client.WithAPIKey(rs.adminKey))
 	if err != nil {
