@@ -93,7 +93,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 		}
 		remaining := time.Until(deadline)
 		if len(page.Changes) > 0 || remaining <= 0 {
-			writeJSON(w, http.StatusOK, changeListWire(page))
+			writeJSON(w, http.StatusOK, wireChangeList(page))
 			return nil
 		}
 		t := time.NewTimer(min(remaining, changesRecheck))
@@ -103,7 +103,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 		case <-s.closing:
 			// Shutting down: answer what there is, the client asks again.
 			t.Stop()
-			writeJSON(w, http.StatusOK, changeListWire(page))
+			writeJSON(w, http.StatusOK, wireChangeList(page))
 			return nil
 		case <-ctx.Done():
 		}
@@ -150,7 +150,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 		return nil
 	}, func(m storage.MemoryRow) error {
 		count++
-		if err := enc.Encode(snapshotEntryWire(m)); err != nil {
+		if err := enc.Encode(wireSnapshotEntry(m)); err != nil {
 			return err
 		}
 		_, err := bw.WriteString(*m.Content)

@@ -79,7 +79,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 	s.MemoryWritten(req.storeID, MemoryCreated)
 	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
 		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
+	writeJSON(w, http.StatusOK, wireMemory(m, req.view))
 	return nil
 }
 
@@ -92,7 +92,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
+	writeJSON(w, http.StatusOK, wireMemory(m, req.view))
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
 			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
 	}
-	writeJSON(w, http.StatusOK, memoryWire(m, req.view))
+	writeJSON(w, http.StatusOK, wireMemory(m, req.view))
 	return nil
 }
 
@@ -203,6 +203,6 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, p Principa
 		return storeError(err, req.storeID)
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, toPage(page, entryWire(view)))
+	writeJSON(w, http.StatusOK, toPage(page, wireEntry(view)))
 	return nil
 }

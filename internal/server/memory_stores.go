@@ -183,7 +183,7 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	s.log.InfoContext(r.Context(), "memory store created", "memory_store_id", st.ID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, storeWire(st))
+	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
 
@@ -222,7 +222,7 @@ func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Prin
 		return storeError(err, "")
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, toPage(page, storeWire))
+	writeJSON(w, http.StatusOK, toPage(page, wireStore))
 	return nil
 }
 
@@ -236,7 +236,7 @@ func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Princi
 		return storeError(err, req.storeID)
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, storeWire(st))
+	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
 
@@ -276,7 +276,7 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		return storeError(err, id)
 	}
 	s.log.InfoContext(r.Context(), "memory store updated", "memory_store_id", id, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, storeWire(st))
+	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
 
@@ -293,7 +293,7 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 		return storeError(err, id)
 	}
 	s.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", id, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, storeWire(st))
+	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
 

@@ -89,7 +89,7 @@ func (s *Server) listMemoryVersions(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return storeError(err, req.storeID)
 	}
-	writeJSON(w, http.StatusOK, toPage(page, versionWire(view)))
+	writeJSON(w, http.StatusOK, toPage(page, wireVersion(view)))
 	return nil
 }
 
@@ -102,7 +102,7 @@ func (s *Server) getMemoryVersion(w http.ResponseWriter, r *http.Request, p Prin
 	if err != nil {
 		return s.versionError(r, err, req.storeID, req.id)
 	}
-	writeJSON(w, http.StatusOK, versionWire(req.view)(v))
+	writeJSON(w, http.StatusOK, wireVersion(req.view)(v))
 	return nil
 }
 
@@ -122,6 +122,6 @@ func (s *Server) redactMemoryVersion(w http.ResponseWriter, r *http.Request, p P
 	}
 	s.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", storeID,
 		"memory_version_id", versionID, "memory_id", v.MemoryID, "credential_id", p.ID)
-	writeJSON(w, http.StatusOK, versionWire(api.ViewFull)(v))
+	writeJSON(w, http.StatusOK, wireVersion(api.ViewFull)(v))
 	return nil
 }

@@ -26,13 +26,13 @@ func toPage[T, U any](p storage.Page[T], wire func(T) U) api.Page[U] {
 	return out
 }
 
-func storeWire(st storage.MemoryStoreRow) api.MemoryStore {
+func wireStore(st storage.MemoryStoreRow) api.MemoryStore {
 	return api.MemoryStore{ID: st.ID, Type: "memory_store", Name: st.Name, Description: st.Description, Metadata: st.Metadata,
 		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt, ArchivedAt: optionalTime(st.ArchivedAt)}
 }
 
-// memoryWire shows a memory in view: basic leaves the content out.
-func memoryWire(m storage.MemoryRow, view string) api.Memory {
+// wireMemory shows a memory in view: basic leaves the content out.
+func wireMemory(m storage.MemoryRow, view string) api.Memory {
 	out := api.Memory{ID: m.ID, Type: "memory", MemoryStoreID: m.StoreID, Path: m.Path, ContentSHA256: m.ContentSHA256,
 		ContentSizeBytes: m.ContentSizeBytes, MemoryVersionID: m.VersionID, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 	if view == api.ViewFull {
@@ -41,28 +41,28 @@ func memoryWire(m storage.MemoryRow, view string) api.Memory {
 	return out
 }
 
-// entryWire shows a listing entry in view: a memory, or a prefix.
-func entryWire(view string) func(storage.MemoryEntry) api.MemoryListItem {
+// wireEntry shows a listing entry in view: a memory, or a prefix.
+func wireEntry(view string) func(storage.MemoryEntry) api.MemoryListItem {
 	return func(e storage.MemoryEntry) api.MemoryListItem {
 		if e.Prefix != "" {
 			return api.MemoryListItem{Prefix: &api.MemoryPrefix{Type: "memory_prefix", Path: e.Prefix}}
 		}
-		m := memoryWire(e.Memory, view)
+		m := wireMemory(e.Memory, view)
 		return api.MemoryListItem{Memory: &m}
 	}
 }
 
-// versionWire shows a version in view: basic leaves the content out but
+// wireVersion shows a version in view: basic leaves the content out but
 // keeps hash and size. A deletion has no content, hash or size; a
 // redacted version has no path either.
-func versionWire(view string) func(storage.VersionRow) api.MemoryVersion {
+func wireVersion(view string) func(storage.VersionRow) api.MemoryVersion {
 	return func(v storage.VersionRow) api.MemoryVersion {
 		out := api.MemoryVersion{ID: v.ID, Type: "memory_version", MemoryID: v.MemoryID, MemoryStoreID: v.StoreID,
-			Operation: string(v.Operation), CreatedAt: v.CreatedAt, CreatedBy: actorWire(v.CreatedBy)}
+			Operation: string(v.Operation), CreatedAt: v.CreatedAt, CreatedBy: wireActor(v.CreatedBy)}
 		if !v.Redacted() {
 			out.Path = &v.Path
 		} else {
-			by := actorWire(v.RedactedBy)
+			by := wireActor(v.RedactedBy)
 			out.RedactedAt, out.RedactedBy = &v.RedactedAt, &by
 		}
 		if v.HasContent() {
@@ -75,8 +75,8 @@ func versionWire(view string) func(storage.VersionRow) api.MemoryVersion {
 	}
 }
 
-// changeWire shows a version as a change-feed entry.
-func changeWire(v storage.VersionRow) api.MemoryChange {
+// wireChange shows a version as a change-feed entry.
+func wireChange(v storage.VersionRow) api.MemoryChange {
 	c := api.MemoryChange{Type: "memory_change", Sequence: v.Sequence, MemoryID: v.MemoryID, MemoryVersionID: v.ID,
 		Operation: string(v.Operation), CreatedAt: v.CreatedAt}
 	if !v.Redacted() {
@@ -88,22 +88,22 @@ func changeWire(v storage.VersionRow) api.MemoryChange {
 	return c
 }
 
-// changeListWire shows a page of the change feed.
-func changeListWire(p storage.ChangePage) api.MemoryChangeList {
+// wireChangeList shows a page of the change feed.
+func wireChangeList(p storage.ChangePage) api.MemoryChangeList {
 	out := api.MemoryChangeList{Type: "memory_change_list", Data: make([]api.MemoryChange, len(p.Changes)), LatestSequence: p.Latest, HasMore: p.More}
 	for i, v := range p.Changes {
-		out.Data[i] = changeWire(v)
+		out.Data[i] = wireChange(v)
 	}
 	return out
 }
 
-// snapshotEntryWire heads a memory in a snapshot stream.
-func snapshotEntryWire(m storage.MemoryRow) api.SnapshotEntry {
+// wireSnapshotEntry heads a memory in a snapshot stream.
+func wireSnapshotEntry(m storage.MemoryRow) api.SnapshotEntry {
 	return api.SnapshotEntry{Type: "memory", ID: m.ID, Path: m.Path, ContentSHA256: m.ContentSHA256,
 		ContentSizeBytes: m.ContentSizeBytes, MemoryVersionID: m.VersionID}
 }
 
-func actorWire(a storage.Actor) api.Actor {
+func wireActor(a storage.Actor) api.Actor {
 	switch a.Kind {
 	case storage.ActorSession:
 		return api.Actor{Type: api.SessionActor, SessionID: a.ID}
