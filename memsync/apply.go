@@ -14,7 +14,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // outcome counts what one sync step did for one store.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/memsync"
 )

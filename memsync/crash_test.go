@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 	"github.com/memstore/memstore/memsync"
 )
 

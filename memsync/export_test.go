@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // ApplyActions runs actions on the session's first store the way a sync

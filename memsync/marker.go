@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 
 	"github.com/memstore/memstore/internal/validate"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // Kind is what an [Action] does. Only the kinds for which IO reports true

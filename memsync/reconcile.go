@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 	"github.com/memstore/memstore/internal/validate"
 )
 

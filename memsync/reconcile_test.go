@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // Content hashes in these tests are stand-ins: Reconcile only compares them.

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 	"github.com/memstore/memstore/internal/validate"
 )
 

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/validate"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // Interval and time limits of a session's memory sync.

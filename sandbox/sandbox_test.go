@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/sandbox"
-	"github.com/memstore/memstore/toolset"
 )
 
 // launcher is a bubblewrap Launcher, or a skip that says why there is none.

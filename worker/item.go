@@ -11,7 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/toolset"
+	"github.com/memstore/memstore/internal/toolset"
 )
 
 // stopTimeout bounds the force-stop that ends every item.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/memsync"
-	"github.com/memstore/memstore/toolset"
 )
 
 // checkMemory refuses, when the worker is built rather than at each

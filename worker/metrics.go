@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/memsync"
-	"github.com/memstore/memstore/toolset"
 )
 
 // metrics are the worker's Prometheus series. Without Config.Metrics they

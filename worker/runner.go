@@ -12,7 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/toolset"
+	"github.com/memstore/memstore/internal/toolset"
 )
 
 // Tool runner timing.

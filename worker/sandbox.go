@@ -4,8 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/sandbox"
-	"github.com/memstore/memstore/toolset"
 )
 
 // Sandboxed reports whether sessions' bash runs in a sandbox: Config.Sandbox

@@ -13,7 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/modeltest"
-	"github.com/memstore/memstore/toolset"
+	"github.com/memstore/memstore/internal/toolset"
 )
 
 const model = "claude-sonnet-4-5"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/toolset"
+	"github.com/memstore/memstore/internal/toolset"
 )
 
 // modelState is what the log says about a model-driven session.

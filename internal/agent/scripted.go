@@ -8,7 +8,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/toolset"
+	"github.com/memstore/memstore/internal/toolset"
 )
 
 // Scripted is the deterministic runtime of model "scripted" (SPEC §4): the

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 func TestReadReturnsTheFileAsIs(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // area is one root the file tools may reach: the working directory or a

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/memstore/memstore/confined"
+	"github.com/memstore/memstore/internal/confined"
 
 	"github.com/memstore/memstore/internal/validate"
 )
