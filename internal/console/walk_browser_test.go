@@ -67,6 +67,14 @@ func TestBrowserFollowsFolderBreadcrumbAndNextPageLinks(t *testing.T) {
 	b := newBrowser(t, srv)
 
 	b.run(chromedp.Navigate(b.base + "/console/"))
+	// The store's id is shown with a Copy button (the script shows it);
+	// a click selects the whole id and copies it where the page may.
+	copyID := `button.copy[data-copy="` + f.StoreID + `"]`
+	b.run(chromedp.WaitVisible(chromedp.CSS(copyID)), chromedp.Click(chromedp.CSS(copyID)))
+	if got := browserRun(b, chromedp.Evaluate[string](`window.getSelection().toString()`)); got != f.StoreID {
+		t.Fatalf("the Copy button selected %q, want the store id %s", got, f.StoreID)
+	}
+	b.run(chromedp.WaitVisible(`//button[@data-copy="` + f.StoreID + `"][text()="Copied" or text()="Selected: press Ctrl+C"]`))
 	b.click(`table`, "Team notes")
 	b.showsFolder("/")
 
@@ -79,7 +87,7 @@ func TestBrowserFollowsFolderBreadcrumbAndNextPageLinks(t *testing.T) {
 	if got := b.text(`table.tree tbody`); !strings.Contains(got, "shipped.md") {
 		t.Fatalf("the deepest folder lists %q, want shipped.md", got)
 	}
-	b.screenshot("tree")
+	b.screenshot("tree-folder")
 
 	b.click(`nav[@aria-label="Folder"]`, "decisions/")
 	b.showsFolder("/decisions/")
