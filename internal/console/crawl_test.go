@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -244,3 +245,43 @@ func slicesKeys(m map[string]string) []string {
 	}
 	return out
 }
+
+// A folder link opened while signed out comes back to that folder after
+// sign-in: the detour through the login page keeps the escaped prefix.
+func TestAFolderLinkSurvivesSigningIn(t *testing.T) {
+	srv, f := startSeededConsole(t)
+	v := newVisitor(t, srv)
+	folder := "/console/stores/" + f.StoreID + "/?prefix=" + url.QueryEscape(f.Nested)
+	status, _ := v.do("GET", folder, nil)
+	if status != http.StatusSeeOther {
+		t.Fatalf("signed out, the folder answered %d, want 303 to the login page", status)
+	}
+	req, _ := http.NewRequest("GET", v.base+folder, nil)
+	resp, err := v.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	login := resp.Header.Get("Location")
+	_, page := v.do("GET", login, nil)
+	m, token := regexpNext.FindStringSubmatch(page), csrfField.FindStringSubmatch(page)
+	if m == nil || token == nil {
+		t.Fatalf("the login page at %s carries no next field:\n%s", login, page)
+	}
+	req, _ = http.NewRequest("POST", v.base+"/console/login", strings.NewReader(url.Values{"csrf": {token[1]}, "name": {"ada"}, "password": {testPassword}, "next": {html.UnescapeString(m[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err = v.hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in with next: status %d, want 303", resp.StatusCode)
+	}
+	back := resp.Header.Get("Location")
+	status, page = v.do("GET", back, nil)
+	if status != http.StatusOK || !strings.Contains(html.UnescapeString(page), "Contents of "+f.Nested) {
+		t.Fatalf("after sign-in the console sent ada to %s (status %d), want the folder %s", back, status, f.Nested)
+	}
+}
+
+var regexpNext = regexp.MustCompile(`name="next" value="([^"]*)"`)
