@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,13 +14,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// pageLinks is what a page offers to follow without changing anything: its
-// links and its GET forms, each form as the URL a person's submit
-// requests.
-type pageLinks struct {
-	urls []string
-}
 
 // htmlElement is one start tag: its name and attributes, unescaped.
 type htmlElement struct {
@@ -231,19 +225,11 @@ func TestEveryConsoleLinkAnswers(t *testing.T) {
 		"the stylesheet and script files": func(u string) bool { return strings.HasPrefix(u, "/console/static/") },
 	}
 	for what, match := range want {
-		if !slices.ContainsFunc(slicesKeys(visited), match) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(visited)), match) {
 			t.Errorf("the crawl never reached %s", what)
 		}
 	}
 	t.Logf("visited %d console URLs", len(visited))
-}
-
-func slicesKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // A folder link opened while signed out comes back to that folder after
