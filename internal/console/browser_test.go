@@ -252,21 +252,26 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("restore left %q at %s; want the first text as a new version", *m.Content, m.MemoryVersionID)
 		}
 
-		// The old head is no longer current: it can be redacted.
+		// The old head is no longer current: it can be redacted, after
+		// the confirmation page shows what will be erased.
 		b.run(chromedp.Navigate(b.base + "/console/stores/" + storeID + "/memories/" + memoryID + "/history"))
-		b.leave(chromedp.Click(chromedp.CSS(`button[aria-label="redact `+head.ID+`"]`)),
+		b.leave(chromedp.Click(chromedp.CSS(`a[aria-label="redact `+head.ID+`"]`)),
+			chromedp.WaitVisible(`//button[text()="Redact this version for good"]`))
+		if got := b.text(`pre.content`); got != "mine: typed in the console" {
+			t.Fatalf("the confirmation shows %q, want the text it would erase", got)
+		}
+		if v, _ := admin.GetMemoryVersion(ctx, storeID, head.ID); v.RedactedAt != nil {
+			t.Fatal("asking for confirmation already redacted the version")
+		}
+		b.screenshot("redact")
+		b.leave(chromedp.Click(`//button[text()="Redact this version for good"]`),
 			chromedp.WaitVisible(`//h1[starts-with(text(), "History of")]`))
 		if v, _ := admin.GetMemoryVersion(ctx, storeID, head.ID); v.RedactedAt == nil || v.Content != nil {
 			t.Fatalf("version %s after redact: %+v", head.ID, v)
 		}
-		// The current head cannot be: the page says why, and nothing changes.
-		b.leave(chromedp.Click(chromedp.CSS(`button[aria-label="redact `+m.MemoryVersionID+`"]`)),
-			chromedp.WaitVisible(chromedp.CSS(`.error`)))
-		if got := b.text(`.error`); !strings.Contains(got, "current content") {
-			t.Fatalf("redacting the head shows %q", got)
-		}
-		if v, _ := admin.GetMemoryVersion(ctx, storeID, m.MemoryVersionID); v.RedactedAt != nil {
-			t.Fatal("the refused redaction redacted the head")
+		// The current head cannot be redacted, so its row offers no Redact.
+		if n := browserRun(b, chromedp.Evaluate[int](`document.querySelectorAll('a[aria-label="redact `+m.MemoryVersionID+`"]').length`)); n != 0 {
+			t.Fatal("the history offers Redact on the current version")
 		}
 	})
 

@@ -144,7 +144,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/stores/{store}/memories/{memory}/diff", c.page(c.diffPage))
 	c.mux.HandleFunc("GET /console/stores/{store}/versions/{version}", c.page(c.versionPage))
 	c.mux.HandleFunc("POST /console/stores/{store}/versions/{version}/restore", c.page(c.restoreVersion))
-	c.mux.HandleFunc("POST /console/stores/{store}/versions/{version}/redact", c.page(c.redactVersion))
+	c.mux.HandleFunc("GET /console/stores/{store}/versions/{version}/redact", c.page(c.redactConfirmPage))
+	c.mux.HandleFunc("POST /console/stores/{store}/versions/{version}/redact", c.page(c.confirmedRedaction(c.redactVersion)))
 	c.mux.HandleFunc("GET /console/stores/{store}/export", c.page(c.exportStore))
 	c.mux.HandleFunc("POST /console/stores/{store}/import", c.page(c.importStore))
 

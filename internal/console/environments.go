@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -10,19 +11,40 @@ import (
 	"github.com/memstore/memstore/internal/validate"
 )
 
+// environmentsPage lists environments newest first, a page at a time;
+// with a name filter it reads on, like the tree's filter, until a page of
+// matches or the end, and its paging link keeps the filter.
 func (c *Console) environmentsPage(w http.ResponseWriter, r *http.Request, q *request) error {
-	envs, err := c.store.ListEnvironments(r.Context(), storage.ListQuery{Limit: api.MaxListLimit, IncludeArchived: true, After: r.URL.Query().Get("after")})
-	if err != nil {
-		return err
+	name := strings.TrimSpace(r.URL.Query().Get("name"))
+	query := storage.ListQuery{Limit: api.MaxListLimit, IncludeArchived: true, After: r.URL.Query().Get("after")}
+	if query.After != "" && !ids.Valid(ids.Environment, query.After) {
+		return badRequest("this page link is not valid any more; start from the first page")
 	}
+	var shown []storage.Environment
 	next := ""
-	if len(envs) == api.MaxListLimit {
-		next = envs[len(envs)-1].ID
+	for {
+		envs, err := c.store.ListEnvironments(r.Context(), query)
+		if err != nil {
+			return err
+		}
+		for i, e := range envs {
+			if name == "" || strings.Contains(strings.ToLower(e.Name), strings.ToLower(name)) {
+				shown = append(shown, e)
+			}
+			if len(shown) == api.MaxListLimit && (i < len(envs)-1 || len(envs) == query.Limit) {
+				next = e.ID
+				break
+			}
+		}
+		if next != "" || len(envs) < query.Limit {
+			break
+		}
+		query.After = envs[len(envs)-1].ID
 	}
 	return c.render(w, r, q, http.StatusOK, "environments", "Environments", struct {
 		Environments []storage.Environment
-		Next         string
-	}{envs, next})
+		Next, Name   string
+	}{shown, next, name})
 }
 
 type environmentView struct {

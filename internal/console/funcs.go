@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"net/url"
 	"strings"
 	"time"
 
@@ -36,7 +35,6 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1024*1024))
 	},
 	"actor":    actorText,
-	"query":    func(s string) string { return url.QueryEscape(s) },
 	"isTrue":   func(b *bool) bool { return b != nil && *b },
 	"basename": func(p string) string { return p[strings.LastIndexByte(strings.TrimSuffix(p, "/"), '/')+1:] },
 }

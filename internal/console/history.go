@@ -89,6 +89,8 @@ type versionView struct {
 	// version made by a session: its last tool call at or before the
 	// version.
 	ToolUse string
+	// CanRedact offers Redact: the version has text and is not current.
+	CanRedact bool
 }
 
 func (c *Console) versionPage(w http.ResponseWriter, r *http.Request, q *request) error {
@@ -97,6 +99,11 @@ func (c *Console) versionPage(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	view := versionView{Store: s, Version: v}
+	refusal, err := c.redactRefusal(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	view.CanRedact = refusal == ""
 	if v.CreatedBy.Kind == storage.ActorSession {
 		if view.ToolUse, err = c.writingToolUse(r, v); err != nil {
 			return err

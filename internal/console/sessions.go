@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,32 @@ import (
 // sessionsPageSize is how many sessions the list shows.
 const sessionsPageSize = 100
 
+// sessionStatuses are the statuses the sessions list filters by.
+var sessionStatuses = []string{api.SessionIdle, api.SessionRunning, api.SessionRescheduling, api.SessionTerminated}
+
+// sessionsPage lists sessions newest first, a page at a time, filtered
+// by status and agent as the API's list is; the paging link keeps the
+// filter.
 func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, q *request) error {
-	sessions, err := c.store.ListSessions(r.Context(), storage.SessionQuery{ListQuery: storage.ListQuery{Limit: sessionsPageSize, IncludeArchived: true, After: r.URL.Query().Get("after")}})
+	in := r.URL.Query()
+	query := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: sessionsPageSize, IncludeArchived: true, After: in.Get("after")}, AgentID: in.Get("agent")}
+	if status := in.Get("status"); status != "" {
+		if !slices.Contains(sessionStatuses, status) {
+			return badRequest("status %q is not a session status; pick one of %s, or any", status, strings.Join(sessionStatuses, ", "))
+		}
+		query.Statuses = []string{status}
+	}
+	if query.AgentID != "" && !ids.Valid(ids.Agent, query.AgentID) {
+		return badRequest("agent %q is not an agent id; pick an agent from the list", query.AgentID)
+	}
+	if query.After != "" && !ids.Valid(ids.Session, query.After) {
+		return badRequest("this page link is not valid any more; start from the first page")
+	}
+	sessions, err := c.store.ListSessions(r.Context(), query)
+	if err != nil {
+		return err
+	}
+	agents, err := c.store.ListAgents(r.Context(), storage.ListQuery{Limit: api.MaxListLimit, IncludeArchived: true})
 	if err != nil {
 		return err
 	}
@@ -27,9 +52,12 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, q *reques
 		next = sessions[len(sessions)-1].ID
 	}
 	return c.render(w, r, q, http.StatusOK, "sessions", "Sessions", struct {
-		Sessions []api.Session
-		Next     string
-	}{sessions, next})
+		Sessions      []api.Session
+		Next          string
+		Status, Agent string
+		Statuses      []string
+		Agents        []api.Agent
+	}{sessions, next, in.Get("status"), query.AgentID, sessionStatuses, agents})
 }
 
 func (c *Console) loadSession(r *http.Request) (api.Session, error) {

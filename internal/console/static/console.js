@@ -1,7 +1,28 @@
 // The console works without this script; it only adds the live event feed
-// of a session page. Rows arrive rendered and escaped by the server.
+// of a session page and Copy buttons beside ids (without it, one click on
+// an id selects it whole). Rows arrive rendered and escaped by the server.
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
+  for (const button of document.querySelectorAll("button.copy")) {
+    button.hidden = false;
+    button.addEventListener("click", () => {
+      // Select the id first: the person sees what is copied, and can
+      // press Ctrl+C where the clipboard is not available to the page.
+      const code = button.previousElementSibling;
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      const said = (text) => { button.textContent = text; };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(button.dataset.copy).then(() => said("Copied"), () => said("Selected: press Ctrl+C"));
+      } else {
+        said("Selected: press Ctrl+C");
+      }
+    });
+  }
+
   const live = document.getElementById("live");
   const list = document.getElementById("events");
   if (!live || !list || !window.EventSource) return;
