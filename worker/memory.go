@@ -99,7 +99,7 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 		return nil, nil, nil
 	}
 	if token == "" {
-		// Documented in the README's troubleshooting section: keep the
+		// Documented in docs/worker.md's troubleshooting table: keep the
 		// message stable.
 		log.Error("work item failed: the session has memory stores but the work secret carries no sessions token",
 			"memory_store_ids", ids,

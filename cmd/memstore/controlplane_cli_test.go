@@ -175,7 +175,7 @@ func TestCLIUsageErrors(t *testing.T) {
 	}
 }
 
-// TestCLIReadmeFlow is the README's walk-through: environment, key, agent,
+// TestCLIReadmeFlow is docs/cli.md's walk-through: environment, key, agent,
 // store with a memory, and a session that attaches it.
 func TestCLIReadmeFlow(t *testing.T) {
 	rs, data := cliServer(t)

@@ -22,7 +22,7 @@ import (
 // A `memstore serve` process killed with SIGKILL while writers are busy
 // loses no write it acknowledged: after a restart on the same data folder,
 // every memory a writer got a 200 for is there with the content it sent.
-// (The README's durability section says why; power loss is beyond a test.)
+// (docs/configuration.md says why; power loss is beyond a test.)
 func TestServeKilledLosesNoAcknowledgedWrite(t *testing.T) {
 	writers, killAfter := testenv.Scale(4, 8), testenv.Scale(60, 4000)
 	const key = "sk-memstore-durability"

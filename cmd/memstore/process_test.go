@@ -9,7 +9,7 @@ import (
 
 // asMemstoreVar, set to 1, makes this test binary the memstore command:
 // TestMain runs main instead of the tests. Tests that need memstore as a
-// real process (signals, exit statuses, on-work scripts, the README's shell
+// real process (signals, exit statuses, on-work scripts, the docs' shell
 // blocks) run it this way rather than building it, which cost seconds per
 // test and a second, non-race build of every dependency on a fresh machine.
 const asMemstoreVar = "MEMSTORE_TEST_AS_MEMSTORE"
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // from an on-work script are memstore too). Under -race, a process that
 // exits 0 waits a second for late race reports (GORACE atexit_sleep_ms);
 // every memstore process here has stopped its goroutines by then, and the
-// README's blocks run a dozen of them, so the wait is turned off.
+// docs' blocks run a dozen of them, so the wait is turned off.
 func memstoreBinary(t *testing.T) string {
 	t.Helper()
 	exe, err := os.Executable()

@@ -22,9 +22,9 @@ import (
 	"github.com/memstore/memstore/internal/testlog"
 )
 
-// The README's shell blocks are run by TestReadmeShellBlocksRun. Every
-// ```sh block runs, in a fresh folder with a fresh HOME, unless the line
-// just before its fence says otherwise:
+// The shell blocks of README.md and of every guide in docs/ are run by
+// TestReadmeShellBlocksRun. Every ```sh block runs, in a fresh folder with a
+// fresh HOME, unless the line just before its fence says otherwise:
 //
 //	<!-- readme-test: skip: <why> -->   not run; the reason is required
 //	<!-- readme-test: next to a server --> run with `memstore serve` already
@@ -33,11 +33,15 @@ import (
 //	                                       memstore serve" expects
 //
 // A block fenced as bash, shell, console or zsh fails the test: fence it as
-// sh so that it runs, or mark it skipped.
+// sh so that it runs, or mark it skipped. Output is fenced as text.
 const readmeMarker = "<!-- readme-test: "
 
-// readmeBlock is one fenced block of the README.
+// repoRoot is where the tests of this package find the README and docs/.
+const repoRoot = "../.."
+
+// readmeBlock is one fenced block of a documentation file.
 type readmeBlock struct {
+	file    string // the file, relative to the repository root
 	line    int    // of its opening fence, 1-based
 	lang    string // the fence's info string
 	marker  string // what its readme-test comment says, "" without one
@@ -45,11 +49,36 @@ type readmeBlock struct {
 	body    string
 }
 
-func (b readmeBlock) String() string { return fmt.Sprintf("README.md:%d (%s)", b.line, b.section) }
+func (b readmeBlock) String() string { return fmt.Sprintf("%s:%d (%s)", b.file, b.line, b.section) }
 
+// docFiles are the files whose blocks run: README.md, then every docs/*.md
+// (a guide added later runs without a change here).
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	guides, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	for _, g := range guides {
+		files = append(files, filepath.ToSlash(strings.TrimPrefix(g, repoRoot+string(filepath.Separator))))
+	}
+	return files
+}
+
+// readmeBlocks reads the fenced blocks of every documentation file.
 func readmeBlocks(t *testing.T) []readmeBlock {
 	t.Helper()
-	f, err := os.Open("../../README.md")
+	var blocks []readmeBlock
+	for _, file := range docFiles(t) {
+		blocks = append(blocks, fileBlocks(t, file)...)
+	}
+	return blocks
+}
+
+func fileBlocks(t *testing.T, file string) []readmeBlock {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +96,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 		case cur != nil:
 			cur.body += line + "\n"
 		case strings.HasPrefix(line, "```"):
-			cur = &readmeBlock{line: n, lang: strings.TrimPrefix(line, "```"), section: section}
+			cur = &readmeBlock{file: file, line: n, lang: strings.TrimPrefix(line, "```"), section: section}
 			if m, ok := strings.CutPrefix(prev, readmeMarker); ok {
 				cur.marker = strings.TrimSpace(strings.TrimSuffix(m, "-->"))
 			}
@@ -78,8 +107,11 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 			prev = line
 		}
 	}
-	if err := sc.Err(); err != nil || cur != nil {
-		t.Fatalf("reading the README: %v (a block left open: %v)", err, cur != nil)
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading %s: %v", file, err)
+	}
+	if cur != nil {
+		t.Fatalf("%s:%d: a block is left open (no closing ```)", file, cur.line)
 	}
 	return blocks
 }
@@ -93,11 +125,23 @@ func readmeChecks() map[string]func(t *testing.T, r readmeRun) {
 				t.Errorf("the demo did not say it was OK:\n%s", r.stdout)
 			}
 		},
-		"go run ./cmd/memstore serve &": func(t *testing.T, r readmeRun) {
-			for _, want := range []string{`"path":"/hello.md"`, `"content":"Hello, memory!"`, "memory_path_conflict_error"} {
+		// The curl walk-through ends by stopping the server it started in
+		// the background, and shows that it stopped.
+		"./memstore serve &": func(t *testing.T, r readmeRun) {
+			for _, want := range []string{`"path":"/hello.md"`, `"content":"Hello, memory!"`, "memory_path_conflict_error", "the server has stopped"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("the curl walk-through's output lacks %s:\n%s", want, r.stdout)
 				}
+			}
+		},
+		// The --tools example makes an agent whose bash asks first.
+		`"permission_policy"`: func(t *testing.T, r readmeRun) {
+			var a api.Agent
+			if err := json.NewDecoder(strings.NewReader(r.stdout)).Decode(&a); err != nil {
+				t.Fatalf("agent get --output json printed no agent (%v):\n%s", err, r.stdout)
+			}
+			if a.ID != r.vars["AGENT"] || len(a.Tools) != 1 || !strings.Contains(string(a.Tools[0]), `"always_ask"`) {
+				t.Errorf("the agent made with --tools has tools %s, want the toolset with bash always_ask", a.Tools)
 			}
 		},
 		"memstore session create": checkCLIWalkThrough,
@@ -124,8 +168,8 @@ type readmeRun struct {
 	mnt    string            // the folder standing in for /tmp/mnt/memory
 }
 
-// Each shell block of the README runs as printed, with bash, in a fresh
-// folder and HOME, with nothing installed but memstore's own build:
+// Each shell block of the README and the guides runs as printed, with bash,
+// in a fresh folder and HOME, with nothing installed but memstore's own build:
 //   - `go build -o X ./cmd/memstore`, `go install ./cmd/memstore` and
 //     `go run ./cmd/memstore …` are answered by a stand-in go that uses the
 //     memstore this test binary is (memstoreBinary), so no block compiles;
@@ -135,14 +179,14 @@ type readmeRun struct {
 //     mount root /tmp/mnt/memory a temporary folder, so that runs on one
 //     machine do not collide.
 //
-// If the README's commands drift from the CLI, or a block stops working on
-// a fresh clone, this fails.
+// If the documented commands drift from the CLI, or a block stops working
+// on a fresh clone, this fails, naming the file and line of the block.
 func TestReadmeShellBlocksRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs memstore processes")
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("the README's blocks call curl: install it (apt-get install curl)")
+		t.Fatal("the blocks of README.md and docs/*.md call curl: install it (apt-get install curl)")
 	}
 	bin := memstoreBinary(t)
 	checks, ran := readmeChecks(), map[string]bool{}
@@ -168,7 +212,7 @@ func TestReadmeShellBlocksRun(t *testing.T) {
 			t.Errorf("%s: unknown marker %q (see readme_test.go)", b, b.marker)
 			continue
 		}
-		t.Run(fmt.Sprintf("line %d", b.line), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s:%d", b.file, b.line), func(t *testing.T) {
 			r := runReadmeBlock(t, bin, b, withServer)
 			for key, check := range checks {
 				if strings.Contains(b.body, key) {
@@ -180,7 +224,7 @@ func TestReadmeShellBlocksRun(t *testing.T) {
 	}
 	for key := range checks {
 		if !ran[key] {
-			t.Errorf("no README block that runs contains %q any more; update readmeChecks", key)
+			t.Errorf("no block that runs, in README.md or docs/*.md, contains %q any more; update readmeChecks", key)
 		}
 	}
 }
@@ -203,7 +247,7 @@ func runReadmeBlock(t *testing.T, bin string, b readmeBlock, withServer bool) re
 		t.Cleanup(func() { r.server.shutdown() })
 	}
 	goStandIn := `#!/bin/sh
-# The README test's go: it answers the README's go commands with the memstore
+# The docs test's go: it answers the documented go commands with the memstore
 # the test built (see readme_test.go); anything else fails.
 case "$1 $2 $4" in
 "build -o ./cmd/memstore") [ $# -eq 4 ] && exec cp "$MEMSTORE_TEST_BIN" "$3" ;;
@@ -212,7 +256,7 @@ case "$*" in
 "install ./cmd/memstore") mkdir -p "$HOME/go/bin" && exec cp "$MEMSTORE_TEST_BIN" "$HOME/go/bin/memstore" ;;
 "run ./cmd/memstore "*) shift 2; exec "$MEMSTORE_TEST_BIN" "$@" ;;
 esac
-echo "go $*: the README test runs only go build -o FILE ./cmd/memstore, go install ./cmd/memstore and go run ./cmd/memstore; mark this block <!-- readme-test: skip: <why> --> or teach cmd/memstore/readme_test.go" >&2
+echo "go $*: the test of README.md and docs/*.md runs only go build -o FILE ./cmd/memstore, go install ./cmd/memstore and go run ./cmd/memstore; mark this block <!-- readme-test: skip: <why> --> or teach cmd/memstore/readme_test.go" >&2
 exit 1
 `
 	if err := os.WriteFile(filepath.Join(tools, "go"), []byte(goStandIn), 0o755); err != nil {

@@ -215,7 +215,7 @@ func TestUsageNeverPrintsACredentialFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// The README and the worker's own log line say --memory-sync-interval=-1
+// docs/worker.md and the worker's own log line say --memory-sync-interval=-1
 // runs sessions without memory: any negative value disables it, so a
 // negative number needs no unit. A positive one still does.
 func TestMemorySyncIntervalOfMinusOneDisablesMemory(t *testing.T) {

@@ -124,7 +124,7 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	}
 	sandboxNote := "bwrap: each session's bash sees its workdir and its stores at /mnt/memory/…, not this data folder"
 	if !w.Sandboxed() {
-		sandboxNote = "none: agents' bash runs as this user and can read this data folder, admin.key included (see the README)"
+		sandboxNote = "none: agents' bash runs as this user and can read this data folder, admin.key included (see docs/worker.md#the-sandbox)"
 	}
 	consoleUser, err := upConsoleUser(ctx, rs.store)
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 )
 
 // ScreenshotsVar, set to 1, makes the browser test save screenshots of the
-// main pages into docs/ (the README shows them).
+// main pages into docs/ (README.md and docs/console.md show them).
 const screenshotsVar = "MEMSTORE_SCREENSHOTS"
 
 // xss is text that would run script if any page put it into HTML

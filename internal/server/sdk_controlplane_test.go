@@ -321,8 +321,8 @@ func TestOfficialSDKDrivesTheControlPlane(t *testing.T) {
 
 	// Stop answers 204 as SPEC §3 says. The SDK's worker reads the stop
 	// raw and is content with it; the typed Work.Stop expects a body and
-	// reports an error although the stop happened (documented in the
-	// README). If this changes, so must the README.
+	// reports an error although the stop happened (documented in
+	// docs/behaviour.md). If this changes, so must docs/behaviour.md.
 	_, err = c.Beta.Environments.Work.Stop(ctx, work.ID, anthropic.BetaEnvironmentWorkStopParams{EnvironmentID: env.ID, BetaSelfHostedWorkStopRequest: anthropic.BetaSelfHostedWorkStopRequestParam{Force: param.NewOpt(true)}}, tokOpts...)
 	if err == nil || errors.As(err, &apiErr) {
 		t.Fatalf("Work.Stop on a 204: %v, want the SDK's decode error (not an API error)", err)

@@ -276,6 +276,6 @@ func (s *Server) routes() {
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apiErrorf(notFound, "no route for %s %s: check the method and the path (see the README's API coverage table)", r.Method, r.URL.Path))
+		s.writeError(w, r, apiErrorf(notFound, "no route for %s %s: check the method and the path (see the API coverage table in docs/api.md)", r.Method, r.URL.Path))
 	})
 }

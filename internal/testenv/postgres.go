@@ -23,7 +23,7 @@ func PostgresURL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv(PostgresVar)
 	if u == "" {
-		t.Skipf("PostgreSQL test: set %s=postgres://user:password@localhost:5432/db?sslmode=disable (a database the tests may create schemas in; see the README)", PostgresVar)
+		t.Skipf("PostgreSQL test: set %s=postgres://user:password@localhost:5432/db?sslmode=disable (a database the tests may create schemas in; see docs/testing.md)", PostgresVar)
 	}
 	return u
 }

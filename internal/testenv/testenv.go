@@ -2,7 +2,7 @@
 // command (go test -race ./...) must stay fast on a 2-core machine, so tests
 // that need minutes — soak runs, fault injection at many points, long
 // property searches — run only in CI's second command, which sets
-// MEMSTORE_LONG_TESTS=1 (see .ci/run and the README).
+// MEMSTORE_LONG_TESTS=1 (see .ci/run and docs/testing.md).
 package testenv
 
 import (

@@ -95,7 +95,7 @@ func DSN(path string) string {
 	q.Add("_pragma", "temp_store(MEMORY)")
 	// FULL: every commit fsyncs the WAL before it returns, so a write the
 	// API acknowledged survives a power cut too; NORMAL (the usual WAL
-	// choice) survives only a crash of the process. See the README.
+	// choice) survives only a crash of the process. See docs/configuration.md.
 	q.Add("_pragma", "synchronous(FULL)")
 	// Write transactions take the write lock at BEGIN, so two writers queue
 	// on busy_timeout instead of failing to upgrade a read lock.
