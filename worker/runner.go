@@ -264,7 +264,7 @@ func (r *runner) handle(e api.Event) bool {
 		}
 		c := &call{id: e.ID, name: e.Name, input: e.Input}
 		switch {
-		case !toolset.IsTool(e.Name):
+		case !api.IsAgentTool(e.Name):
 			// Another client may own it (a custom tool): leave it
 			// unanswered, as the official worker does.
 			r.log.Info("tool call is not one of this worker's tools; leaving it to another client", "tool", e.Name, "tool_use_id", e.ID)

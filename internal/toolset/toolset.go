@@ -190,22 +190,6 @@ type Toolset struct {
 	closed  bool
 }
 
-// IsTool reports whether name is one of the tools a Toolset runs. The
-// official SDK's tool runner leaves a tool call it does not own unanswered
-// (another client may own it) instead of posting an error, and a worker that
-// wants the same split uses this to tell the two apart.
-func IsTool(name string) bool { return toolNames[name] }
-
-// toolNames is the set of Definitions' names, built once: IsTool is called
-// for every call of every script the scripted runtime reads.
-var toolNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, d := range Definitions() {
-		m[d.Name] = true
-	}
-	return m
-}()
-
 // New checks cfg and returns a Toolset. It starts nothing: the shell starts
 // on the first bash call.
 func New(cfg Config) (*Toolset, error) {
