@@ -55,12 +55,13 @@
 // links. The memory stores require it (a link would let two memories share a
 // file, or a write land somewhere the sync never looks), and refusing them
 // everywhere keeps one rule an agent can learn from a single error message.
-// Each path is checked through an [os.Root] for its allowed root, so even a
-// link swapped in by a racing process cannot lead it out of that root; the
-// reads and writes inside a memory store's folder then go through package
-// confined, the I/O the memory sync uses, which walks every component
-// without following links and refuses files with several hard links (a
-// hard link to a file outside the folder would leak or publish it).
+// Every read, write and walk, in the working directory and in the stores
+// alike, goes through package confined, the I/O the memory sync uses: it
+// walks every component without following a link, so even a link swapped
+// in by a racing process cannot lead a tool out of its root. In a memory
+// store's folder it also refuses files with several hard links (a hard
+// link to a file outside the folder would leak or publish it); the
+// working directory allows them, as projects use them.
 //
 // write and edit refuse every path inside a read-only store with an error
 // that names the store's mount path: it is the only memory error an agent
@@ -103,6 +104,14 @@ import (
 type Result struct {
 	Content string `json:"content"`
 	IsError bool   `json:"is_error"`
+	// Wrote names the memory store files the call wrote, each by its
+	// advertised mount path (/mnt/memory/<slug>/<file>), whichever spelling
+	// the agent used: the toolset knows what it changed, so the worker
+	// uploads exactly that instead of guessing it from the tool's input.
+	// Set by a successful write or edit inside a writable store; files of
+	// the working directory, and whatever bash changes, are not listed
+	// (the sync's scan finds those). The agent never sees it.
+	Wrote []string `json:"-"`
 }
 
 // Mount is one memory store as the toolset sees it.
