@@ -64,3 +64,14 @@ func (s *Session) Crash() {
 		}
 	}
 }
+
+// Phases returns each store's phase, by name, in store order.
+func (s *Session) Phases() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.stores))
+	for i, st := range s.stores {
+		out[i] = st.phase.String()
+	}
+	return out
+}
