@@ -76,8 +76,8 @@ type store struct {
 	// feed sequence it is at (read by the follower, hence atomic).
 	feed remoteCache
 	seq  atomic.Int64
-	// advanced wakes the store's follower after each background sync.
-	advanced chan struct{}
+	// followerWake wakes the store's follower after each background sync.
+	followerWake chan struct{}
 }
 
 func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {

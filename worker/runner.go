@@ -98,7 +98,7 @@ type runner struct {
 	cancelRun context.CancelCauseFunc
 	// catchingUp: the history is being listed. No call starts until the
 	// listing is done, because a later event of the history (a
-	// user.interrupt, a result another worker posted) may settle it.
+	// user.interrupt, a result another worker posted) may answer the call.
 	catchingUp bool
 	idleGen    int         // bumped on every arm and disarm of the idle countdown
 	stopIdle   func() bool // stops the idle countdown; nil when disarmed
