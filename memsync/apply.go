@@ -343,8 +343,8 @@ func createConflict(path string, err error) Note {
 // a 400 (invalid, or the store is full) or a 413, and a plain
 // conflict_error 409 — the store is archived, hence read-only. The 409s of
 // a lost race carry their own types (memory_precondition_failed_error,
-// memory_path_conflict_error) and are not refusals: the next listing
-// settles them.
+// memory_path_conflict_error) and are not refusals: another writer won,
+// and the next sync downloads its version.
 func refused(err error) bool {
 	return client.IsStatus(err, http.StatusBadRequest) || client.IsStatus(err, http.StatusRequestEntityTooLarge) ||
 		client.IsType(err, api.Conflict)

@@ -519,3 +519,34 @@ func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
 	}
 	m.End(e.ctx, true)
 }
+
+// A store's phase follows what its folder holds: mounted after a fresh
+// mount, adopted when a re-claimed session takes over its crash's folder,
+// unmounted again once End removed it.
+func TestAStoresPhaseFollowsItsFolder(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	m := e.session(root, sessionID("sesn_1"))
+	wantPhases(t, "phases before Mount", m.Phases(), "unmounted")
+	must(t, m.Mount(e.ctx))
+	wantPhases(t, "phases after Mount", m.Phases(), "mounted")
+	writeFile(t, m.dir, "note.md", "written before the kill")
+	m.Crash()
+
+	again := e.session(root, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	wantPhases(t, "phases after adopting", again.Phases(), "adopted")
+	again.End(e.ctx, true)
+	wantPhases(t, "phases after End", again.Phases(), "unmounted")
+	if _, err := os.Lstat(again.dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the folder is still there after End: %v", err)
+	}
+	equal(t, "server", e.server(), map[string]string{"/note.md": "written before the kill"})
+}
+
+func wantPhases(t *testing.T, when string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: %v, want %v", when, got, want)
+	}
+}

@@ -21,12 +21,12 @@ func (s *Session) ApplyActions(ctx context.Context, actions []Action) State {
 	return st.state.Clone()
 }
 
-// SettleHashCaches gives every store of the session a fresh hash cache
-// whose clock is an hour ahead, so that files written moments ago count as
-// settled and are cached once hashed: the state a folder reaches two
-// seconds after its last change, without waiting for it. Call it before
-// the first sync.
-func (s *Session) SettleHashCaches() {
+// SkipRacyWindow gives every store of the session a fresh hash cache whose
+// clock is an hour ahead, so that files written moments ago count as past
+// the racy window and are cached once hashed: the state a folder reaches
+// two seconds after its last change, without waiting for it. Call it
+// before the first sync.
+func (s *Session) SkipRacyWindow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	later := time.Now().Add(time.Hour)
@@ -63,4 +63,15 @@ func (s *Session) Crash() {
 			st.lock = nil
 		}
 	}
+}
+
+// Phases returns each store's phase, by name, in store order.
+func (s *Session) Phases() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.stores))
+	for i, st := range s.stores {
+		out[i] = st.phase.String()
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,7 +113,15 @@ func newFeedEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &testlog.Buffer{}}
+	e := &env{t: t, ctx: t.Context(), clock: clk, srv: srv, admin: admin, storeID: st.ID, logs: &testlog.Buffer{}}
+	// Every test that syncs also checks that no store's folder moved
+	// between phases its lifecycle does not allow.
+	t.Cleanup(func() {
+		if bugs := e.logs.Records(t, slog.LevelError, "memsync bug"); len(bugs) > 0 {
+			t.Errorf("a store moved between phases its lifecycle does not allow: %v", bugs)
+		}
+	})
+	return e
 }
 
 // sessionClient is a client for a session's sync, with the admin key (the

@@ -227,7 +227,7 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		st.fault("flushed")
 	}
 	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
-		Mounting: st.mounting, Disposing: st.disposing, State: state}
+		Mounting: st.phase == phaseMounting, Disposing: st.phase == phaseDisposing, State: state}
 	if st.feed.on {
 		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: make(map[string]journalEntry, len(st.feed.remote))}
 		for p, m := range st.feed.remote {

@@ -33,17 +33,17 @@ const followRetry = 2 * time.Second
 
 // live is the background state of a Session in live mode.
 type live struct {
-	kick chan struct{} // capacity 1: "there is work"
+	wake chan struct{} // capacity 1: "there is work"
 	stop chan struct{} // closed by End
 	// cancel ends the followers' long polls.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex // guards the queue below, never held across I/O
-	due      bool       // a periodic sync is wanted
-	lastKick time.Time  // when the last periodic sync was queued
-	written  map[*store]map[string]bool
-	changed  map[*store]bool // the feed reported remote changes
+	mu      sync.Mutex // guards the queue below, never held across I/O
+	due     bool       // a periodic sync is wanted
+	lastDue time.Time  // when the last periodic sync was queued
+	written map[*store]map[string]bool
+	changed map[*store]bool // the feed reported remote changes
 }
 
 // StartLive moves the session's syncs to the background (see above). Call
@@ -58,7 +58,7 @@ func (s *Session) StartLive(ctx context.Context) {
 		return
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	l := &live{kick: make(chan struct{}, 1), stop: make(chan struct{}), cancel: cancel, lastKick: s.lastSync,
+	l := &live{wake: make(chan struct{}, 1), stop: make(chan struct{}), cancel: cancel, lastDue: s.lastSync,
 		written: map[*store]map[string]bool{}, changed: map[*store]bool{}}
 	s.liveMu.Lock()
 	s.live = l
@@ -66,7 +66,7 @@ func (s *Session) StartLive(ctx context.Context) {
 	l.wg.Go(func() { s.background(ctx, l) })
 	for _, st := range s.stores {
 		if st.feed.on {
-			st.advanced = make(chan struct{}, 1)
+			st.followerWake = make(chan struct{}, 1)
 			l.wg.Go(func() { s.follow(fctx, l, st) })
 		}
 	}
@@ -83,9 +83,9 @@ func (s *Session) Nudge(ctx context.Context) {
 	}
 	l.mu.Lock()
 	now := s.now()
-	if now.Sub(l.lastKick) >= s.interval {
-		l.due, l.lastKick = true, now
-		l.poke()
+	if now.Sub(l.lastDue) >= s.interval {
+		l.due, l.lastDue = true, now
+		l.wakeBackground()
 	}
 	l.mu.Unlock()
 }
@@ -110,7 +110,7 @@ func (s *Session) Wrote(path string) {
 			l.written[st] = map[string]bool{}
 		}
 		l.written[st][p] = true
-		l.poke()
+		l.wakeBackground()
 		l.mu.Unlock()
 		return
 	}
@@ -125,9 +125,10 @@ func (s *Session) liveState() *live {
 	return s.live
 }
 
-func (l *live) poke() {
+// wakeBackground tells the background goroutine there is work queued.
+func (l *live) wakeBackground() {
 	select {
-	case l.kick <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }
@@ -155,7 +156,7 @@ func (s *Session) background(ctx context.Context, l *live) {
 			return
 		case <-ctx.Done():
 			return
-		case <-l.kick:
+		case <-l.wake:
 		}
 		l.mu.Lock()
 		written, changed, due := l.written, l.changed, l.due
@@ -171,7 +172,7 @@ func (s *Session) background(ctx context.Context, l *live) {
 				}
 				if due || changed[st] {
 					st.timed("sync", func() outcome { return st.sync(ctx, now, false) })
-					st.signalAdvanced()
+					st.wakeFollower()
 				}
 				return outcome{}
 			})
@@ -202,10 +203,10 @@ func (s *Session) follow(ctx context.Context, l *live, st *store) {
 		}
 		l.mu.Lock()
 		l.changed[st] = true
-		l.poke()
+		l.wakeBackground()
 		l.mu.Unlock()
 		select {
-		case <-st.advanced:
+		case <-st.followerWake:
 		case <-ctx.Done():
 			return
 		}
@@ -224,12 +225,13 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (st *store) signalAdvanced() {
-	if st.advanced == nil {
+// wakeFollower tells the store's follower that a background sync ran.
+func (st *store) wakeFollower() {
+	if st.followerWake == nil {
 		return
 	}
 	select {
-	case st.advanced <- struct{}{}:
+	case st.followerWake <- struct{}{}:
 	default:
 	}
 }

@@ -26,7 +26,7 @@ const (
 	// calls State.MarkSynced with the returned sha. A refusal — 400, 413, or
 	// a 409 of type conflict_error (the store was archived) — calls
 	// State.MarkRefused. Any other 409 (the path is taken) means another
-	// writer won: do nothing, the next listing settles it.
+	// writer won: do nothing, the next sync downloads its version.
 	Create
 	// Update uploads the file over memory MemoryID with a content_sha256
 	// precondition of RemoteSHA; the file is checked, and a refusal

@@ -261,7 +261,7 @@ func (s *sim) quiesce() {
 			return
 		}
 	}
-	s.t.Fatalf("the sync did not settle within 10 rounds")
+	s.t.Fatalf("the sync did not converge within 10 rounds")
 }
 
 // step runs one random event: an agent edit, a server edit by another

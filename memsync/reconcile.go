@@ -191,7 +191,9 @@ func (r *reconciler) keep(path string, ps PathState) {
 	}
 }
 
-// settle resolves requests whose response was lost against this listing.
+// settle resolves requests whose response was lost against this listing
+// ("settle" means only that in this package: deciding the outcome of a
+// step whose answer never came).
 // A memory holding exactly the sha that was sent is that upload, so it
 // becomes the base and reads as synced rather than as a server change. A
 // memory gone after a delete was sent was deleted by us, so its base is

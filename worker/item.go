@@ -3,7 +3,6 @@ package worker
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -149,7 +148,7 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 	it.tools = ts
 	w.setTools(it.active, ts)
 
-	afterCall := func(context.Context, string, json.RawMessage, bool) {}
+	afterCall := func(context.Context, toolset.Result) {}
 	if it.mem != nil {
 		afterCall = it.mem.afterCall
 		if !w.cfg.MemorySyncInline {

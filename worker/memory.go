@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -213,18 +212,14 @@ func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *ap
 }
 
 // afterCall is the memory's part of the end of a tool call. In live mode
-// (memsync.Session.StartLive) it only queues work: the upload of the file a
-// successful write or edit wrote, and the periodic sync if it is due, which
-// then run beside the agent's next call. In inline mode Nudge is the sync
-// that is due, run before the next call, as the official worker does.
-func (m *memory) afterCall(ctx context.Context, name string, input json.RawMessage, isError bool) {
-	if !isError && (name == "write" || name == "edit") {
-		var in struct {
-			FilePath string `json:"file_path"`
-		}
-		if json.Unmarshal(input, &in) == nil && filepath.IsAbs(in.FilePath) {
-			m.Wrote(in.FilePath)
-		}
+// (memsync.Session.StartLive) it only queues work: the upload of each
+// memory file the call wrote (the toolset's result names them), and the
+// periodic sync if it is due, which then run beside the agent's next call.
+// In inline mode Nudge is the sync that is due, run before the next call,
+// as the official worker does.
+func (m *memory) afterCall(ctx context.Context, res toolset.Result) {
+	for _, p := range res.Wrote {
+		m.Wrote(p)
 	}
 	m.Nudge(ctx)
 }

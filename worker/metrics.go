@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/memsync"
 )
 
@@ -111,7 +111,7 @@ func (m *metrics) synced(r memsync.SyncReport) {
 // toolCalled counts one tool call. A name the toolset does not know (the
 // agent's to choose) counts as "other", so it cannot grow the series.
 func (m *metrics) toolCalled(name string, isError bool) {
-	if !toolset.IsTool(name) {
+	if !api.IsAgentTool(name) {
 		name = "other"
 	}
 	m.toolCalls.WithLabelValues(name, strconv.FormatBool(isError)).Inc()

@@ -76,11 +76,11 @@ type runner struct {
 	c         *client.Client
 	sessionID string
 	tools     tools
-	// afterCall runs after each call's result is posted, with the call and
-	// whether it failed: it queues the memory work the call calls for (or,
-	// in inline mode, runs the sync that is due while no tool is touching
-	// the files).
-	afterCall func(ctx context.Context, name string, input json.RawMessage, isError bool)
+	// afterCall runs after each call's result is posted, with the result
+	// (which names the memory files the call wrote): it queues the memory
+	// work the call calls for (or, in inline mode, runs the sync that is due
+	// while no tool is touching the files).
+	afterCall func(ctx context.Context, res toolset.Result)
 	// sendWindow is how long a result post is retried: the lease TTL.
 	sendWindow func() time.Duration
 	maxIdle    time.Duration // <= 0: never end on idle
@@ -98,7 +98,7 @@ type runner struct {
 	cancelRun context.CancelCauseFunc
 	// catchingUp: the history is being listed. No call starts until the
 	// listing is done, because a later event of the history (a
-	// user.interrupt, a result another worker posted) may settle it.
+	// user.interrupt, a result another worker posted) may answer the call.
 	catchingUp bool
 	idleGen    int         // bumped on every arm and disarm of the idle countdown
 	stopIdle   func() bool // stops the idle countdown; nil when disarmed
@@ -107,7 +107,7 @@ type runner struct {
 	wake       chan struct{}
 }
 
-func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context, string, json.RawMessage, bool), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
+func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context, toolset.Result), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
 	return &runner{
 		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, clock: clk, log: log,
 		seen: map[string]bool{}, byID: map[string]*call{},
@@ -264,7 +264,7 @@ func (r *runner) handle(e api.Event) bool {
 		}
 		c := &call{id: e.ID, name: e.Name, input: e.Input}
 		switch {
-		case !toolset.IsTool(e.Name):
+		case !api.IsAgentTool(e.Name):
 			// Another client may own it (a custom tool): leave it
 			// unanswered, as the official worker does.
 			r.log.Info("tool call is not one of this worker's tools; leaving it to another client", "tool", e.Name, "tool_use_id", e.ID)
@@ -460,7 +460,7 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 	r.post(ctx, c, res, log)
 	r.fault("tool.posted")
 	if ctx.Err() == nil {
-		r.afterCall(ctx, c.name, c.input, res.IsError)
+		r.afterCall(ctx, res)
 	}
 }
 

@@ -115,7 +115,7 @@ func (h *heldResults) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // A call that a user.interrupt already cancelled in the stored history
 // never runs, however slowly the history arrives: here one event per page,
 // so that the worker has fetched the call long before the interrupt. The
-// interrupt, as stored, settles the call; the worker does not wait for the
+// interrupt, as stored, answers the call; the worker does not wait for the
 // agent's later events to learn it.
 func TestCallInterruptedInTheHistoryNeverRuns(t *testing.T) {
 	f := newFixture(t, "")

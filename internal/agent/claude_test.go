@@ -13,7 +13,6 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/modeltest"
-	"github.com/memstore/memstore/internal/toolset"
 )
 
 const model = "claude-sonnet-4-5"
@@ -67,8 +66,8 @@ func TestModelTurnCallsToolsAndEndsTheTurn(t *testing.T) {
 	// The tools are the toolset's, with its schemas, bash left out.
 	tools, _ := req.Raw["tools"].([]any)
 	var names []string
-	defs := map[string]toolset.Definition{}
-	for _, d := range toolset.Definitions() {
+	defs := map[string]api.ToolDefinition{}
+	for _, d := range api.AgentTools() {
 		defs[d.Name] = d
 	}
 	for _, x := range tools {

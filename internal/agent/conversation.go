@@ -9,7 +9,6 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/toolset"
 )
 
 // modelState is what the log says about a model-driven session.
@@ -153,10 +152,10 @@ func toolPermissions(tools []json.RawMessage) map[string]string {
 			DefaultConfig config   `json:"default_config"`
 			Configs       []config `json:"configs"`
 		}
-		if json.Unmarshal(raw, &ts) != nil || ts.Type != "agent_toolset_20260401" {
+		if json.Unmarshal(raw, &ts) != nil || ts.Type != api.AgentToolsetType {
 			continue
 		}
-		for _, d := range toolset.Definitions() {
+		for _, d := range api.AgentTools() {
 			c := ts.DefaultConfig
 			for _, o := range ts.Configs {
 				if o.Name == d.Name {
@@ -197,7 +196,7 @@ func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewPa
 	p.System[len(p.System)-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
 
 	perms := toolPermissions(v.Session.Agent.Tools)
-	for _, d := range toolset.Definitions() {
+	for _, d := range api.AgentTools() {
 		if _, ok := perms[d.Name]; !ok {
 			continue
 		}

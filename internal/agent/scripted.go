@@ -8,7 +8,6 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/toolset"
 )
 
 // Scripted is the deterministic runtime of model "scripted" (SPEC §4): the
@@ -143,7 +142,7 @@ func ParseScript(text string) (api.ScriptedScript, error) {
 		// A call to a name outside the worker's toolset would never be
 		// answered by the official worker, which leaves unknown tools to
 		// "another client", and the session would wait forever.
-		if !toolset.IsTool(c.Name) {
+		if !api.IsAgentTool(c.Name) {
 			return s, fmt.Errorf("tool_calls[%d]: name %q is not a tool of the worker's toolset; use bash, read, write, edit, glob or grep", i, c.Name)
 		}
 		in := bytes.TrimSpace(c.Input)

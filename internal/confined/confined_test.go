@@ -4,6 +4,7 @@ package confined
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -846,4 +847,136 @@ func TestHardLinkIsNotARegularFile(t *testing.T) {
 		t.Fatalf("RemoveFile(hard link) = %v", err)
 	}
 	assertOutsideIntact(t, outside)
+}
+
+// Visit shows every entry — files, folders, links — in lexical depth-first
+// order, never follows a link (neither below start nor on the way to it),
+// and honours SkipDir and SkipAll.
+func TestVisit(t *testing.T) {
+	r, outside := newRoot(t)
+	mustWrite(t, r, "a/x.md", "x")
+	mustWrite(t, r, "a/y/z.md", "z")
+	mustWrite(t, r, "b.md", "b")
+	if err := os.Symlink(outside, filepath.Join(r.Dir(), "a", "out")); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		rel  string
+		mode fs.FileMode
+	}
+	collect := func(start string, fn func(rel string) error) ([]seen, error) {
+		var got []seen
+		err := r.Visit(start, func(rel string, info FileInfo, err error) error {
+			if err != nil {
+				t.Fatalf("Visit reported %s: %v", rel, err)
+			}
+			got = append(got, seen{rel, info.Mode.Type()})
+			if fn != nil {
+				return fn(rel)
+			}
+			return nil
+		})
+		return got, err
+	}
+	got, err := collect("", nil)
+	want := []seen{{"a", fs.ModeDir}, {"a/out", fs.ModeSymlink}, {"a/x.md", 0}, {"a/y", fs.ModeDir}, {"a/y/z.md", 0}, {"b.md", 0}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Visit(\"\") = %v, %v; want %v", got, err, want)
+	}
+	if got, err = collect("a/y", nil); err != nil || !slices.Equal(got, []seen{{"a/y/z.md", 0}}) {
+		t.Fatalf("Visit(a/y) = %v, %v", got, err)
+	}
+	got, err = collect("", func(rel string) error {
+		if rel == "a" {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if err != nil || !slices.Equal(got, []seen{{"a", fs.ModeDir}, {"b.md", 0}}) {
+		t.Fatalf("Visit with SkipDir = %v, %v", got, err)
+	}
+	got, err = collect("", func(string) error { return fs.SkipAll })
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Visit with SkipAll = %v, %v; want one entry and no error", got, err)
+	}
+	stop := errors.New("stop")
+	if _, err := collect("", func(string) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("Visit whose fn fails = %v, want that error", err)
+	}
+	if err := r.Visit("a/out", func(string, FileInfo, error) error { return nil }); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("Visit through a link = %v, want ErrSymlink", err)
+	}
+	if err := r.Visit("../outside", func(string, FileInfo, error) error { return nil }); !errors.Is(err, ErrInvalidPath) {
+		t.Fatalf("Visit(../outside) = %v, want ErrInvalidPath", err)
+	}
+	assertOutsideIntact(t, outside)
+}
+
+// A subfolder Visit cannot list is reported to fn, once visited and once
+// with the error, and the walk goes on.
+func TestVisitReportsUnreadableFolders(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any folder")
+	}
+	r, _ := newRoot(t)
+	mustWrite(t, r, "locked/f.md", "f")
+	mustWrite(t, r, "z.md", "z")
+	if err := os.Chmod(filepath.Join(r.Dir(), "locked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(r.Dir(), "locked"), 0o700) })
+	var got []string
+	err := r.Visit("", func(rel string, _ FileInfo, err error) error {
+		got = append(got, fmt.Sprint(rel, " ", err != nil))
+		return nil
+	})
+	if want := []string{"locked false", "locked true", "z.md false"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Visit = %v, %v; want %v", got, err, want)
+	}
+}
+
+// WithHardLinks reads a file with several links, and a write still
+// replaces the name instead of writing through the link; KeepingModes keeps
+// a replaced file's mode and still makes a new one 0600.
+func TestHardLinksAndModesViews(t *testing.T) {
+	r, outside := newRoot(t)
+	if err := os.Link(filepath.Join(outside, "f"), filepath.Join(r.Dir(), "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	lenient := r.WithHardLinks().KeepingModes()
+	if got, err := lenient.ReadFile("link.md", 100); err != nil || string(got) != "SECRET" {
+		t.Fatalf("WithHardLinks ReadFile = %q, %v", got, err)
+	}
+	files, skipped, err := lenient.Walk()
+	if err != nil || len(files) != 1 || len(skipped) != 0 {
+		t.Fatalf("WithHardLinks Walk = %v, %v, %v; want the linked file listed", files, skipped, err)
+	}
+	if _, err := r.ReadFile("link.md", 100); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("the strict view reads the hard link: %v", err)
+	}
+	if err := lenient.WriteFile("link.md", []byte("mine"), Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	assertOutsideIntact(t, outside)
+
+	script := filepath.Join(r.Dir(), "run.sh")
+	if err := os.WriteFile(script, []byte("a"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(rel string) fs.FileMode {
+		fi, err := os.Lstat(filepath.Join(r.Dir(), rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	if err := lenient.WriteFile("run.sh", []byte("b"), Precondition{}); err != nil || mode("run.sh") != 0o750 {
+		t.Fatalf("KeepingModes rewrite: mode %v, err %v; want 0750", mode("run.sh"), err)
+	}
+	if err := lenient.WriteFile("new.sh", []byte("c"), Precondition{}); err != nil || mode("new.sh") != 0o600 {
+		t.Fatalf("KeepingModes new file: mode %v, err %v; want 0600", mode("new.sh"), err)
+	}
+	if err := r.WriteFile("run.sh", []byte("d"), Precondition{}); err != nil || mode("run.sh") != 0o600 {
+		t.Fatalf("strict rewrite: mode %v, err %v; want 0600", mode("run.sh"), err)
+	}
 }

@@ -46,7 +46,7 @@ func (p Precondition) check(dirfd int, leaf string) error {
 			return err
 		}
 	case p.SHA256 != "":
-		f, _, err := openRegular(dirfd, leaf)
+		f, _, err := openRegular(dirfd, leaf, false)
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			return fmt.Errorf("%w (it is gone)", ErrChanged)
@@ -68,16 +68,16 @@ func (p Precondition) check(dirfd int, leaf string) error {
 }
 
 // openRegular opens leaf inside dirfd for reading, only if it is a regular
-// file. The lstat first keeps a FIFO or device from even being opened (an
+// file (with several hard links only if hardLinksOK). The lstat first keeps a FIFO or device from even being opened (an
 // open can have side effects on a device); O_NONBLOCK keeps a FIFO swapped in
 // after that lstat from blocking the open, and the fstat of the opened
 // descriptor catches that swap.
-func openRegular(dirfd int, leaf string) (*os.File, unix.Stat_t, error) {
+func openRegular(dirfd int, leaf string, hardLinksOK bool) (*os.File, unix.Stat_t, error) {
 	st, err := lstatAt(dirfd, leaf)
 	if err != nil {
 		return nil, st, err
 	}
-	if err := typeError(&st); err != nil {
+	if err := typeErrorLinks(&st, hardLinksOK); err != nil {
 		return nil, st, err
 	}
 	fd, err := openat(dirfd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -88,7 +88,7 @@ func openRegular(dirfd int, leaf string) (*os.File, unix.Stat_t, error) {
 		_ = unix.Close(fd)
 		return nil, st, err
 	}
-	if err := typeError(&st); err != nil {
+	if err := typeErrorLinks(&st, hardLinksOK); err != nil {
 		_ = unix.Close(fd)
 		return nil, st, err
 	}
@@ -101,7 +101,8 @@ func openRegular(dirfd int, leaf string) (*os.File, unix.Stat_t, error) {
 
 // Open opens the regular file at rel for reading, refusing symlinks
 // anywhere on the path, FIFOs, devices, directories and files with several
-// hard links, and returns it with its stat. The caller closes it.
+// hard links (unless [Root.WithHardLinks]), and returns it with its stat.
+// The caller closes it.
 func (r *Root) Open(rel string) (*os.File, FileInfo, error) {
 	const op = "open"
 	segs, err := split(rel)
@@ -113,7 +114,7 @@ func (r *Root) Open(rel string) (*os.File, FileInfo, error) {
 		return nil, FileInfo{}, err
 	}
 	defer c.close()
-	f, st, err := openRegular(c.dir(), segs[len(segs)-1])
+	f, st, err := openRegular(c.dir(), segs[len(segs)-1], r.hardLinksOK)
 	if err != nil {
 		return nil, FileInfo{}, &fs.PathError{Op: op, Path: rel, Err: err}
 	}
@@ -144,7 +145,8 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// WriteFile atomically makes rel a regular file (mode 0600) holding data.
+// WriteFile atomically makes rel a regular file (mode 0600, or with
+// [Root.KeepingModes] the mode of the file it replaces) holding data.
 //
 // Missing parent folders are created (mode 0700) without following a symlink
 // anywhere. The content goes to a temporary file in the same folder, is
@@ -194,6 +196,11 @@ func (r *Root) WriteFile(rel string, data []byte, pre Precondition) error {
 			_ = unix.Unlinkat(dir, tmp, 0)
 		}
 	}()
+	if r.keepModes {
+		if st, err := lstatAt(dir, leaf); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			_ = f.Chmod(fileMode(uint32(st.Mode)).Perm())
+		}
+	}
 	_, err = f.Write(data)
 	if err == nil && !r.noSync {
 		err = f.Sync()

@@ -84,7 +84,7 @@ func (r *Root) hashFile(rel string) (Digest, FileInfo, bool, error) {
 		return Digest{}, FileInfo{}, false, err
 	}
 	defer c.close()
-	f, st, err := openRegular(c.dir(), segs[len(segs)-1])
+	f, st, err := openRegular(c.dir(), segs[len(segs)-1], r.hardLinksOK)
 	if err != nil {
 		return Digest{}, FileInfo{}, false, &fs.PathError{Op: op, Path: rel, Err: err}
 	}

@@ -23,6 +23,10 @@ type Root struct {
 	dir string
 	// noSync skips every fsync (see WithoutSync).
 	noSync bool
+	// hardLinksOK lets reads open files with several links (see
+	// WithHardLinks); keepModes makes writes keep a file's permission bits
+	// (see KeepingModes).
+	hardLinksOK, keepModes bool
 }
 
 // Open returns the confined folder at dir, which must already exist as a
@@ -73,6 +77,30 @@ func (r *Root) Dir() string { return r.dir }
 func (r *Root) WithoutSync() *Root {
 	c := *r
 	c.noSync = true
+	return &c
+}
+
+// WithHardLinks returns the same folder with files that have several hard
+// links readable. Symlinks are still never followed, and a write still
+// replaces the name rather than writing through the link.
+//
+// The refusal guards a memory store's folder, whose files the sync
+// publishes: there, a hard link to a file outside may leak it. An agent's
+// working directory publishes nothing, and hard links are common in it
+// (package managers link their caches into projects).
+func (r *Root) WithHardLinks() *Root {
+	c := *r
+	c.hardLinksOK = true
+	return &c
+}
+
+// KeepingModes returns the same folder with writes that give a replaced
+// file the permission bits it had (a new file is still 0600): in a
+// working directory an executable script stays executable after an edit.
+// A memory store's folder wants every file owner-only instead.
+func (r *Root) KeepingModes() *Root {
+	c := *r
+	c.keepModes = true
 	return &c
 }
 
@@ -200,19 +228,29 @@ func lstatAt(dirfd int, name string) (unix.Stat_t, error) {
 
 // typeError is the error for an entry of the wrong type where a regular file
 // was wanted: anything but a regular file with a single link.
-func typeError(st *unix.Stat_t) error {
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		if n := uint64(st.Nlink); n > 1 {
+func typeError(st *unix.Stat_t) error { return typeErrorLinks(st, false) }
+
+// typeErrorLinks is typeError that, with hardLinksOK, also accepts a
+// regular file with several links.
+func typeErrorLinks(st *unix.Stat_t, hardLinksOK bool) error {
+	return notRegular(fileMode(uint32(st.Mode)), uint64(st.Nlink), hardLinksOK)
+}
+
+// notRegular is typeErrorLinks for an entry described by its mode and link
+// count.
+func notRegular(mode fs.FileMode, links uint64, hardLinksOK bool) error {
+	switch {
+	case mode.IsRegular():
+		if n := links; n > 1 && !hardLinksOK {
 			// A hard link shares its content with a file that may lie
 			// outside the folder: reading it would leak that file, and
 			// syncing it would publish it.
 			return fmt.Errorf("%w (it has %d hard links, so it may share its content with a file outside the folder)", ErrNotRegular, n)
 		}
 		return nil
-	case unix.S_IFLNK:
+	case mode&fs.ModeSymlink != 0:
 		return ErrSymlink
-	case unix.S_IFDIR:
+	case mode.IsDir():
 		return fmt.Errorf("%w (it is a directory)", ErrNotRegular)
 	default:
 		return ErrNotRegular

@@ -20,6 +20,8 @@ type FileInfo struct {
 	ChangeTime time.Time
 	Inode      uint64
 	Device     uint64
+	// Links is the number of hard links to the file.
+	Links uint64
 }
 
 // identity is the part of a stat that changes whenever a file's content may
@@ -49,6 +51,7 @@ func fileInfo(st *unix.Stat_t) FileInfo {
 		ChangeTime: time.Unix(0, st.Ctim.Nano()),
 		Inode:      uint64(st.Ino),
 		Device:     uint64(st.Dev),
+		Links:      uint64(st.Nlink),
 	}
 }
 

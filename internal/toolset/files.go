@@ -3,18 +3,14 @@ package toolset
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"path"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/internal/confined"
@@ -50,7 +46,6 @@ func (t *Toolset) read(input json.RawMessage) Result {
 	if err != nil {
 		return failf("read: %v", err)
 	}
-	defer o.root.Close()
 	f, size, err := o.openRegular(in.FilePath)
 	if err != nil {
 		return failf("read: %v", err)
@@ -155,38 +150,29 @@ func readLines(r io.Reader, name string, start, end, limit int64) (string, error
 	return out.String(), nil
 }
 
-// openRegular opens the checked target for reading and returns its size. The
-// open does not block (a FIFO swapped in would otherwise hang the call) and
-// the opened file must be a regular file.
+// openRegular opens the checked target for reading and returns its size.
+// Package confined opens it without following a link, without blocking on
+// a FIFO swapped in, and only if it is a regular file; a file replaced
+// since the check is refused.
 func (o *opened) openRegular(name string) (*os.File, int64, error) {
 	if o.info == nil {
 		return nil, 0, fmt.Errorf("%s: no such file or directory", name)
 	}
-	if o.info.IsDir() {
+	if o.info.Mode.IsDir() {
 		return nil, 0, fmt.Errorf("%s is a directory", name)
 	}
-	if !o.info.Mode().IsRegular() {
+	if !o.info.Mode.IsRegular() {
 		return nil, 0, fmt.Errorf("%s is not a regular file", name)
 	}
-	if cr, err := o.confined(); err != nil {
-		return nil, 0, err
-	} else if cr != nil {
-		f, st, err := cr.Open(o.rel)
-		if err != nil {
-			return nil, 0, confinedErr(name, err)
-		}
-		return f, st.Size, nil
-	}
-	f, err := o.root.OpenFile(o.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, st, err := o.root.Open(o.rel)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %s", name, fsErr(err))
+		return nil, 0, confinedErr(name, err)
 	}
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() || !os.SameFile(info, o.info) {
+	if st.Inode != o.info.Inode || st.Device != o.info.Device {
 		f.Close()
 		return nil, 0, fmt.Errorf("%s changed while it was being opened; try again", name)
 	}
-	return f, info.Size(), nil
+	return f, st.Size, nil
 }
 
 type writeInput struct {
@@ -210,9 +196,8 @@ func (t *Toolset) write(input json.RawMessage) Result {
 	if err != nil {
 		return failf("write: %v", err)
 	}
-	defer o.root.Close()
-	if o.info != nil && !o.info.Mode().IsRegular() {
-		if o.info.IsDir() {
+	if o.info != nil && !o.info.Mode.IsRegular() {
+		if o.info.Mode.IsDir() {
 			return failf("write: %s is a directory", in.FilePath)
 		}
 		return failf("write: %s is not a regular file", in.FilePath)
@@ -220,7 +205,9 @@ func (t *Toolset) write(input json.RawMessage) Result {
 	if err := o.replace(in.FilePath, []byte(*in.Content)); err != nil {
 		return failf("write: %v", err)
 	}
-	return okf("wrote %d bytes to %s", len(*in.Content), in.FilePath)
+	res := okf("wrote %d bytes to %s", len(*in.Content), in.FilePath)
+	res.Wrote = o.wroteMemory()
+	return res
 }
 
 type editInput struct {
@@ -248,7 +235,6 @@ func (t *Toolset) edit(input json.RawMessage) Result {
 	if err != nil {
 		return failf("edit: %v", err)
 	}
-	defer o.root.Close()
 	f, size, err := o.openRegular(in.FilePath)
 	if err != nil {
 		return failf("edit: %v", err)
@@ -272,7 +258,18 @@ func (t *Toolset) edit(input json.RawMessage) Result {
 	if err := o.replace(in.FilePath, []byte(strings.ReplaceAll(content, in.OldString, in.NewString))); err != nil {
 		return failf("edit: %v", err)
 	}
-	return okf("edited %s (%d replacement(s))", in.FilePath, count)
+	res := okf("edited %s (%d replacement(s))", in.FilePath, count)
+	res.Wrote = o.wroteMemory()
+	return res
+}
+
+// wroteMemory is Result.Wrote for a successful write to the target: its
+// advertised mount path when it is a memory store's file, else nothing.
+func (o *opened) wroteMemory() []string {
+	if o.area.mount == nil {
+		return nil
+	}
+	return []string{path.Join(o.area.mount.Path, o.rel)}
 }
 
 // openWritable is open for write and edit: it also refuses read-only stores
@@ -293,64 +290,18 @@ func (t *Toolset) openWritable(p string) (*opened, error) {
 	return t.open(p)
 }
 
-// replace writes data to the target atomically: a temporary file in the same
-// folder, synced, then renamed over the target, so a reader — the memory sync
-// above all — sees the old content or the new, never half of it. Missing
-// parent folders are created 0700; a new file is 0600 and an existing one
-// keeps its mode.
+// replace writes data to the target atomically through package confined:
+// a temporary file in the same folder, synced, then renamed over the
+// target, so a reader — the memory sync above all — sees the old content
+// or the new, never half of it, and no link on the way is followed.
+// Missing parent folders are created 0700; a new file is 0600, and an
+// existing one in the working directory keeps its mode (see area.open).
 func (o *opened) replace(name string, data []byte) error {
 	if o.rel == "." {
 		return fmt.Errorf("%s is a directory", name)
 	}
-	if cr, err := o.confined(); err != nil {
-		return err
-	} else if cr != nil {
-		// A memory file: confined creates the folders and writes (0600)
-		// without following a link anywhere, and is the one writer the
-		// memory sync trusts.
-		if err := cr.WriteFile(o.rel, data, confined.Precondition{}); err != nil {
-			return confinedErr(name, err)
-		}
-		return nil
-	}
-	dir := path.Dir(o.rel)
-	if err := o.root.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%s: cannot create its folder: %s", name, fsErr(err))
-	}
-	// MkdirAll would have followed a link created since open checked the
-	// path; check again now that the folders exist.
-	if _, err := o.inspect(dir); err != nil {
-		return err
-	}
-	mode := fs.FileMode(0o600)
-	if o.info != nil {
-		mode = o.info.Mode().Perm()
-	}
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
-	// The memory sync skips names with confined's temporary prefix, so a
-	// temporary file left by a crash is never uploaded as a memory.
-	tmp := path.Join(dir, confined.TempPrefix+hex.EncodeToString(nonce[:]))
-	f, err := o.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("%s: %s", name, fsErr(err))
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = o.root.Rename(tmp, o.rel)
-	}
-	if err != nil {
-		_ = o.root.Remove(tmp)
-		return fmt.Errorf("%s: %s", name, fsErr(err))
+	if err := o.root.WriteFile(o.rel, data, confined.Precondition{}); err != nil {
+		return confinedErr(name, err)
 	}
 	return nil
 }

@@ -149,18 +149,19 @@ func within(p, root string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, string(filepath.Separator))+string(filepath.Separator))
 }
 
-// opened is a target with its area's root open and its path checked.
+// opened is a target with its area's folder open through package
+// confined and its path checked.
 type opened struct {
 	target
-	root *os.Root
+	root *confined.Root
 	// info describes the target itself (not a link's target), or is nil
 	// when it or one of its parents does not exist yet.
-	info fs.FileInfo
+	info *confined.FileInfo
 }
 
-// open resolves p, opens its area's root and checks every component of the
-// path below the root: none may be a symbolic link, and all but the last
-// must be directories. The caller closes o.root.
+// open resolves p, opens its area's folder and checks every component of
+// the path below it: none may be a symbolic link, and all but the last
+// must be directories.
 func (t *Toolset) open(p string) (*opened, error) {
 	tg, err := t.resolve(p)
 	if err != nil {
@@ -172,17 +173,23 @@ func (t *Toolset) open(p string) (*opened, error) {
 	}
 	o := &opened{target: tg, root: root}
 	if o.info, err = o.inspect(tg.rel); err != nil {
-		root.Close()
 		return nil, err
 	}
 	return o, nil
 }
 
-// open opens the area's root as an os.Root, which confines every later
-// operation to it. The folder itself is checked first: an agent with a shell
-// could replace a store's folder with a link to anywhere, and os.OpenRoot
-// would follow it.
-func (a *area) open() (*os.Root, error) {
+// open opens the area's folder through package confined, which does every
+// later read, write and walk in it without following a link anywhere. The
+// folder itself is checked first, for a clear message: an agent with a
+// shell could replace a store's folder with a link to anywhere (confined
+// refuses it too, racing or not).
+//
+// The working directory is the agent's own: a file there may have several
+// hard links (package managers link their caches into projects) and keeps
+// its mode when rewritten. A memory store's folder is published by the
+// sync, so a hard link there, which may share a file from outside, is
+// refused, and every file is owner-only.
+func (a *area) open() (*confined.Root, error) {
 	before, err := os.Lstat(a.real)
 	switch {
 	case err != nil:
@@ -192,14 +199,12 @@ func (a *area) open() (*os.Root, error) {
 	case !before.IsDir():
 		return nil, fmt.Errorf("%s is not a directory", a.label())
 	}
-	root, err := os.OpenRoot(a.real)
+	root, err := confined.Open(a.real)
 	if err != nil {
-		return nil, fmt.Errorf("%s cannot be opened: %s", a.label(), fsErr(err))
-	}
-	after, err := root.Stat(".")
-	if err != nil || !os.SameFile(before, after) {
-		root.Close()
 		return nil, fmt.Errorf("%s changed while it was being opened; try again", a.label())
+	}
+	if a.mount == nil {
+		root = root.WithHardLinks().KeepingModes()
 	}
 	return root, nil
 }
@@ -207,15 +212,19 @@ func (a *area) open() (*os.Root, error) {
 // inspect lstats each component of rel in turn. It refuses a symbolic link
 // anywhere on the path and a non-directory before the last component, and
 // returns the last component's info, or nil if the path does not exist (yet).
-// os.Root alone would follow a link that stays inside the root; this check
-// is what makes the tools not follow links at all, and os.Root still bounds
-// the damage if a link is swapped in after it.
-func (o *opened) inspect(rel string) (fs.FileInfo, error) {
+// Each step already refuses links on the way (package confined), so this
+// walk is what names the component at fault in the agent's own terms; a
+// link swapped in after it is refused by the operation itself.
+func (o *opened) inspect(rel string) (*confined.FileInfo, error) {
 	if rel == "." {
-		return o.root.Lstat(".")
+		fi, err := os.Lstat(o.area.real)
+		if err != nil {
+			return nil, fmt.Errorf("%s cannot be opened: %s", o.area.label(), fsErr(err))
+		}
+		return &confined.FileInfo{Mode: fi.Mode(), Size: fi.Size(), ModTime: fi.ModTime()}, nil
 	}
 	segs := strings.Split(rel, "/")
-	var info fs.FileInfo
+	var info confined.FileInfo
 	for i := range segs {
 		sub := strings.Join(segs[:i+1], "/")
 		var err error
@@ -224,40 +233,28 @@ func (o *opened) inspect(rel string) (fs.FileInfo, error) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s", o.display(sub), fsErr(err))
+			return nil, confinedErr(o.display(sub), err)
 		}
-		if info.Mode()&fs.ModeSymlink != 0 {
+		if info.Mode&fs.ModeSymlink != 0 {
 			return nil, fmt.Errorf("%s is a symbolic link; the file tools do not follow symbolic links (use bash to work with links)", o.display(sub))
 		}
-		if i < len(segs)-1 && !info.IsDir() {
+		if i < len(segs)-1 && !info.Mode.IsDir() {
 			return nil, fmt.Errorf("%s is not a directory", o.display(sub))
 		}
 	}
-	return info, nil
-}
-
-// confined returns, for a target inside a memory store's folder, that
-// folder as a confined root: the file tools' reads and writes there go
-// through package confined, the I/O the memory sync trusts (no symlink
-// followed anywhere on the path, no file with several hard links read).
-// Nil in the working directory.
-func (o *opened) confined() (*confined.Root, error) {
-	if o.area.mount == nil {
-		return nil, nil
-	}
-	r, err := confined.Open(o.area.real)
-	if err != nil {
-		return nil, fmt.Errorf("%s changed while it was being opened; try again", o.area.label())
-	}
-	return r, nil
+	return &info, nil
 }
 
 // confinedErr words an error of package confined for the agent: the path
 // it asked for, and what is wrong, without the host's paths.
 func confinedErr(name string, err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) && (errors.Is(err, confined.ErrNotRegular) || errors.Is(err, confined.ErrSymlink) || errors.Is(err, confined.ErrNotDirectory)) {
+	switch {
+	case !errors.As(err, &pe):
+	case errors.Is(err, confined.ErrNotRegular), errors.Is(err, confined.ErrSymlink), errors.Is(err, confined.ErrNotDirectory):
 		return fmt.Errorf("%s: %v; the file tools do not follow links", name, pe.Err)
+	case errors.Is(err, confined.ErrInvalidPath):
+		return fmt.Errorf("%s: %v", name, pe.Err)
 	}
 	return fmt.Errorf("%s: %s", name, fsErr(err))
 }
@@ -286,9 +283,6 @@ func fsErr(err error) string {
 			break
 		}
 		err = next
-	}
-	if err.Error() == "path escapes from parent" {
-		return "the path leads outside its allowed folder"
 	}
 	return err.Error()
 }

@@ -3,6 +3,7 @@ package toolset
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -245,4 +246,86 @@ func TestHardLinkInAStoreIsNotAMemoryFile(t *testing.T) {
 	if got := readString(t, filepath.Join(f.notes, "linked.md")); got != "mine" {
 		t.Fatalf("the written file holds %q", got)
 	}
+}
+
+// A successful write or edit in a writable store reports the file it
+// changed by its advertised mount path, however the agent named it; nothing
+// else (the working directory, a refusal, a read) reports a write.
+func TestResultNamesTheMemoryFilesWritten(t *testing.T) {
+	f := newFixture(t)
+	wantWrote := func(res Result, want ...string) {
+		t.Helper()
+		if !slices.Equal(res.Wrote, want) {
+			t.Fatalf("Wrote = %q, want %q (result %+v)", res.Wrote, want, res)
+		}
+	}
+	wantWrote(f.run(t, "write", in("file_path", notesPath+"/a.md", "content", "one\n")), notesPath+"/a.md")
+	wantWrote(f.run(t, "write", in("file_path", filepath.Join(f.notes, "dir", "b.md"), "content", "two\n")), notesPath+"/dir/b.md")
+	wantWrote(f.run(t, "edit", in("file_path", filepath.Join(f.notes, "a.md"), "old_string", "one", "new_string", "uno")), notesPath+"/a.md")
+	wantWrote(f.run(t, "write", in("file_path", "local.txt", "content", "x")))
+	wantWrote(f.run(t, "edit", in("file_path", notesPath+"/a.md", "old_string", "absent", "new_string", "x")))
+	wantWrote(f.run(t, "write", in("file_path", policyPath+"/new.md", "content", "x")))
+	wantWrote(f.run(t, "read", in("file_path", notesPath+"/a.md")))
+}
+
+// The working directory goes through the same confined I/O as the stores,
+// with the two differences a project needs: a file with several hard links
+// is read, edited and searched (package managers link their caches into
+// projects), and a rewritten file keeps its mode.
+func TestWorkdirAllowsHardLinksAndKeepsModes(t *testing.T) {
+	f := newFixture(t)
+	shared := filepath.Join(f.base, "cache.txt")
+	mustWrite(t, shared, "cached line\n")
+	if err := os.Link(shared, filepath.Join(f.work, "linked.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if got := wantOK(t, f.run(t, "read", in("file_path", "linked.txt"))); got != "cached line\n" {
+		t.Fatalf("read of a hard-linked workdir file = %q", got)
+	}
+	if got := wantOK(t, f.run(t, "grep", in("pattern", "cached"))); got != filepath.Join(f.work, "linked.txt")+":1:cached line" {
+		t.Fatalf("grep over the workdir = %q", got)
+	}
+	// An edit replaces the name: the other link keeps the old content.
+	wantOK(t, f.run(t, "edit", in("file_path", "linked.txt", "old_string", "cached", "new_string", "edited")))
+	if got := readString(t, shared); got != "cached line\n" {
+		t.Fatalf("the edit wrote through the hard link: %q", got)
+	}
+	script := filepath.Join(f.work, "run.sh")
+	mustWrite(t, script, "echo one\n")
+	if err := os.Chmod(script, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, f.run(t, "edit", in("file_path", "run.sh", "old_string", "one", "new_string", "two")))
+	assertMode(t, script, 0o750)
+	assertNoTempFiles(t, f.work)
+}
+
+// A working directory replaced by a link after New is refused like a
+// store's folder, and nothing is written where the link leads.
+func TestWorkdirReplacedByALinkIsRefused(t *testing.T) {
+	f := newFixture(t)
+	if err := os.RemoveAll(f.work); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, f.outside, f.work)
+	before := snapshot(t, f.outside)
+	wantErr(t, f.run(t, "read", in("file_path", "secret.txt")), "the working directory has been replaced by a symbolic link")
+	wantErr(t, f.run(t, "write", in("file_path", "x.txt", "content", "x")), "replaced by a symbolic link")
+	wantErr(t, f.run(t, "glob", in("pattern", "*")), "replaced by a symbolic link")
+	wantErr(t, f.run(t, "grep", in("pattern", "secret")), "replaced by a symbolic link")
+	sameSnapshot(t, before, snapshot(t, f.outside))
+}
+
+// A write whose missing folders lie under a link deeper down is refused,
+// in the working directory as in a store, and creates nothing through it.
+func TestWriteDoesNotCreateFoldersThroughADeepLink(t *testing.T) {
+	f := newFixture(t)
+	mustMkdir(t, filepath.Join(f.work, "a", "b"))
+	mustSymlink(t, f.outside, filepath.Join(f.work, "a", "b", "c"))
+	mustMkdir(t, filepath.Join(f.notes, "a"))
+	mustSymlink(t, f.outside, filepath.Join(f.notes, "a", "c"))
+	before := snapshot(t, f.outside)
+	wantErr(t, f.run(t, "write", in("file_path", "a/b/c/d/e.txt", "content", "x")), "a/b/c is a symbolic link")
+	wantErr(t, f.run(t, "write", in("file_path", notesPath+"/a/c/d/e.md", "content", "x")), notesPath+"/a/c is a symbolic link")
+	sameSnapshot(t, before, snapshot(t, f.outside))
 }

@@ -3,7 +3,6 @@ package toolset
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/memstore/memstore/internal/confined"
 )
 
 // Bounds of one glob or grep walk, so a search over an enormous tree cannot
@@ -37,38 +38,37 @@ func (t *Toolset) walkRoot(p string, fileOK bool) (*opened, error) {
 	}
 	switch {
 	case o.info == nil:
-		err = fmt.Errorf("%s: no such file or directory", p)
-	case o.info.IsDir(), fileOK && o.info.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: no such file or directory", p)
+	case o.info.Mode.IsDir(), fileOK && o.info.Mode.IsRegular():
 		return o, nil
 	case fileOK:
-		err = fmt.Errorf("%s is not a regular file or directory", p)
+		return nil, fmt.Errorf("%s is not a regular file or directory", p)
 	default:
-		err = fmt.Errorf("%s is not a directory", p)
+		return nil, fmt.Errorf("%s is not a directory", p)
 	}
-	o.root.Close()
-	return nil, err
 }
 
-// walk visits the tree under o in lexical order without following symbolic
-// links (fs.WalkDir never descends into one, and visit is not shown them),
-// and stops after maxWalkEntries. It reports whether it stopped early.
-// Unreadable folders are skipped: a search reports what it can see.
-func (o *opened) walk(visit func(rel string, d fs.DirEntry) error) (truncated bool, err error) {
-	errStop := errors.New("stop")
+// walk visits the tree under o in lexical order through package confined,
+// which never follows or descends through a symbolic link (and visit is
+// not shown them), and stops after maxWalkEntries. It reports whether it
+// stopped early. Unreadable folders are skipped: a search reports what it
+// can see.
+func (o *opened) walk(visit func(rel string, info confined.FileInfo) error) (truncated bool, err error) {
+	start := o.rel
+	if start == "." {
+		start = ""
+	}
 	seen := 0
-	err = fs.WalkDir(o.root.FS(), o.rel, func(rel string, d fs.DirEntry, err error) error {
-		if err != nil || rel == o.rel || d.Type()&fs.ModeSymlink != 0 {
+	err = o.root.Visit(start, func(rel string, info confined.FileInfo, err error) error {
+		if err != nil || info.Mode&fs.ModeSymlink != 0 {
 			return nil
 		}
 		if seen++; seen > maxWalkEntries {
 			truncated = true
-			return errStop
+			return fs.SkipAll
 		}
-		return visit(rel, d)
+		return visit(rel, info)
 	})
-	if errors.Is(err, errStop) {
-		err = nil
-	}
 	return truncated, err
 }
 
@@ -102,20 +102,15 @@ func (t *Toolset) glob(input json.RawMessage) Result {
 	if err != nil {
 		return failf("glob: %v", err)
 	}
-	defer o.root.Close()
 
 	type hit struct {
 		rel   string
 		mtime time.Time
 	}
 	var hits []hit
-	truncated, err := o.walk(func(rel string, d fs.DirEntry) error {
+	truncated, err := o.walk(func(rel string, info confined.FileInfo) error {
 		if matchGlob(segs, strings.Split(relTo(o.rel, rel), "/")) {
-			var mt time.Time
-			if info, err := d.Info(); err == nil {
-				mt = info.ModTime()
-			}
-			hits = append(hits, hit{rel, mt})
+			hits = append(hits, hit{rel, info.ModTime})
 		}
 		return nil
 	})
@@ -209,21 +204,11 @@ func (t *Toolset) grep(input json.RawMessage) Result {
 	if err != nil {
 		return failf("grep: %v", err)
 	}
-	defer o.root.Close()
 
 	var out strings.Builder
 	budget := t.cfg.MaxOutputBytes
 	cut := 0
-	cr, err := o.confined()
-	if err != nil {
-		return failf("grep: %v", err)
-	}
-	read := o.root.ReadFile
-	if cr != nil {
-		// In a memory store's folder, through confined: a file with
-		// several hard links may be another one's content, and is skipped.
-		read = func(rel string) ([]byte, error) { return cr.ReadFile(rel, grepMaxFileBytes) }
-	}
+	read := func(rel string) ([]byte, error) { return o.root.ReadFile(rel, grepMaxFileBytes) }
 	search := func(rel string) {
 		data, err := read(rel)
 		if err != nil || len(data) > grepMaxFileBytes || bytes.IndexByte(data[:min(len(data), 512)], 0) >= 0 {
@@ -244,22 +229,20 @@ func (t *Toolset) grep(input json.RawMessage) Result {
 		}
 	}
 	var truncated bool
-	if o.info.IsDir() {
-		truncated, err = o.walk(func(rel string, d fs.DirEntry) error {
-			switch {
-			case d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules"):
+	if o.info.Mode.IsDir() {
+		truncated, err = o.walk(func(rel string, info confined.FileInfo) error {
+			switch name := path.Base(rel); {
+			case info.Mode.IsDir() && (name == ".git" || name == "node_modules"):
 				return fs.SkipDir
-			case d.Type().IsRegular():
-				if info, err := d.Info(); err == nil && info.Size() <= grepMaxFileBytes {
-					search(rel)
-				}
+			case info.Mode.IsRegular() && info.Size <= grepMaxFileBytes:
+				search(rel)
 			}
 			return nil
 		})
 		if err != nil {
 			return failf("grep: %s", fsErr(err))
 		}
-	} else if o.info.Size() <= grepMaxFileBytes {
+	} else if o.info.Size <= grepMaxFileBytes {
 		search(o.rel)
 	}
 	res := strings.TrimSuffix(out.String(), "\n")

@@ -55,12 +55,13 @@
 // links. The memory stores require it (a link would let two memories share a
 // file, or a write land somewhere the sync never looks), and refusing them
 // everywhere keeps one rule an agent can learn from a single error message.
-// Each path is checked through an [os.Root] for its allowed root, so even a
-// link swapped in by a racing process cannot lead it out of that root; the
-// reads and writes inside a memory store's folder then go through package
-// confined, the I/O the memory sync uses, which walks every component
-// without following links and refuses files with several hard links (a
-// hard link to a file outside the folder would leak or publish it).
+// Every read, write and walk, in the working directory and in the stores
+// alike, goes through package confined, the I/O the memory sync uses: it
+// walks every component without following a link, so even a link swapped
+// in by a racing process cannot lead a tool out of its root. In a memory
+// store's folder it also refuses files with several hard links (a hard
+// link to a file outside the folder would leak or publish it); the
+// working directory allows them, as projects use them.
 //
 // write and edit refuse every path inside a read-only store with an error
 // that names the store's mount path: it is the only memory error an agent
@@ -103,6 +104,14 @@ import (
 type Result struct {
 	Content string `json:"content"`
 	IsError bool   `json:"is_error"`
+	// Wrote names the memory store files the call wrote, each by its
+	// advertised mount path (/mnt/memory/<slug>/<file>), whichever spelling
+	// the agent used: the toolset knows what it changed, so the worker
+	// uploads exactly that instead of guessing it from the tool's input.
+	// Set by a successful write or edit inside a writable store; files of
+	// the working directory, and whatever bash changes, are not listed
+	// (the sync's scan finds those). The agent never sees it.
+	Wrote []string `json:"-"`
 }
 
 // Mount is one memory store as the toolset sees it.
@@ -189,22 +198,6 @@ type Toolset struct {
 	sh      *shell
 	closed  bool
 }
-
-// IsTool reports whether name is one of the tools a Toolset runs. The
-// official SDK's tool runner leaves a tool call it does not own unanswered
-// (another client may own it) instead of posting an error, and a worker that
-// wants the same split uses this to tell the two apart.
-func IsTool(name string) bool { return toolNames[name] }
-
-// toolNames is the set of Definitions' names, built once: IsTool is called
-// for every call of every script the scripted runtime reads.
-var toolNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, d := range Definitions() {
-		m[d.Name] = true
-	}
-	return m
-}()
 
 // New checks cfg and returns a Toolset. It starts nothing: the shell starts
 // on the first bash call.

@@ -225,9 +225,6 @@ func TestRunRefusesUnknownToolsAndMalformedInput(t *testing.T) {
 	for _, c := range cases {
 		wantErr(t, f.ts.Run(context.Background(), c.tool, c.input), c.want...)
 	}
-	if !IsTool("grep") || IsTool("ls") {
-		t.Fatal("IsTool disagrees with the tool list")
-	}
 }
 
 func TestNewChecksTheConfig(t *testing.T) {

@@ -1,20 +1,25 @@
-package toolset
+package api
 
-// Definition describes one tool to a model: its name, what it does, and the
-// JSON Schema of the input it accepts. It is the one home of the tool list:
-// the worker runs exactly these tools and the server's model runtime offers
-// exactly these to the model, with these schemas.
-type Definition struct {
+// AgentToolsetType is the type of the tool entry that gives an agent the
+// built-in tools ({"type":"agent_toolset_20260401"} in an agent's tools).
+const AgentToolsetType = "agent_toolset_20260401"
+
+// ToolDefinition describes one built-in tool to a model: its name, what it
+// does, and the JSON Schema of the input it accepts. The list is wire
+// contract, so it lives here: the server's model runtime offers exactly
+// these tools with these schemas, and the worker's toolset runs exactly
+// these (a test there holds each schema to the input the tool decodes).
+type ToolDefinition struct {
 	Name        string
 	Description string
-	// InputSchema is a JSON Schema object: "properties" and "required".
+	// InputSchema is a JSON Schema object: "type", "properties" and
+	// "required" (a []string, empty when nothing is required).
 	InputSchema map[string]any
 }
 
-// Definitions returns the tools of agent_toolset_20260401 in a stable order.
-// The schemas name the fields of the inputs the tools decode (a test holds
-// them to it).
-func Definitions() []Definition {
+// AgentTools returns the tools of agent_toolset_20260401 in a stable order.
+// Each call builds a fresh list, so a caller may change what it gets.
+func AgentTools() []ToolDefinition {
 	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
 	boolean := func(desc string) map[string]any { return map[string]any{"type": "boolean", "description": desc} }
 	schema := func(props map[string]any, required ...string) map[string]any {
@@ -23,7 +28,7 @@ func Definitions() []Definition {
 		}
 		return map[string]any{"type": "object", "properties": props, "required": required}
 	}
-	return []Definition{
+	return []ToolDefinition{
 		{"bash", "Run a command in a persistent bash shell (working directory, variables and functions carry over between calls). The result is stdout and stderr interleaved; a failing command ends with its exit code.",
 			schema(map[string]any{
 				"command":    str("The command to run."),
@@ -58,4 +63,15 @@ func Definitions() []Definition {
 				"path":    str("The folder or file to search (default: the working directory)."),
 			}, "pattern")},
 	}
+}
+
+// IsAgentTool reports whether name is one of [AgentTools]. The official
+// SDK's tool runner leaves a call to any other name unanswered (another
+// client may own it), and a worker that wants the same split asks this.
+func IsAgentTool(name string) bool {
+	switch name {
+	case "bash", "read", "write", "edit", "glob", "grep":
+		return true
+	}
+	return false
 }
