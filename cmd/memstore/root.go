@@ -74,6 +74,8 @@ The operator verbs find a local server and its admin key on their own
 		newUserCommand(s),
 		newWebhookCommand(s),
 		newBenchCommand(s),
+		newBackupCommand(s),
+		newRestoreCommand(s),
 		newVersionCommand(s),
 	)
 	return root
