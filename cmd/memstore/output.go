@@ -81,6 +81,21 @@ func (o outputFlags) print(stdout io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printContent writes a memory's content as it is, and on a terminal
+// ends it with a newline if it has none, so the shell's prompt does not
+// run on from its last line. Piped, the bytes are exactly the memory's:
+// `memory get … > file` round-trips.
+func printContent(stdout io.Writer, content string) error {
+	if _, err := io.WriteString(stdout, content); err != nil {
+		return err
+	}
+	if f, ok := stdout.(*os.File); ok && content != "" && !strings.HasSuffix(content, "\n") && term.IsTerminal(int(f.Fd())) {
+		_, err := io.WriteString(stdout, "\n")
+		return err
+	}
+	return nil
+}
+
 // objects turns v into the JSON objects the API would send: one, or each
 // of a list.
 func objects(v any) ([]map[string]any, error) {
