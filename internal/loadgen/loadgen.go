@@ -289,12 +289,15 @@ func run(ctx context.Context, cfg Config, fx *fixture) (*Report, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	stoppedBy := "requests"
+	// A worker also stops when the rate limiter's next slot lies past the
+	// deadline, before the deadline itself: only used-up tickets mean the
+	// request bound ended the run.
+	stoppedBy := "duration"
 	switch {
 	case ctx.Err() != nil:
 		stoppedBy = "interrupted"
-	case runCtx.Err() != nil:
-		stoppedBy = "duration"
+	case tickets.Load() > cfg.Requests:
+		stoppedBy = "requests"
 	}
 	time.AfterFunc(fanoutGrace, stopFollowing)
 	fwg.Wait()
