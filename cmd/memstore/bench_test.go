@@ -15,8 +15,13 @@ import (
 
 func TestBenchPrintsATableAndStopsAtItsRequestBound(t *testing.T) {
 	rs := testServe(t, serveOptions{})
+	// Every operation weighs the same, so that 150 requests reach each.
+	var even []string
+	for _, w := range loadgen.DefaultMix {
+		even = append(even, w.Op+"=1")
+	}
 	out := memstoreCLI(t, 0, "bench", "--base-url", rs.baseURL, "--api-key", rs.adminKey, "--output", "table",
-		"--duration", "1m", "--requests", "150", "--concurrency", "4", "--content-size", "100")
+		"--duration", "1m", "--requests", "150", "--concurrency", "4", "--content-size", "100", "--mix", strings.Join(even, ","))
 	lines := strings.Split(out, "\n")
 	if !regexp.MustCompile(`^OPERATION +COUNT +PER_SEC +P50_MS +P95_MS +P99_MS +MAX_MS +ERRORS$`).MatchString(lines[0]) {
 		t.Fatalf("header %q\n%s", lines[0], out)
