@@ -41,8 +41,6 @@ A server on PostgreSQL (--database) is backed up with pg_dump.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case database != "":
-				return fmt.Errorf(pgDumpAdvice, postgres.Redact(database))
 			case verify != "" && to != "":
 				return usageError{errors.New("--verify checks a backup and --to makes one; give one of them")}
 			case verify != "":
@@ -51,6 +49,8 @@ A server on PostgreSQL (--database) is backed up with pg_dump.`,
 					return err
 				}
 				return describeBackup(s.stdout, "verified", verify, m)
+			case database != "":
+				return fmt.Errorf(pgDumpAdvice, postgres.Redact(database))
 			case to == "":
 				return usageError{errors.New("--to FILE is required: the new backup file (or --verify FILE to check one)")}
 			}
@@ -65,7 +65,7 @@ A server on PostgreSQL (--database) is backed up with pg_dump.`,
 	fs.StringVar(&dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "the data folder of the server to back up (env MEMSTORE_DATA)")
 	fs.StringVar(&to, "to", "", "the backup file to make (must not exist)")
 	fs.StringVar(&verify, "verify", "", "check this backup file instead of making one")
-	fs.StringVar(&database, "database", "", "a PostgreSQL URL: prints the pg_dump command that backs it up")
+	fs.StringVar(&database, "database", envOr("MEMSTORE_DATABASE_URL", ""), "the PostgreSQL URL of a server on PostgreSQL: prints the pg_dump command that backs it up (env MEMSTORE_DATABASE_URL)")
 	return cmd
 }
 
