@@ -39,12 +39,12 @@ func (c *Credentials) Verify(ctx context.Context, s string) (storage.Credential,
 // the next request on.
 func (c *Credentials) Revoked() { c.cache.forget() }
 
-// credentialTTL is how long Verify trusts a credential it verified
+// CredentialTTL is how long Verify trusts a credential it verified
 // without reading the database again. It bounds how long a revocation
 // made elsewhere — by another server on the same PostgreSQL database —
 // takes to reach this one; a revocation through this server (API or
 // console) forgets the cache at once.
-const credentialTTL = time.Second
+const CredentialTTL = time.Second
 
 // maxCachedCredentials bounds the cache: a server sees few distinct live
 // credentials, and clearing it when full only costs lookups.
@@ -91,7 +91,7 @@ func (c *credentialCache) put(hash string, cred storage.Credential, now time.Tim
 	if c.entries == nil || len(c.entries) >= maxCachedCredentials {
 		c.entries = map[string]cachedCredential{}
 	}
-	c.entries[hash] = cachedCredential{credential: cred, until: now.Add(credentialTTL)}
+	c.entries[hash] = cachedCredential{credential: cred, until: now.Add(CredentialTTL)}
 }
 
 // forget drops every cached credential; call it once a revocation has

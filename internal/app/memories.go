@@ -55,22 +55,29 @@ func (m *Memories) written(storeID string, op memoryOp) {
 
 // Expect is a precondition on a memory's content: the content_sha256 the
 // caller last read, and the name of the field it came in (for a refusal
-// that points at it). The zero value expects nothing.
+// that points at it). The zero value expects nothing; one with a Field
+// must carry a well-formed hash.
 type Expect struct {
 	Field, SHA256 string
 }
 
 func (e Expect) check() error {
-	if e.SHA256 == "" {
+	if e.Field == "" {
 		return nil
 	}
 	return validate.SHA256(e.Field, e.SHA256)
 }
 
+// CheckMemory is the check of a new memory's path and content, for a road
+// that plans writes before it makes them (the console's import preview).
+func CheckMemory(path, content string) error {
+	return firstError(validate.Path("path", path), validate.Content("content", content))
+}
+
 // Create checks a new memory's path and content and writes it, within the
 // store's memory limit.
 func (m *Memories) Create(ctx context.Context, storeID, path, content string, by Caller) (storage.MemoryRow, error) {
-	if err := firstError(validate.Path("path", path), validate.Content("content", content)); err != nil {
+	if err := CheckMemory(path, content); err != nil {
 		return storage.MemoryRow{}, err
 	}
 	row, err := m.app.store.CreateMemory(ctx, storage.NewMemory{StoreID: storeID, Path: path, Content: content, By: by.Actor, MaxMemories: m.app.MaxMemoriesPerStore()})

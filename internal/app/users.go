@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -25,8 +26,9 @@ type Users struct {
 	log   *slog.Logger
 	now   func() time.Time
 	// unknownUserHash is checked against when a sign-in names no user, so
-	// that the answer's timing does not tell which names exist.
-	unknownUserHash string
+	// that the answer's timing does not tell which names exist. It is made
+	// at the first such sign-in: the command line never needs it.
+	unknownUserHash func() string
 }
 
 // NewUsers returns the users service over store; log and now may be nil.
@@ -37,11 +39,14 @@ func NewUsers(store storage.Users, log *slog.Logger, now func() time.Time) *User
 	if now == nil {
 		now = time.Now
 	}
-	hash, err := secret.HashPassword(secret.GeneratePassword())
-	if err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return &Users{store: store, log: log, now: now, unknownUserHash: hash}
+	unknown := sync.OnceValue(func() string {
+		hash, err := secret.HashPassword(secret.GeneratePassword())
+		if err != nil {
+			panic("crypto/rand failed: " + err.Error())
+		}
+		return hash
+	})
+	return &Users{store: store, log: log, now: now, unknownUserHash: unknown}
 }
 
 // CheckUserName refuses a user name that could not be typed at the login
@@ -135,7 +140,7 @@ func (us *Users) SignIn(ctx context.Context, name, password string, ttl time.Dur
 		ok, err = secret.PasswordMatches(u.PasswordHash, password)
 	} else if errors.Is(err, storage.ErrNotFound) {
 		// The same work as for a real user.
-		_, err = secret.PasswordMatches(us.unknownUserHash, password)
+		_, err = secret.PasswordMatches(us.unknownUserHash(), password)
 	}
 	if err != nil {
 		us.log.ErrorContext(ctx, "console sign-in failed", "user", name, "error", err)

@@ -1,15 +1,12 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/validate"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
