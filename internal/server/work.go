@@ -66,7 +66,7 @@ func (s *Server) queueScope(r *http.Request, p Principal) (env string, err error
 
 // itemScope reads {env} and {work} for the item endpoints that the queue's
 // credentials drive (not heartbeat and stop, which a sessions token also
-// reaches: see requireWorkScope), and settles lapsed leases first, so the
+// reaches: see requireWorkScope), and expires lapsed leases first, so the
 // item is read as it stands now.
 func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err error) {
 	if env, work, err = workPath(r); err != nil {
@@ -79,7 +79,8 @@ func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err 
 }
 
 // pollWork claims the oldest claimable item, waiting up to block_ms for
-// one. The wait is woken by the environment's queue notifier, not by
+// one. The wait is woken when the environment's queue gains an item
+// (app.Work.WaitQueued), not by
 // re-reading the database on a timer.
 func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) error {
 	env, err := environmentID(r)
