@@ -99,14 +99,14 @@ func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
 }
 
 // A handler served beside the API (the console) that logs through the
-// server's Logger gets the request id on its lines too.
+// app's Logger gets the request id on its lines too.
 func TestLinesOfHandlersBesideTheAPICarryTheRequestID(t *testing.T) {
 	var out testlog.Buffer
 	a := app.New(app.Config{Store: newCPEnv(t).db, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
 	defer a.Close()
 	srv := New(Config{App: a})
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		srv.Logger().InfoContext(r.Context(), "console page served")
+		a.Logger().InfoContext(r.Context(), "console page served")
 	})
 	hs := httptest.NewServer(srv.HandlerWithConsole(console))
 	defer hs.Close()

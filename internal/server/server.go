@@ -1,6 +1,9 @@
-// Package server is memstore's HTTP API: routing, credentials, the error
-// envelope, and one file per resource (memory stores, environments and
-// their work queue, agents, sessions and events).
+// Package server is memstore's HTTP API: routing, credentials and their
+// scopes, the error envelope, and one file per resource (memory stores,
+// environments and their work queue, agents, sessions and events). A
+// handler reads its request and words its answer; the write and what
+// follows it are the service layer's (internal/app), which the web console
+// calls too.
 package server
 
 import (
@@ -125,11 +128,6 @@ func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
 	}
 	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
 }
-
-// Logger is the server's logger, which adds the request id a context
-// carries to each line logged with it: the logger for handlers served
-// beside the API (the console), so their lines name their request too.
-func (s *Server) Logger() *slog.Logger { return s.log }
 
 // Closing is closed by CloseStreams: a stream the console serves ends
 // then too, so a shutdown does not wait for its browser.
