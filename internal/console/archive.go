@@ -8,10 +8,10 @@ import (
 	"sync"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storearchive"
-	"github.com/memstore/memstore/internal/validate"
 )
 
 // maxImportBytes caps an import upload and what its archives unpack to.
@@ -159,7 +159,7 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	steps = append(steps, planned...)
-	id := server.NewSecret("")
+	id := secret.New("")
 	c.imports.put(id, pendingImport{storeID: s.ID, userID: q.User.ID, steps: steps})
 	return c.render(w, r, q, http.StatusOK, "import", "Import into "+s.Name, importView{Store: s, Steps: steps, Upload: id, Counts: countSteps(steps)})
 }
@@ -193,9 +193,10 @@ func (c *Console) planImport(r *http.Request, s storage.MemoryStoreRow, files []
 	return steps, nil
 }
 
-// checkMemory is the API's check of a memory's path and content.
+// checkMemory is the API's check of a memory's path and content, worded
+// for the preview.
 func checkMemory(path, content string) error {
-	if err := firstError(validate.Path("path", path), validate.Content("content", content)); err != nil {
+	if err := app.CheckMemory(path, content); err != nil {
 		return errors.New(explain(err))
 	}
 	return nil
@@ -210,15 +211,10 @@ func (c *Console) applyImport(r *http.Request, q *request, s storage.MemoryStore
 		var err error
 		switch st.Action {
 		case storearchive.Create:
-			if _, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()}); err == nil {
-				c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
-			}
+			_, err = c.app.Memories.Create(r.Context(), s.ID, st.Path, st.Content, q.Caller())
 			st.Reason = "created"
 		case storearchive.Change:
-			var changed bool
-			if _, changed, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.Memory.ID, Content: &st.Content, IfSHA256: st.Memory.SHA256, By: q.Actor()}); changed {
-				c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
-			}
+			_, _, err = c.app.Memories.Update(r.Context(), s.ID, st.Memory.ID, app.MemoryChange{Content: &st.Content, Expect: app.Expect{Field: "content_sha256", SHA256: st.Memory.SHA256}}, q.Caller())
 			st.Reason = "changed"
 		}
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testserver"
 )
@@ -75,7 +75,7 @@ func (b *browserless) login(name, password string) int {
 func startConsole(t testing.TB) *testserver.Server {
 	t.Helper()
 	srv := testserver.Start(t, testserver.Options{Console: true})
-	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(context.Background(), "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	return srv
@@ -224,7 +224,7 @@ func TestDeletedUserIsSignedOut(t *testing.T) {
 	v := newVisitor(t, srv)
 	v.login("ada", testPassword)
 	token := v.csrf("/console/")
-	if err := console.DeleteUser(context.Background(), srv.Store, "ada"); err != nil {
+	if err := app.NewUsers(srv.Store, nil, nil).Delete(context.Background(), "ada"); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := v.do("GET", "/console/", nil); status != http.StatusSeeOther {
@@ -377,7 +377,7 @@ func TestLiveSessionStreamEndsForADeletedUser(t *testing.T) {
 	ended := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(resp.Body); ended <- string(b) }()
 
-	if err := console.DeleteUser(ctx, srv.Store, "ada"); err != nil {
+	if err := app.NewUsers(srv.Store, nil, nil).Delete(ctx, "ada"); err != nil {
 		t.Fatal(err)
 	}
 	// The next change of the log wakes the stream, which finds the user gone.

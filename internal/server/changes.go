@@ -31,26 +31,6 @@ func advertise(w http.ResponseWriter) {
 	w.Header().Set(api.ExtensionsHeader, extensions)
 }
 
-// MemoryOp is what a write did to a memory: the label of
-// memstore_memory_writes_total.
-type MemoryOp string
-
-// The memory writes: a created, changed or deleted memory.
-const (
-	MemoryCreated MemoryOp = "create"
-	MemoryUpdated MemoryOp = "update"
-	MemoryDeleted MemoryOp = "delete"
-)
-
-// MemoryWritten is called after a memory write committed, by the API's
-// handlers and by the console beside it, the two paths that write
-// memories: it counts the write and wakes the change feed's long polls on
-// the store. A write that changed nothing is not reported.
-func (s *Server) MemoryWritten(storeID string, op MemoryOp) {
-	s.metrics.memoryWrites.WithLabelValues(string(op)).Inc()
-	s.storeChanges.notify(storeID)
-}
-
 // listChanges answers GET /v1/memory_stores/{id}/changes?after=SEQ: the
 // versions after the cursor, oldest first. With wait_ms and nothing to
 // return it waits for the store's next change, up to wait_ms.
@@ -82,7 +62,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 	ctx := r.Context()
 	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
 	for {
-		wake := s.storeChanges.wait(req.storeID)
+		wake := s.app.Memories.WaitForChange(req.storeID)
 		page, err := s.store.ListChanges(ctx, req.storeID, after, limit)
 		var ahead *storage.SequenceAheadError
 		if errors.As(err, &ahead) {

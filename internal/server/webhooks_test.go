@@ -20,6 +20,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
@@ -33,6 +34,7 @@ import (
 // with status.
 type hookEnv struct {
 	t      *testing.T
+	app    *app.App
 	srv    *server.Server
 	db     *sqlite.DB
 	url    string
@@ -64,8 +66,9 @@ func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy, wrap ..
 	for _, w := range wrap {
 		store = w(store)
 	}
-	e.srv = server.New(server.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
-		Webhooks: server.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
+	e.app = app.New(app.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
+		Webhooks: app.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
+	e.srv = server.New(server.Config{App: e.app})
 	hs := httptest.NewServer(e.srv.Handler())
 	e.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -80,10 +83,10 @@ func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy, wrap ..
 	t.Cleanup(func() {
 		e.recv.Close()
 		hs.Close()
-		e.srv.Close()
+		e.app.Close()
 		db.Close()
 	})
-	key, _, err := e.srv.BootstrapAdminKey(context.Background(), "")
+	key, _, err := e.app.Credentials.BootstrapAdminKey(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func (e *hookEnv) setStatus(code int) { e.mu.Lock(); e.status = code; e.mu.Unloc
 // deliver runs the dispatcher once, as its loop would.
 func (e *hookEnv) deliver() int {
 	e.t.Helper()
-	n, err := e.srv.DeliverWebhooks(context.Background())
+	n, err := e.app.DeliverWebhooks(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -369,7 +372,7 @@ func TestTheDispatcherWakesExactlyWhenDeliveriesAreStored(t *testing.T) {
 	e.createEndpoint(webhooks.EnvironmentCreated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { e.srv.RunWebhooks(ctx, time.Hour); close(done) }()
+	go func() { e.app.RunWebhooks(ctx, time.Hour); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-watch.claims // the first round, at start
 

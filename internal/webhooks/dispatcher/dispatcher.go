@@ -2,7 +2,8 @@
 // their outbox: it leases what package webhooks says is due, signs each
 // body the Standard Webhooks way (webhook-id, webhook-timestamp,
 // webhook-signature, as the official SDK's Unwrap verifies), posts it, and
-// records the attempt, which settles the delivery by the retry policy.
+// records the attempt, from which the retry policy decides what becomes of
+// the delivery.
 package dispatcher
 
 import (
@@ -138,7 +139,7 @@ func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 }
 
 // RunOnce claims the deliveries due now and sends them, returning how many
-// it attempted. Each delivery is settled on its own: one whose endpoint
+// it attempted. Each delivery is handled on its own: one whose endpoint
 // cannot be read is given back unattempted, due again at the next round,
 // while the others go out.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {

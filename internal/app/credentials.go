@@ -1,18 +1,50 @@
-package server
+package app
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 )
 
-// credentialTTL is how long authenticate trusts a credential it verified
+// Credentials verifies the secrets API requests carry, through a short
+// cache, and forgets what it cached whenever a revocation commits through
+// this process (a key revoked, an environment or a session deleted) —
+// from the API or the console alike.
+type Credentials struct {
+	app   *App
+	cache credentialCache
+}
+
+// Verify returns the live credential whose secret this is, or
+// storage.ErrNotFound.
+func (c *Credentials) Verify(ctx context.Context, s string) (storage.Credential, error) {
+	hash, now := secret.Hash(s), c.app.now()
+	cred, ok, generation := c.cache.get(hash, now)
+	if ok {
+		return cred, nil
+	}
+	cred, err := c.app.store.CredentialByHash(ctx, hash)
+	if err != nil {
+		return cred, err
+	}
+	c.cache.put(hash, cred, now, generation)
+	return cred, nil
+}
+
+// Revoked forgets every verified credential: call it once a revocation
+// has committed (or failed part-way), so the revoked ones are refused from
+// the next request on.
+func (c *Credentials) Revoked() { c.cache.forget() }
+
+// CredentialTTL is how long Verify trusts a credential it verified
 // without reading the database again. It bounds how long a revocation
 // made elsewhere — by another server on the same PostgreSQL database —
 // takes to reach this one; a revocation through this server (API or
 // console) forgets the cache at once.
-const credentialTTL = time.Second
+const CredentialTTL = time.Second
 
 // maxCachedCredentials bounds the cache: a server sees few distinct live
 // credentials, and clearing it when full only costs lookups.
@@ -59,7 +91,7 @@ func (c *credentialCache) put(hash string, cred storage.Credential, now time.Tim
 	if c.entries == nil || len(c.entries) >= maxCachedCredentials {
 		c.entries = map[string]cachedCredential{}
 	}
-	c.entries[hash] = cachedCredential{credential: cred, until: now.Add(credentialTTL)}
+	c.entries[hash] = cachedCredential{credential: cred, until: now.Add(CredentialTTL)}
 }
 
 // forget drops every cached credential; call it once a revocation has

@@ -1,4 +1,4 @@
-package console
+package secret
 
 import (
 	"crypto/rand"
@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -24,9 +22,6 @@ const (
 	argonKeyLen  = 32
 )
 
-// MinPasswordChars is the shortest password a user may set.
-const MinPasswordChars = 10
-
 // HashPassword returns the encoded Argon2id hash of password.
 func HashPassword(password string) (string, error) {
 	salt := make([]byte, 16)
@@ -38,11 +33,11 @@ func HashPassword(password string) (string, error) {
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
-// checkPassword reports whether password matches the encoded hash.
-func checkPassword(encoded, password string) (bool, error) {
+// PasswordMatches reports whether password matches the encoded hash.
+func PasswordMatches(encoded, password string) (bool, error) {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
-		return false, errors.New("console: stored password hash is not an argon2id hash")
+		return false, errors.New("stored password hash is not an argon2id hash")
 	}
 	var (
 		version       int
@@ -54,14 +49,14 @@ func checkPassword(encoded, password string) (bool, error) {
 	_, errVer = fmt.Sscanf(parts[2], "v=%d", &version)
 	_, errPr = fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &mem, &passes, &threads)
 	if errVer != nil || errPr != nil || version != argon2.Version {
-		return false, fmt.Errorf("console: stored password hash has unreadable parameters %q", parts[2]+"$"+parts[3])
+		return false, fmt.Errorf("stored password hash has unreadable parameters %q", parts[2]+"$"+parts[3])
 	}
 	var err error
 	if salt, err = base64.RawStdEncoding.DecodeString(parts[4]); err != nil {
-		return false, fmt.Errorf("console: stored password hash has a bad salt: %w", err)
+		return false, fmt.Errorf("stored password hash has a bad salt: %w", err)
 	}
 	if want, err = base64.RawStdEncoding.DecodeString(parts[5]); err != nil {
-		return false, fmt.Errorf("console: stored password hash has a bad key: %w", err)
+		return false, fmt.Errorf("stored password hash has a bad key: %w", err)
 	}
 	got := argon2.IDKey([]byte(password), salt, passes, mem, threads, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
@@ -75,28 +70,4 @@ func GeneratePassword() string {
 		panic("crypto/rand failed: " + err.Error())
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// CheckUserName refuses a user name that could not be typed at the login
-// form or read in a listing: 1–64 characters, no spaces or control
-// characters.
-func CheckUserName(name string) error {
-	n := utf8.RuneCountInString(name)
-	if n == 0 || n > 64 || !utf8.ValidString(name) {
-		return fmt.Errorf("user name %q: must be 1 to 64 characters", name)
-	}
-	for _, r := range name {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("user name %q: spaces, control and format characters are not allowed; use letters, digits, '.', '-' or '_'", name)
-		}
-	}
-	return nil
-}
-
-// CheckPassword refuses a password too short to resist guessing.
-func CheckPassword(password string) error {
-	if utf8.RuneCountInString(password) < MinPasswordChars {
-		return fmt.Errorf("password: must be at least %d characters; a few unrelated words make a good one", MinPasswordChars)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -17,9 +18,9 @@ const AdminKeyPrefix = "sk-memstore-"
 // known, so the variable always works. Otherwise, on a store with no API key
 // at all, a key is generated and returned with generated=true: the caller
 // must show it once and save it, as only its hash is kept.
-func (s *Server) BootstrapAdminKey(ctx context.Context, fromEnv string) (key string, generated bool, err error) {
+func (cs *Credentials) BootstrapAdminKey(ctx context.Context, fromEnv string) (key string, generated bool, err error) {
 	if fromEnv != "" {
-		_, err := s.store.CredentialByHash(ctx, HashSecret(fromEnv))
+		_, err := cs.app.store.CredentialByHash(ctx, secret.Hash(fromEnv))
 		if err == nil {
 			return fromEnv, false, nil
 		}
@@ -27,23 +28,23 @@ func (s *Server) BootstrapAdminKey(ctx context.Context, fromEnv string) (key str
 			return "", false, err
 		}
 		c := storage.Credential{ID: ids.New(ids.APIKey), Kind: storage.APIKey, Name: "admin (MEMSTORE_ADMIN_KEY)"}
-		if err := s.store.CreateCredential(ctx, c, HashSecret(fromEnv)); err != nil {
+		if err := cs.app.store.CreateCredential(ctx, c, secret.Hash(fromEnv)); err != nil {
 			// Replicas starting together on one database race to
 			// register the same key: the loser finds the winner's.
-			if _, lerr := s.store.CredentialByHash(ctx, HashSecret(fromEnv)); lerr == nil {
+			if _, lerr := cs.app.store.CredentialByHash(ctx, secret.Hash(fromEnv)); lerr == nil {
 				return fromEnv, false, nil
 			}
 			return "", false, fmt.Errorf("register MEMSTORE_ADMIN_KEY: %w", err)
 		}
 		return fromEnv, false, nil
 	}
-	n, err := s.store.CountCredentials(ctx, storage.APIKey)
+	n, err := cs.app.store.CountCredentials(ctx, storage.APIKey)
 	if err != nil || n > 0 {
 		return "", false, err
 	}
-	key = NewSecret(AdminKeyPrefix)
+	key = secret.New(AdminKeyPrefix)
 	c := storage.Credential{ID: ids.New(ids.APIKey), Kind: storage.APIKey, Name: "admin (generated)"}
-	if err := s.store.CreateCredential(ctx, c, HashSecret(key)); err != nil {
+	if err := cs.app.store.CreateCredential(ctx, c, secret.Hash(key)); err != nil {
 		return "", false, fmt.Errorf("create admin key: %w", err)
 	}
 	return key, true, nil
