@@ -58,68 +58,34 @@ type rows struct{ *sql.Rows }
 func (r rows) Scan(dest ...any) error { return r.Rows.Scan(timeDest(dest)...) }
 func (r rows) Close()                 { r.Rows.Close() }
 
-// timeArgs writes times as text; other arguments go through unchanged.
+// timeArgs writes times as text, in place (see sqlstore.Conn); other
+// arguments go through unchanged.
 func timeArgs(args []any) []any {
 	for i, a := range args {
-		switch a.(type) {
-		case time.Time, *time.Time, *string, *int64:
-		default:
-			continue
+		switch v := a.(type) {
+		case time.Time:
+			args[i] = formatTime(v)
+		case *time.Time:
+			if v == nil {
+				args[i] = nil
+			} else {
+				args[i] = formatTime(*v)
+			}
 		}
-		out := make([]any, len(args))
-		copy(out, args[:i])
-		for j := i; j < len(args); j++ {
-			out[j] = timeArg(args[j])
-		}
-		return out
 	}
 	return args
 }
 
-func timeArg(a any) any {
-	switch v := a.(type) {
-	case time.Time:
-		return formatTime(v)
-	case *time.Time:
-		if v == nil {
-			return nil
-		}
-		return formatTime(*v)
-	case *string:
-		if v == nil {
-			return nil
-		}
-		return *v
-	case *int64:
-		if v == nil {
-			return nil
-		}
-		return *v
-	}
-	return a
-}
-
-// timeDest reads time columns from their text.
+// timeDest reads time columns from their text, in place (see
+// sqlstore.Row).
 func timeDest(dest []any) []any {
 	for i, d := range dest {
-		switch d.(type) {
-		case *time.Time, **time.Time:
-		default:
-			continue
+		switch p := d.(type) {
+		case *time.Time:
+			dest[i] = textTime{p}
+		case **time.Time:
+			dest[i] = nullTextTime{p}
 		}
-		out := make([]any, len(dest))
-		copy(out, dest[:i])
-		for j := i; j < len(dest); j++ {
-			switch p := dest[j].(type) {
-			case *time.Time:
-				out[j] = textTime{p}
-			case **time.Time:
-				out[j] = nullTextTime{p}
-			default:
-				out[j] = dest[j]
-			}
-		}
-		return out
 	}
 	return dest
 }

@@ -26,7 +26,8 @@ import (
 )
 
 // Row is one result row: Scan reports storage.ErrNotFound when the query
-// found none.
+// found none. Scan may replace the elements of dest (with scanners that
+// convert a column), so a dest slice is built afresh for each Scan.
 type Row interface {
 	Scan(dest ...any) error
 }
@@ -39,7 +40,9 @@ type Rows interface {
 	Close()
 }
 
-// Conn runs statements: on the database itself, or inside one transaction.
+// Conn runs statements: on the database itself, or inside one
+// transaction. It may replace the elements of args (converting a value to
+// the database's form), so an args slice is passed to one call only.
 type Conn interface {
 	// Exec runs a statement and returns how many rows it changed.
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
