@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -29,7 +29,9 @@ const maxCachedLogs = 64
 // An entry is only ever put after the transaction that read it committed,
 // and a reader still asks the database for every event after the entry's
 // seq: an entry that is behind (another process appended, or a put lost a
-// race) costs a longer query, never a missing or a doubled event.
+// race) costs a longer query, never a missing or a doubled event. That
+// holds across servers too: a session's events are appended under its row
+// lock, so their sequence numbers grow in commit order.
 type logCache struct {
 	mu      sync.Mutex
 	entries map[string]eventLog
@@ -76,9 +78,9 @@ func (c *logCache) drop(sessionID string) {
 
 // sessionLog returns a session's whole log: the cached prefix and whatever
 // q sees after it.
-func (s *DB) sessionLog(ctx context.Context, q queryer, sessionID string) (eventLog, error) {
+func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string) (eventLog, error) {
 	l := s.logs.get(sessionID)
-	rows, err := q.QueryContext(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
+	rows, err := q.Query(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
 	if err != nil {
 		return eventLog{}, err
 	}
