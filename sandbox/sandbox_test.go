@@ -82,13 +82,30 @@ func (h *host) tools(t *testing.T, l *sandbox.Launcher, wrap ...string) *toolset
 			{Path: "/mnt/memory/notes", Dir: h.notes},
 			{Path: "/mnt/memory/policy", Dir: h.policy, ReadOnly: true},
 		},
-		WrapShell: func(argv []string) []string { return append(wrap, l.Command(h.view, argv)...) },
+		WrapShell: func(argv []string) []string { return append(wrap, handOver(t, l.Command(h.view, argv), wrap)...) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ts.Close() })
 	return ts
+}
+
+// handOver gives nobody the files the sandbox's command line reads
+// (bubblewrap's arguments, the seccomp filter) when wrap drops to nobody:
+// the worker that made them would be nobody itself.
+func handOver(t *testing.T, argv, wrap []string) []string {
+	if len(wrap) == 0 {
+		return argv
+	}
+	for _, a := range argv {
+		if strings.HasPrefix(a, filepath.Join(os.TempDir(), "memstore-sandbox-")) {
+			if err := os.Chown(a, 65534, 65534); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return argv
 }
 
 func write(t *testing.T, name, content string) {
@@ -215,7 +232,7 @@ func TestShellSeesExactlyTheSessionAsAnUnprivilegedUser(t *testing.T) {
 	const nobody = "65534"
 	drop := []string{setpriv, "--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", "--"}
 	var stderr bytes.Buffer
-	probe := exec.Command(drop[0], append(drop[1:], l.Command(sandbox.View{Workdir: "/"}, []string{"true"})...)...)
+	probe := exec.Command(drop[0], append(drop[1:], handOver(t, l.Command(sandbox.View{Workdir: "/"}, []string{"true"}), drop)...)...)
 	probe.Stderr = &stderr
 	if err := probe.Run(); err != nil {
 		t.Skipf("the kernel refuses bubblewrap to an unprivileged user (user namespaces), so the sandbox would fall back to none for one: %v: %s", err, stderr.String())
