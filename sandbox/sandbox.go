@@ -98,6 +98,12 @@ type Config struct {
 	// NoNetwork gives each sandbox its own empty network namespace (only a
 	// loopback device), so commands cannot reach the network.
 	NoNetwork bool
+	// HostNetwork says the operator chose, on purpose, to share the
+	// host's network, loopback included (--sandbox-network host). Without
+	// it or NoNetwork the network is "on", which this build also serves
+	// with the host's network (a namespace of its own through pasta or
+	// slirp4netns is not built yet), after a warning that says so.
+	HostNetwork bool
 	// Binds are shown in every sandbox, after the system folders.
 	Binds []Bind
 	// Program is the bwrap executable; empty finds "bwrap" on PATH.
@@ -167,6 +173,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 				"uid", os.Geteuid(), "fix", "allow user namespaces (sysctl user.max_user_namespaces > 0), or run the worker as an unprivileged user")
 		} else {
 			l.disableUserns = probeRun(ctx, program, append(slices.Clip(userArgs), "--disable-userns")) == nil
+		}
+		if !cfg.NoNetwork && !cfg.HostNetwork {
+			log.Warn("--sandbox-network on shares the host's network: sandboxed commands reach the host's loopback too (the API, the worker's metrics listener, local databases)",
+				"fix", "pass --sandbox-network off to cut the network, or --sandbox-network host to say the host's network is meant")
 		}
 		if l.seccomp, err = SeccompProgram(); err != nil {
 			log.Warn("the sandboxed shell runs without a seccomp filter: it may make namespaces of its own, mount and trace", "reason", err.Error())
@@ -453,7 +463,7 @@ func (l *Launcher) LogAttrs(v View) []any {
 	for _, b := range l.cfg.Binds {
 		binds = append(binds, b.String())
 	}
-	network := "on"
+	network := "host"
 	if l.cfg.NoNetwork {
 		network = "off"
 	}

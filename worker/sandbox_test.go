@@ -114,7 +114,7 @@ func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 		t.Errorf("the read-only store changed: %q", m)
 	}
 	line := logs.Line("session sandbox", "session_id="+sess.ID)
-	for _, part := range []string{"sandbox=bwrap", "stores=[/mnt/memory/project-notes]", "read_only_stores=[/mnt/memory/team-handbook]", "network=on", "workdir=" + filepath.Join(cfg.Workdir, sess.ID+roomSuffix)} {
+	for _, part := range []string{"sandbox=bwrap", "stores=[/mnt/memory/project-notes]", "read_only_stores=[/mnt/memory/team-handbook]", "network=host", "workdir=" + filepath.Join(cfg.Workdir, sess.ID+roomSuffix)} {
 		if !strings.Contains(line, part) {
 			t.Errorf("the sandbox log line %q lacks %q", line, part)
 		}
