@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/testlog"
@@ -177,6 +179,45 @@ func TestShellEnvironmentIsAnAllowlist(t *testing.T) {
 			}
 			if logs.Line("session sandbox", "env=") == "" || strings.Contains(logs.String(), "from-the-worker") {
 				t.Errorf("the session's log line should name the variables, never their values:\n%s", logs)
+			}
+		})
+	}
+}
+
+// Run claims no more than MaxSessions items at once: with one slot, the
+// second session stays queued while the first runs a long call, and is
+// claimed and served once the first ends; with two, both run together.
+func TestRunClaimsUpToMaxSessions(t *testing.T) {
+	for _, max := range []int{1, 2} {
+		t.Run(strconv.Itoa(max), func(t *testing.T) {
+			f := newFixture(t, "")
+			logs := &testlog.Buffer{}
+			cfg := f.config(logs)
+			cfg.MaxSessions, cfg.MaxIdle = max, 50*time.Millisecond
+			first := f.session(script(api.ScriptEndIdle, startedMarker("started")))
+			second := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "echo second"})))
+			stop := runWorker(t, f.worker(cfg))
+			waitStarted(t, cfg.Workdir, "started")
+			if max == 1 {
+				time.Sleep(1500 * time.Millisecond) // more than a poll's wait
+				if st := f.sessionWork(second.ID).State; st != api.WorkQueued {
+					t.Fatalf("with one slot taken the second item is %s, want queued", st)
+				}
+				if _, err := f.admin.SendEvents(context.Background(), first.ID, api.UserInterrupt()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "the second session to be served", func() bool {
+				return f.sessionWork(second.ID).State == api.WorkStopped
+			})
+			if max == 2 && f.sessionWork(first.ID).State != api.WorkActive {
+				t.Errorf("the first session's long call did not run beside the second")
+			}
+			if r := toolResults(f.events(second.ID)); len(r) != 1 || r[0].text != "second\n" {
+				t.Errorf("the second session's results = %+v", r)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
