@@ -147,7 +147,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 			return cfg, fmt.Errorf("--sandbox-env: %w", err)
 		}
 	}
-	maxSessions, err := strconv.Atoi(f.maxSessions)
+	maxSessions, err := strconv.Atoi(cmp.Or(f.maxSessions, "0"))
 	if err != nil || maxSessions < 0 {
 		return cfg, fmt.Errorf("--max-sessions %q: a whole number of sessions, 1 or more (0: the default, %d here)", f.maxSessions, worker.DefaultMaxSessions())
 	}
