@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/webhooks/dispatcher"
@@ -65,8 +66,9 @@ type Config struct {
 // WebhooksConfig configures webhook delivery. The zero value refuses
 // private destinations and plain HTTP, and retries by the default policy.
 type WebhooksConfig struct {
-	// AllowPrivate accepts URLs on loopback, link-local and private
-	// addresses, and plain HTTP (serve --webhooks-allow-private).
+	// AllowPrivate accepts URLs on addresses that are not globally
+	// reachable (loopback, private, link-local, …; see internal/egress),
+	// and plain HTTP (serve --webhooks-allow-private).
 	AllowPrivate bool
 	Policy       webhooks.Policy
 }
@@ -83,7 +85,7 @@ type Server struct {
 	mux   *http.ServeMux
 	cp    *controlPlane
 	// egress is where webhook URLs may point; dispatch sends deliveries.
-	egress   dispatcher.Egress
+	egress   egress.Policy
 	dispatch *dispatcher.Dispatcher
 	// metrics are served by MetricsHandler.
 	metrics *metrics
@@ -148,7 +150,7 @@ func New(cfg Config) *Server {
 
 		closing: make(chan struct{}),
 	}
-	s.egress = dispatcher.Egress{AllowPrivate: cfg.Webhooks.AllowPrivate}
+	s.egress = egress.Policy{AllowPrivate: cfg.Webhooks.AllowPrivate, Override: "memstore serve --webhooks-allow-private"}
 	s.dispatch = dispatcher.New(dispatcher.Config{Store: cfg.Store, Logger: cfg.Logger, Now: s.now, Policy: cfg.Webhooks.Policy, Egress: s.egress, Metrics: s.metrics.reg})
 	s.cp.runner = agent.NewRunner(cfg.Store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(cfg.Model)}, agent.RunnerConfig{
 		Log: cfg.Logger, TurnRetry: cfg.TurnRetry, Appended: s.cp.sessions.notify})

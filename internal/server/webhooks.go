@@ -44,7 +44,7 @@ func (s *Server) checkWebhookFields(ctx context.Context, req api.WebhookEndpoint
 		if len(*req.URL) > maxWebhookURLBytes {
 			return apiErrorf(invalidRequest, "url is %d bytes; the limit is %d", len(*req.URL), maxWebhookURLBytes)
 		}
-		if err := s.egress.CheckURL(ctx, *req.URL); err != nil {
+		if err := s.egress.CheckURL(ctx, "url", *req.URL); err != nil {
 			return apiErrorf(invalidRequest, "%v", err)
 		}
 	}
