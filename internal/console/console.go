@@ -68,7 +68,7 @@ type Console struct {
 	log    *slog.Logger
 	now    func() time.Time
 	pages  map[string]*template.Template
-	logins *loginLimiter
+	logins *signInLimits
 	// unknownUserHash is checked against when a sign-in names no user.
 	unknownUserHash string
 	// imports holds import previews until they are applied.
@@ -95,7 +95,7 @@ func New(cfg Config) (*Console, error) {
 		store:  cfg.Store,
 		log:    cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC() },
-		logins: newLoginLimiter(),
+		logins: newSignInLimits(cfg.Logger),
 		mux:    http.NewServeMux(),
 	}
 	var err error
