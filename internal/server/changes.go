@@ -66,12 +66,9 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 			return apiErrorf(invalidRequest, "after: %q is not a sequence; send 0 (or leave it out) for every change, or the latest_sequence of your previous answer", v)
 		}
 	}
-	wait, err := intParam(r, "wait_ms")
+	wait, err := rangeParam(q, "wait_ms", 0, api.MaxChangesWait.Milliseconds(), 0, "milliseconds a long poll waits for a change; ask again when it returns")
 	if err != nil {
 		return err
-	}
-	if time.Duration(wait)*time.Millisecond > api.MaxChangesWait {
-		return apiErrorf(invalidRequest, "wait_ms: %d is more than the %d ms a long poll may wait; ask again when it returns", wait, api.MaxChangesWait.Milliseconds())
 	}
 	limit := api.MaxChangesLimit
 	if q.Has("limit") {
