@@ -46,6 +46,9 @@ type Config struct {
 	API API
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
+	// ImportDir is where import previews are staged (serve: the data
+	// folder's imports/); "" is the system's temporary folder.
+	ImportDir string
 }
 
 // API is what the console needs of the API server (*server.Server).
@@ -71,8 +74,8 @@ type Console struct {
 	logins *signInLimits
 	// unknownUserHash is checked against when a sign-in names no user.
 	unknownUserHash string
-	// imports holds import previews until they are applied.
-	imports pendingImports
+	// imports stages import previews until they are applied.
+	imports *importStaging
 	mux     *http.ServeMux
 }
 
@@ -99,6 +102,9 @@ func New(cfg Config) (*Console, error) {
 		mux:    http.NewServeMux(),
 	}
 	var err error
+	if c.imports, err = newImportStaging(cfg.ImportDir); err != nil {
+		return nil, err
+	}
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

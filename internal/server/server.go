@@ -61,6 +61,14 @@ type Config struct {
 	TurnSweep time.Duration
 	// Webhooks configures the delivery of webhooks.
 	Webhooks WebhooksConfig
+	// StallTimeout is how long a response may wait for its client to take
+	// more of it before it is cut (default DefaultStallTimeout): see
+	// withProgressDeadline.
+	StallTimeout time.Duration
+	// SpoolDir is where snapshots are staged before they are sent, so that
+	// a slow client does not hold the database's read snapshot; "" is the
+	// system's temporary folder.
+	SpoolDir string
 }
 
 // WebhooksConfig configures webhook delivery. The zero value refuses
@@ -131,6 +139,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.StreamKeepalive <= 0 {
 		cfg.StreamKeepalive = 15 * time.Second
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
 	}
 	if cfg.TurnSweep <= 0 {
 		cfg.TurnSweep = DefaultTurnSweep
@@ -233,7 +244,7 @@ func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
 		top.Handle("/", h)
 		h = withRoute(top)
 	}
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(s.withProgressDeadline(h))))))
 }
 
 // Logger is the server's logger, which adds the request id a context
