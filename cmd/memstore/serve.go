@@ -48,7 +48,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	metricsAddrFlag(fs, &o.metricsAddr)
-	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
+	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
 	return cmd
 }
 
@@ -199,7 +199,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		Model:           modelConfig(o, logger),
 		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
-		Webhooks: server.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
+		Webhooks: server.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, SpoolDir: o.dataDir})
 	// Sessions pick up where their event logs say they were.
 	if err := srv.Resume(ctx); err != nil {
 		ln.Close()
@@ -241,7 +241,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), API: srv})
+	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), API: srv, ImportDir: filepath.Join(o.dataDir, "imports")})
 	if err != nil {
 		stopListening()
 		<-webhooksDone
