@@ -49,7 +49,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	metricsAddrFlag(fs, &o.metricsAddr)
-	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
+	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
 	return cmd
 }
 
@@ -200,7 +200,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
 		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
 	srv := server.New(server.Config{App: a, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
-		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey})
+		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
+		SpoolDir: o.dataDir})
 
 	key, generated, err := a.Credentials.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
 	if err != nil {
@@ -239,7 +240,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{App: a, Closing: srv.Closing()})
+	con, err := console.New(console.Config{App: a, Closing: srv.Closing(), ImportDir: filepath.Join(o.dataDir, "imports")})
 	if err != nil {
 		stopListening()
 		<-webhooksDone

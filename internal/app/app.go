@@ -38,10 +38,10 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/requestid"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
-	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
 
 // Config configures an App. Zero values take the documented defaults.
@@ -70,8 +70,9 @@ type Config struct {
 // WebhooksConfig configures webhook delivery. The zero value refuses
 // private destinations and plain HTTP, and retries by the default policy.
 type WebhooksConfig struct {
-	// AllowPrivate accepts URLs on loopback, link-local and private
-	// addresses, and plain HTTP (serve --webhooks-allow-private).
+	// AllowPrivate accepts URLs on addresses that are not globally
+	// reachable (loopback, private, link-local, …; see internal/egress),
+	// and plain HTTP (serve --webhooks-allow-private).
 	AllowPrivate bool
 	Policy       webhooks.Policy
 }
@@ -235,7 +236,8 @@ func (a *App) Close() {
 	a.Sessions.runner.Close()
 }
 
-// dispatcherEgress is where webhook URLs may point.
-func (a *App) egress() dispatcher.Egress {
-	return dispatcher.Egress{AllowPrivate: a.cfg.Webhooks.AllowPrivate}
+// egress is where webhook URLs may point (internal/egress: globally
+// reachable unicast addresses only, unless the operator lifts the rule).
+func (a *App) egress() egress.Policy {
+	return egress.Policy{AllowPrivate: a.cfg.Webhooks.AllowPrivate, Override: "memstore serve --webhooks-allow-private"}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/validate"
 	"github.com/memstore/memstore/internal/webhooks"
@@ -22,7 +23,7 @@ const (
 // that sends their deliveries (App.RunWebhooks).
 type Webhooks struct {
 	app      *App
-	egress   dispatcher.Egress
+	egress   egress.Policy
 	dispatch *dispatcher.Dispatcher
 }
 
@@ -38,7 +39,7 @@ func (w *Webhooks) check(ctx context.Context, req api.WebhookEndpointParams) err
 		if len(*req.URL) > maxWebhookURLBytes {
 			return api.Errorf(api.InvalidRequest, "url is %d bytes; the limit is %d", len(*req.URL), maxWebhookURLBytes)
 		}
-		if err := w.egress.CheckURL(ctx, *req.URL); err != nil {
+		if err := w.egress.CheckURL(ctx, "url", *req.URL); err != nil {
 			return api.Errorf(api.InvalidRequest, "%v", err)
 		}
 	}

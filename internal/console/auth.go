@@ -10,10 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/secret"
@@ -136,13 +133,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, v)
 		return
 	}
-	if !c.logins.allow(c.now(), name, clientIP(r)) {
-		c.log.WarnContext(r.Context(), "console sign-in refused: too many attempts", "user", name, "remote_addr", clientIP(r))
-		v.Error = "Too many sign-in attempts for this name or from this address. Wait a minute, then try again."
+	if refusal := c.logins.allow(r.Context(), c.now(), name, clientIP(r)); refusal != "" {
+		v.Error = string(refusal)
 		c.showLogin(w, r, http.StatusTooManyRequests, v)
 		return
 	}
 	_, cookie, err := c.app.Users.SignIn(r.Context(), name, password, c.cfg.SessionTTL)
+	if err == nil || errors.Is(err, app.ErrWrongPassword) {
+		c.logins.checked(c.now(), name, clientIP(r), err == nil)
+	}
 	if errors.Is(err, app.ErrWrongPassword) {
 		c.log.InfoContext(r.Context(), "console sign-in refused: wrong name or password", "user", name, "remote_addr", clientIP(r))
 		v.Error = "Wrong name or password."
@@ -173,45 +172,11 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, q *request) err
 }
 
 // clientIP is the connection's address without its port. A proxy in front
-// makes every client one address: the per-name limit still holds.
+// makes every client one address, which then shares one sign-in budget.
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-// loginLimiter allows each user name and each client address a burst of
-// 10 sign-in attempts, then one every 6 seconds, so guessing a password
-// online takes years while a person who mistypes is never held up.
-type loginLimiter struct {
-	mu   sync.Mutex
-	keys map[string]*rate.Limiter
-}
-
-func newLoginLimiter() *loginLimiter { return &loginLimiter{keys: map[string]*rate.Limiter{}} }
-
-// maxLimiterKeys bounds the limiter's memory; when it is reached the table
-// starts over, which at worst grants a fresh burst.
-const maxLimiterKeys = 10_000
-
-func (l *loginLimiter) allow(now time.Time, name, ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.keys) >= maxLimiterKeys {
-		clear(l.keys)
-	}
-	ok := true
-	for _, k := range []string{"name:" + name, "ip:" + ip} {
-		lim, found := l.keys[k]
-		if !found {
-			lim = rate.NewLimiter(rate.Every(6*time.Second), 10)
-			l.keys[k] = lim
-		}
-		if !lim.AllowN(now, 1) {
-			ok = false
-		}
-	}
-	return ok
 }

@@ -43,6 +43,9 @@ type Config struct {
 	Closing <-chan struct{}
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
+	// ImportDir is where import previews are staged (serve: the data
+	// folder's imports/); "" is the system's temporary folder.
+	ImportDir string
 }
 
 // Console serves the web console. Build it with New and mount Handler at
@@ -55,9 +58,9 @@ type Console struct {
 	log    *slog.Logger
 	now    func() time.Time
 	pages  map[string]*template.Template
-	logins *loginLimiter
-	// imports holds import previews until they are applied.
-	imports pendingImports
+	logins *signInLimits
+	// imports stages import previews until they are applied.
+	imports *importStaging
 	mux     *http.ServeMux
 }
 
@@ -78,10 +81,13 @@ func New(cfg Config) (*Console, error) {
 		store:  cfg.App.Store(),
 		log:    cfg.App.Logger(),
 		now:    func() time.Time { return cfg.Now().UTC() },
-		logins: newLoginLimiter(),
+		logins: newSignInLimits(cfg.App.Logger()),
 		mux:    http.NewServeMux(),
 	}
 	var err error
+	if c.imports, err = newImportStaging(cfg.ImportDir); err != nil {
+		return nil, err
+	}
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

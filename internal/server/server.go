@@ -44,6 +44,14 @@ type Config struct {
 	// StreamKeepalive is how often an idle event stream sends a comment
 	// (default 15 s), so proxies do not cut it.
 	StreamKeepalive time.Duration
+	// StallTimeout is how long a response may wait for its client to take
+	// more of it before it is cut (default DefaultStallTimeout): see
+	// withProgressDeadline.
+	StallTimeout time.Duration
+	// SpoolDir is where snapshots are staged before they are sent, so that
+	// a slow client does not hold the database's read snapshot; "" is the
+	// system's temporary folder.
+	SpoolDir string
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -92,6 +100,9 @@ func New(cfg Config) *Server {
 		cfg.StreamKeepalive = 15 * time.Second
 	}
 	a := cfg.App
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
 	s := &Server{
 		cfg:     cfg,
 		app:     a,
@@ -126,7 +137,7 @@ func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
 		top.Handle("/", h)
 		h = withRoute(top)
 	}
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(h)))))
+	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(s.withProgressDeadline(h))))))
 }
 
 // Closing is closed by CloseStreams: a stream the console serves ends

@@ -230,11 +230,11 @@ func TestWebhookRefusalsStoreNothing(t *testing.T) {
 	e := newHookEnv(t, false, webhooks.Policy{})
 	for _, c := range []struct{ url, events, want string }{
 		{e.recv.URL, webhooks.SessionCreated, "plain HTTP"},
-		{"https://127.0.0.1:8443/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://[::1]/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://169.254.169.254/latest", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://10.1.2.3/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://localhost/hook", webhooks.SessionCreated, "loopback, link-local or private"},
+		{"https://127.0.0.1:8443/hook", webhooks.SessionCreated, "loopback"},
+		{"https://[::1]/hook", webhooks.SessionCreated, "loopback"},
+		{"https://169.254.169.254/latest", webhooks.SessionCreated, "link-local"},
+		{"https://10.1.2.3/hook", webhooks.SessionCreated, "private"},
+		{"https://localhost/hook", webhooks.SessionCreated, "loopback"},
 		{"https://93.184.215.14/hook", "vault.created", "valid types: agent.archived"},
 		{"https://93.184.215.14/hook", "", "valid types: agent.archived"},
 	} {
@@ -277,6 +277,33 @@ func TestWebhookRefusalsStoreNothing(t *testing.T) {
 	got, err := e.db.GetWebhookEndpoint(context.Background(), ep.ID)
 	if err != nil || got.Name != "" || got.URL != "https://93.184.215.14/hook" || !slices.Equal(got.EnabledEvents, []string{webhooks.SessionCreated}) || got.State != "enabled" || got.Secret != ep.SigningSecret {
 		t.Fatalf("after refused updates: %+v, %v", got, err)
+	}
+}
+
+// Issue 25's webhook URLs, accepted by the old deny-list: each is refused
+// with a 400 that names the block and the development flag, and nothing is
+// stored.
+func TestWebhookURLsOutsideTheGlobalInternetAreRefused(t *testing.T) {
+	e := newHookEnv(t, false, webhooks.Policy{})
+	for _, c := range []struct{ url, want string }{
+		{"https://100.64.0.1/hook", "100.64.0.0/10"},
+		{"https://100.100.100.200/latest/meta-data", "100.64.0.0/10"},
+		{"https://198.18.0.1/hook", "198.18.0.0/15"},
+		{"https://0.0.0.1/hook", "0.0.0.0/8"},
+		{"https://255.255.255.255/hook", "broadcast"},
+		{"https://[::127.0.0.1]/hook", "IPv4-compatible"},
+		{"https://[64:ff9b::7f00:1]/hook", "NAT64 64:ff9b::/96 of 127.0.0.0/8, loopback"},
+		{"https://[2002:7f00:1::1]/hook", "6to4 2002::/16 of 127.0.0.0/8, loopback"},
+	} {
+		status, body := e.raw("POST", "/v1/organizations/webhooks", map[string]any{"url": c.url, "enabled_events": []string{webhooks.SessionCreated}})
+		if status != 400 || !strings.Contains(string(body), "invalid_request_error") || !strings.Contains(string(body), c.want) ||
+			!strings.Contains(string(body), "--webhooks-allow-private") {
+			t.Errorf("%s: %d %s; want 400 invalid_request_error naming %q and the development flag", c.url, status, body, c.want)
+		}
+	}
+	list, err := e.db.ListWebhookEndpoints(context.Background(), storage.ListQuery{})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("refusals stored endpoints: %+v, %v", list, err)
 	}
 }
 

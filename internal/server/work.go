@@ -99,14 +99,12 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		}
 		block = time.Duration(n) * time.Millisecond
 	}
-	reclaim := defaultReclaimAfter
-	if v := q.Get("reclaim_older_than_ms"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return apiErrorf(invalidRequest, "reclaim_older_than_ms must be a positive whole number of milliseconds, got %q", v)
-		}
-		reclaim = time.Duration(n) * time.Millisecond
+	reclaimMS, err := rangeParam(q, "reclaim_older_than_ms", 1, maxDurationMS, defaultReclaimAfter.Milliseconds(),
+		"a positive number of milliseconds after which a claimed item not yet acknowledged is handed out again")
+	if err != nil {
+		return err
 	}
+	reclaim := time.Duration(reclaimMS) * time.Millisecond
 	ctx := r.Context()
 	if err := s.app.Work.SawPoll(ctx, env, r.Header.Get("Anthropic-Worker-ID")); err != nil {
 		return err

@@ -102,6 +102,10 @@ func DSN(path string) string {
 	// API acknowledged survives a power cut too; NORMAL (the usual WAL
 	// choice) survives only a crash of the process. See docs/configuration.md.
 	q.Add("_pragma", "synchronous(FULL)")
+	// After a long reader ends, the next checkpoint can copy the whole
+	// WAL back, but SQLite reuses the file at its largest size unless
+	// told otherwise: this truncates it back to 16 MiB once it restarts.
+	q.Add("_pragma", "journal_size_limit(16777216)")
 	// Write transactions take the write lock at BEGIN, so two writers queue
 	// on busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")

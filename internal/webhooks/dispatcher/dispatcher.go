@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
@@ -36,7 +36,9 @@ type Config struct {
 	// Now is the clock of due times, leases and signatures; nil is time.Now.
 	Now    func() time.Time
 	Policy webhooks.Policy
-	Egress Egress
+	// Egress is where deliveries may connect; the zero value allows only
+	// globally reachable addresses over HTTPS.
+	Egress egress.Policy
 	// Timeout bounds one attempt (default 10 s); a receiver that takes
 	// longer has failed it.
 	Timeout time.Duration
@@ -72,7 +74,7 @@ func New(cfg Config) *Dispatcher {
 		cfg.Batch = 16
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: cfg.Egress.control}
+	dialer := cfg.Egress.Dialer(cfg.Timeout)
 	transport := &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: cfg.Timeout, MaxIdleConnsPerHost: 4}
 	d := &Dispatcher{
 		cfg: cfg,
