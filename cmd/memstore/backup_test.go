@@ -80,7 +80,23 @@ func TestBackupUnderLoadRestoresEveryAcknowledgedWrite(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Second)
+	// The backup starts once the writers have had writes acknowledged (a
+	// loaded machine takes a while for the first ones), so that it lands
+	// among them rather than before them.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := 0
+		for _, ws := range acked {
+			n += len(ws)
+		}
+		mu.Unlock()
+		if n >= 16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 8 writers had %d writes acknowledged in a minute", n)
+		}
+	}
 	backupFile := filepath.Join(dir, "drill.backup")
 	point := time.Now()
 	memstoreCLI(t, 0, "backup", "--data", data, "--to", backupFile)
