@@ -38,9 +38,11 @@ type ClaudeConfig struct {
 	// MaxContinuations bounds how many times one turn asks the model to
 	// go on after a reply cut off at MaxTokens (default 3; negative: never).
 	MaxContinuations int
-	// ThinkingBudget turns extended thinking on with this many tokens of
-	// each reply's MaxTokens for it; 0 leaves it off. Thinking blocks are
-	// kept either way: a proxy may turn thinking on by itself.
+	// ThinkingBudget turns budgeted extended thinking on, for the models
+	// that take a budget, with this many tokens of each reply's MaxTokens
+	// for it; 0 leaves it off. Models made for adaptive thinking always
+	// think adaptively (see adaptiveThinking). Thinking blocks are kept
+	// either way: a proxy may turn thinking on by itself.
 	ThinkingBudget int64
 	// MaxAttempts bounds the tries of one model request when the upstream
 	// answers 429, 529, 5xx or cannot be reached (default 5).
@@ -190,9 +192,9 @@ func (c *Claude) Next(v storage.SessionView) Step {
 // request makes the model request that span start opened, retrying what
 // may pass, and appends its outcome with the span's end.
 func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
-	params := buildRequest(v, c.cfg.MaxTokens)
-	if c.cfg.ThinkingBudget > 0 {
-		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(c.cfg.ThinkingBudget)
+	params, err := c.buildRequest(v)
+	if err != nil {
+		return emit(sessionError("model_request_failed_error", api.RetryExhausted, err.Error()), spanEnd(start, true, api.ModelUsage{}), idle(api.StopEndTurn))
 	}
 	for attempt := 1; ; attempt++ {
 		msg, err := c.stream(ctx, params)

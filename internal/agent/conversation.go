@@ -184,12 +184,17 @@ func toolPermissions(tools []json.RawMessage) map[string]string {
 // the system prompt, the enabled tools, and the conversation so far, with
 // prompt-caching breakpoints after each (so a long session pays for its
 // prefix once).
-func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewParams {
+func (c *Claude) buildRequest(v storage.SessionView) (anthropic.MessageNewParams, error) {
+	settings, err := v.Session.Agent.Model.Settings()
+	if err != nil {
+		return anthropic.MessageNewParams{}, err
+	}
 	p := anthropic.MessageNewParams{
 		Model:     anthropic.Model(v.Session.Agent.Model.ID),
-		MaxTokens: maxTokens,
+		MaxTokens: c.cfg.MaxTokens,
 		Messages:  conversation(v.Log),
 	}
+	applyModelSettings(&p, settings, c.cfg.ThinkingBudget)
 	if s := v.Session.Agent.System; s != "" {
 		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
 	}
@@ -217,7 +222,7 @@ func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewPa
 			*cc = anthropic.NewCacheControlEphemeralParam()
 		}
 	}
-	return p
+	return p, nil
 }
 
 // memorySection tells the model about its memory stores (SPEC §4) and its
