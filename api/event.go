@@ -73,6 +73,9 @@ type Event struct {
 	// span.model_request_end.
 	ToolUseID string `json:"tool_use_id,omitempty"`
 	IsError   *bool  `json:"is_error,omitempty"`
+	// user.custom_tool_result: the answer to the agent.custom_tool_use with
+	// this id.
+	CustomToolUseID string `json:"custom_tool_use_id,omitempty"`
 	// user.tool_confirmation: "allow" or "deny", with an optional message
 	// for the model when denied.
 	Result      string  `json:"result,omitempty"`
@@ -90,7 +93,7 @@ type Event struct {
 	Extra Extra `json:"-"`
 }
 
-var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error",
+var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error", "custom_tool_use_id",
 	"result", "deny_message", "model_request_start_id", "model_usage", "stop_reason", "stop_details", "error"}
 
 // ModelUsage is the token usage of one model request.

@@ -54,10 +54,14 @@ func BenchmarkModelTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	v.Log = []api.Event{api.UserMessage("hello")}
+	params, err := direct.buildRequest(v)
+	if err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	for range calls {
 		reply()
-		if _, err := direct.stream(h.ctx, buildRequest(v, DefaultMaxTokens)); err != nil {
+		if _, err := direct.stream(h.ctx, params); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -38,10 +38,16 @@ type ClaudeConfig struct {
 	// MaxContinuations bounds how many times one turn asks the model to
 	// go on after a reply cut off at MaxTokens (default 3; negative: never).
 	MaxContinuations int
-	// ThinkingBudget turns extended thinking on with this many tokens of
-	// each reply's MaxTokens for it; 0 leaves it off. Thinking blocks are
-	// kept either way: a proxy may turn thinking on by itself.
+	// ThinkingBudget turns budgeted extended thinking on, for the models
+	// that take a budget, with this many tokens of each reply's MaxTokens
+	// for it; 0 leaves it off. Models made for adaptive thinking always
+	// think adaptively (see adaptiveThinking). Thinking blocks are kept
+	// either way: a proxy may turn thinking on by itself.
 	ThinkingBudget int64
+	// ContextWindow is the model's context window in tokens (default
+	// DefaultContextWindow): once a request's tokens pass three quarters of
+	// it, the conversation is compacted before the next request.
+	ContextWindow int64
 	// MaxAttempts bounds the tries of one model request when the upstream
 	// answers 429, 529, 5xx or cannot be reached (default 5).
 	MaxAttempts int
@@ -52,6 +58,10 @@ type ClaudeConfig struct {
 
 // DefaultMaxTokens caps a reply unless the server says otherwise.
 const DefaultMaxTokens = 8192
+
+// DefaultContextWindow is the context window of the Claude models without
+// a long-context beta.
+const DefaultContextWindow = 200_000
 
 // Backoff bounds: the wait doubles from the first to the cap, unless the
 // upstream's retry-after says otherwise (honoured up to maxRetryAfter).
@@ -78,6 +88,9 @@ func NewClaude(cfg ClaudeConfig) *Claude {
 	}
 	if cfg.MaxContinuations == 0 {
 		cfg.MaxContinuations = 3
+	}
+	if cfg.ContextWindow <= 0 {
+		cfg.ContextWindow = DefaultContextWindow
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -140,11 +153,13 @@ func (c *Claude) Next(v storage.SessionView) Step {
 			return c.request(ctx, v, start, emit)
 		}}
 	}
+	// asking: calls awaiting the user's confirmation, or the application's
+	// answer to a custom tool; outstanding: calls the worker runs.
 	var asking, outstanding []string
 	for _, u := range t.uses {
 		switch {
 		case u.resolved():
-		case u.permission == api.PermissionAsk && u.verdict == "":
+		case u.custom, u.permission == api.PermissionAsk && u.verdict == "":
 			asking = append(asking, u.id)
 		default:
 			outstanding = append(outstanding, u.id)
@@ -173,7 +188,7 @@ func (c *Claude) Next(v storage.SessionView) Step {
 			return Step{Emit: []api.Event{e}}
 		}
 		return Step{}
-	case t.requests > 0 && len(t.uses) == 0 && !t.continuing:
+	case t.requests > 0 && len(t.uses) == 0 && !t.continuing && !t.compacted:
 		// A reply without tool uses always ends its turn, or asks to go on,
 		// in the same append; this only guards against a log that says
 		// otherwise.
@@ -190,14 +205,18 @@ func (c *Claude) Next(v storage.SessionView) Step {
 // request makes the model request that span start opened, retrying what
 // may pass, and appends its outcome with the span's end.
 func (c *Claude) request(ctx context.Context, v storage.SessionView, start string, emit Emitter) error {
-	params := buildRequest(v, c.cfg.MaxTokens)
-	if c.cfg.ThinkingBudget > 0 {
-		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(c.cfg.ThinkingBudget)
+	params, err := c.buildRequest(v)
+	if err != nil {
+		return emit(sessionError("model_request_failed_error", api.RetryExhausted, err.Error()), spanEnd(start, true, api.ModelUsage{}), idle(api.StopEndTurn))
+	}
+	reply := c.replyEvents
+	if scanModel(v.Log).cur.spanContext >= c.compactAt() {
+		params, reply = summarisation(params), compactionEvents
 	}
 	for attempt := 1; ; attempt++ {
 		msg, err := c.stream(ctx, params)
 		if err == nil {
-			return emit(c.replyEvents(msg, start, v)...)
+			return emit(reply(msg, start, v)...)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -321,6 +340,10 @@ func retryAfter(h http.Header) time.Duration {
 // has continuations left.
 func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.SessionView) []api.Event {
 	perms := toolPermissions(v.Session.Agent.Tools)
+	custom := map[string]bool{}
+	for _, t := range customTools(v.Session.Agent.Tools, perms) {
+		custom[t.Name] = true
+	}
 	cut := msg.StopReason == anthropic.StopReasonMaxTokens
 	var (
 		out  []api.Event
@@ -348,6 +371,11 @@ func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.Ses
 			input := b.Input
 			if len(input) == 0 {
 				input = json.RawMessage("{}")
+			}
+			if custom[b.Name] {
+				out = append(out, api.Event{Type: api.EventAgentCustomToolUse, Name: b.Name, Input: input})
+				uses++
+				continue
 			}
 			out = append(out, api.Event{Type: api.EventAgentToolUse, Name: b.Name, Input: input, EvaluatedPermission: perm})
 			uses++

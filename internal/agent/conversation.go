@@ -16,6 +16,10 @@ type modelState struct {
 	terminated bool
 	pending    bool // user.messages wait for a turn
 	cur        *modelTurn
+	// contextTokens is the size of the conversation the model last saw:
+	// the tokens of the latest request since the latest compaction (input,
+	// cached or not, and output), 0 right after a compaction.
+	contextTokens int64
 }
 
 // modelTurn is the turn being worked on.
@@ -23,7 +27,13 @@ type modelTurn struct {
 	interrupted bool
 	suspended   bool   // idle with requires_action
 	openSpan    string // id of a span.model_request_start not yet ended
-	requests    int    // model requests started
+	// spanContext is contextTokens when the open span started: a request
+	// started over the compaction threshold is the summarisation.
+	spanContext int64
+	requests    int // model requests started
+	// compacted: the conversation was just compacted; the request it was
+	// compacted for is due.
+	compacted bool
 	// continuing: the last reply was cut off at max_tokens and the model
 	// is to go on; continuations counts those of the turn.
 	continuing    bool
@@ -34,6 +44,7 @@ type modelTurn struct {
 // toolUse is an agent.tool_use of the turn's latest reply.
 type toolUse struct {
 	id         string
+	custom     bool   // an agent.custom_tool_use, answered by the application
 	permission string // evaluated_permission
 	verdict    string // result of its user.tool_confirmation
 	answered   bool
@@ -49,12 +60,14 @@ func (u *toolUse) resolved() bool {
 // scanModel folds the log into a modelState:
 //   - user.message queues a turn; session.status_running starts one, or
 //     resumes a suspended one;
-//   - span.model_request_start opens a model request, its end closes it;
-//     the reply's agent.tool_use events are the calls to resolve before the
-//     next request;
+//   - span.model_request_start opens a model request, its end closes it
+//     and tells the conversation's size; the reply's agent.tool_use events
+//     are the calls to resolve before the next request;
+//   - agent.thread_context_compacted ends a summarisation request: the
+//     request it made room for is due;
 //   - a retrying session.error outside a request asks the model to go on
 //     after a reply cut off at max_tokens;
-//   - user.tool_result answers a call, user.tool_confirmation lets it run or
+//   - user.tool_result answers a call (user.custom_tool_result a custom one), user.tool_confirmation lets it run or
 //     denies it;
 //   - user.interrupt ends the turn and drops the queued messages;
 //   - session.status_idle ends the turn, except requires_action, which
@@ -85,15 +98,24 @@ func scanModel(log []api.Event) modelState {
 			}
 		case api.EventSpanModelRequestStart:
 			if t != nil {
-				t.openSpan, t.uses, t.continuing = e.ID, nil, false
+				t.openSpan, t.uses, t.continuing, t.compacted = e.ID, nil, false, false
+				t.spanContext = st.contextTokens
 				t.requests++
 			}
 		case api.EventSpanModelRequestEnd:
 			if t != nil && t.openSpan == e.ModelRequestStartID {
 				t.openSpan = ""
 			}
-		case api.EventAgentToolUse:
-			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission}
+			if u := e.ModelUsage; u != nil && (e.IsError == nil || !*e.IsError) {
+				st.contextTokens = u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens + u.OutputTokens
+			}
+		case api.EventAgentThreadContextCompacted:
+			st.contextTokens = 0
+			if t != nil {
+				t.compacted = true
+			}
+		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
+			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission, custom: e.Type == api.EventAgentCustomToolUse}
 			byID[e.ID] = u
 			if t != nil {
 				t.uses = append(t.uses, u)
@@ -105,6 +127,10 @@ func scanModel(log []api.Event) modelState {
 			}
 		case api.EventUserToolResult:
 			if u := byID[e.ToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventUserCustomToolResult:
+			if u := byID[e.CustomToolUseID]; u != nil {
 				u.answered = true
 			}
 		case api.EventUserToolConfirmation:
@@ -183,12 +209,17 @@ func toolPermissions(tools []json.RawMessage) map[string]string {
 // the system prompt, the enabled tools, and the conversation so far, with
 // prompt-caching breakpoints after each (so a long session pays for its
 // prefix once).
-func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewParams {
+func (c *Claude) buildRequest(v storage.SessionView) (anthropic.MessageNewParams, error) {
+	settings, err := v.Session.Agent.Model.Settings()
+	if err != nil {
+		return anthropic.MessageNewParams{}, err
+	}
 	p := anthropic.MessageNewParams{
 		Model:     anthropic.Model(v.Session.Agent.Model.ID),
-		MaxTokens: maxTokens,
+		MaxTokens: c.cfg.MaxTokens,
 		Messages:  conversation(v.Log),
 	}
+	applyModelSettings(&p, settings, c.cfg.ThinkingBudget)
 	if s := v.Session.Agent.System; s != "" {
 		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
 	}
@@ -207,6 +238,9 @@ func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewPa
 			InputSchema: anthropic.ToolInputSchemaParam{Properties: props, Required: required},
 		}})
 	}
+	for _, t := range customTools(v.Session.Agent.Tools, perms) {
+		p.Tools = append(p.Tools, t.declaration())
+	}
 	if n := len(p.Tools); n > 0 {
 		p.Tools[n-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
 	}
@@ -216,7 +250,7 @@ func buildRequest(v storage.SessionView, maxTokens int64) anthropic.MessageNewPa
 			*cc = anthropic.NewCacheControlEphemeralParam()
 		}
 	}
-	return p
+	return p, nil
 }
 
 // memorySection tells the model about its memory stores (SPEC §4) and its
@@ -244,8 +278,9 @@ func memorySection(res []api.SessionResource) string {
 	return b.String()
 }
 
-// conversation rebuilds the messages of the session from its log: user
-// messages, the agent's text and tool uses, and the tool results. Every
+// conversation rebuilds the messages of the session from its log: the
+// latest compaction's summary, then user messages, the agent's text and
+// tool uses, and the tool results after it. Every
 // tool use gets a result right after its reply, as the API requires: a
 // denied call gets the user's refusal, and a call abandoned by an
 // interrupt (or never answered) gets an error saying so.
@@ -255,6 +290,7 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 		open    []string // tool uses of the last reply awaiting a result
 		inSpan  bool     // between a model request's start and its end
 		results = map[string]anthropic.ContentBlockParamUnion{}
+		called  = map[string]bool{} // tool uses in the conversation
 	)
 	// add appends blocks to the last message when it has the same role,
 	// since the API wants the roles to alternate.
@@ -281,6 +317,14 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 		}
 		open = nil
 	}
+	summary, log := sinceCompaction(log)
+	if summary != "" {
+		// The summary is the stable start of every request until the next
+		// compaction: a cache breakpoint keeps it read from the cache.
+		b := anthropic.NewTextBlock(summaryPreamble + summary)
+		b.OfText.CacheControl = anthropic.NewCacheControlEphemeralParam()
+		msgs = append(msgs, anthropic.NewUserMessage(b))
+	}
 	for _, e := range log {
 		switch e.Type {
 		case api.EventUserMessage:
@@ -302,7 +346,7 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			if b, ok := thinkingOf(e); ok {
 				add(true, b)
 			}
-		case api.EventAgentToolUse:
+		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
 			if len(open) > 0 && msgs[len(msgs)-1].OfAssistant == nil {
 				closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 			}
@@ -312,12 +356,26 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			}
 			add(true, anthropic.NewToolUseBlock(e.ID, input, e.Name))
 			open = append(open, e.ID)
+			called[e.ID] = true
 			if e.EvaluatedPermission == api.PermissionDeny {
 				results[e.ID] = anthropic.NewToolResultBlock(e.ID, fmt.Sprintf("%s is not enabled for this agent; use one of the tools you were given.", e.Name), true)
 			}
 		case api.EventUserToolResult:
+			if !called[e.ToolUseID] {
+				add(false, earlierResult(e))
+				break
+			}
 			if _, done := results[e.ToolUseID]; !done {
-				results[e.ToolUseID] = anthropic.NewToolResultBlock(e.ToolUseID, e.Text(), e.IsError != nil && *e.IsError)
+				results[e.ToolUseID] = toolResult(e.ToolUseID, e)
+			}
+		case api.EventUserCustomToolResult:
+			if !called[e.CustomToolUseID] {
+				e.ToolUseID = e.CustomToolUseID
+				add(false, earlierResult(e))
+				break
+			}
+			if _, done := results[e.CustomToolUseID]; !done {
+				results[e.CustomToolUseID] = toolResult(e.CustomToolUseID, e)
 			}
 		case api.EventUserToolConfirmation:
 			if _, done := results[e.ToolUseID]; !done && e.Result == api.PermissionDeny {
@@ -340,6 +398,12 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 	}
 	closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 	return msgs
+}
+
+// toolResult is the tool_result block of a user.tool_result or
+// user.custom_tool_result: its text, marked when it is an error.
+func toolResult(id string, e api.Event) anthropic.ContentBlockParamUnion {
+	return anthropic.NewToolResultBlock(id, e.Text(), e.IsError != nil && *e.IsError)
 }
 
 // thinkingBlock is the one content block of an agent.thinking event: the

@@ -70,11 +70,16 @@ func Check(v storage.SessionView, events []api.Event) error {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
 	toolUses := map[string]api.Event{}
+	customUses := map[string]bool{}
 	answered := map[string]string{} // tool_use_id → the type of the event that answered it
 	for _, e := range v.Log {
 		switch e.Type {
 		case api.EventAgentToolUse:
 			toolUses[e.ID] = e
+		case api.EventAgentCustomToolUse:
+			customUses[e.ID] = true
+		case api.EventUserCustomToolResult:
+			answered[e.CustomToolUseID] = e.Type
 		case api.EventUserToolResult, api.EventUserToolConfirmation:
 			if answered[e.ToolUseID] == "" {
 				answered[e.ToolUseID] = e.Type
@@ -99,6 +104,16 @@ func Check(v storage.SessionView, events []api.Event) error {
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q is already answered in session %s; a tool call takes one user.tool_result, so send nothing more for it (list the session's events of type user.tool_result to see the answer stored)", i, e.ToolUseID, v.Session.ID)
 			}
 			answered[e.ToolUseID] = e.Type
+		case api.EventUserCustomToolResult:
+			switch id := e.CustomToolUseID; {
+			case id == "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: a user.custom_tool_result needs custom_tool_use_id, the id of the agent.custom_tool_use it answers", i)
+			case !customUses[id]:
+				return api.Errorf(api.InvalidRequest, "events[%d]: custom_tool_use_id %q names no agent.custom_tool_use of session %s; the calls awaiting an answer are in the last session.status_idle's stop_reason.event_ids", i, id, v.Session.ID)
+			case answered[id] != "":
+				return api.Errorf(api.InvalidRequest, "events[%d]: custom_tool_use_id %q is already answered in session %s; a custom tool call takes one user.custom_tool_result, so send nothing more for it", i, id, v.Session.ID)
+			}
+			answered[e.CustomToolUseID] = e.Type
 		case api.EventUserToolConfirmation:
 			use, ok := toolUses[e.ToolUseID]
 			switch {
@@ -117,9 +132,9 @@ func Check(v storage.SessionView, events []api.Event) error {
 			}
 			answered[e.ToolUseID] = e.Type
 		case "":
-			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt, user.tool_result or user.tool_confirmation)", i)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type is required (user.message, user.interrupt, user.tool_result, user.custom_tool_result or user.tool_confirmation)", i)
 		default:
-			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt, user.tool_result or user.tool_confirmation", i, e.Type)
+			return api.Errorf(api.InvalidRequest, "events[%d]: type %q cannot be sent to a memstore session; send user.message, user.interrupt, user.tool_result, user.custom_tool_result or user.tool_confirmation", i, e.Type)
 		}
 	}
 	return nil

@@ -62,6 +62,9 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := validate.Text("model.id", req.Model.ID, maxModelIDChars); err != nil {
 		return err
 	}
+	if _, err := req.Model.Settings(); err != nil {
+		return err
+	}
 	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools}, Metadata: req.Metadata}
 	if req.Description != nil {
 		if err := validate.Text("description", *req.Description, maxAgentDescriptionChars); err != nil {

@@ -48,6 +48,8 @@ func TestAgentRefusals(t *testing.T) {
 		bad("no name", map[string]any{"model": "scripted"}, "name"),
 		bad("no model", map[string]any{"name": "a"}, "model is required"),
 		bad("model a number", map[string]any{"name": "a", "model": 7}, "model"),
+		bad("unknown effort", map[string]any{"name": "a", "model": map[string]any{"id": "claude-opus-4-6", "effort": "turbo"}}, "model.effort", "high"),
+		bad("unknown speed", map[string]any{"name": "a", "model": map[string]any{"id": "claude-opus-4-6", "speed": "warp"}}, "model.speed", "fast"),
 		bad("tool a string", map[string]any{"name": "a", "model": "scripted", "tools": []any{"bash"}}, "tools[0]"),
 		bad("tool without type", map[string]any{"name": "a", "model": "scripted", "tools": []any{map[string]any{"name": "x"}}}, "tools[0]"),
 		bad("system too long", map[string]any{"name": "a", "model": "scripted", "system": strings.Repeat("s", api.MaxAgentSystemChars+1)}, "system"),
@@ -75,6 +77,8 @@ func TestSessionUpdateAndSendRefusals(t *testing.T) {
 		bad("51 events", "POST", "/v1/sessions/"+sess.ID+"/events", map[string]any{"events": make([]map[string]string, 51)}, "at most 50"),
 		bad("agent event", "POST", "/v1/sessions/"+sess.ID+"/events", map[string]any{"events": []any{map[string]any{"type": "agent.message"}}}, "cannot be sent"),
 		bad("result for no call", "POST", "/v1/sessions/"+sess.ID+"/events", map[string]any{"events": []any{map[string]any{"type": "user.tool_result", "tool_use_id": "sevt_x"}}}, "names no agent.tool_use"),
+		bad("custom result for no call", "POST", "/v1/sessions/"+sess.ID+"/events", map[string]any{"events": []any{map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": "sevt_x"}}}, "names no agent.custom_tool_use"),
+		bad("custom result without its call", "POST", "/v1/sessions/"+sess.ID+"/events", map[string]any{"events": []any{map[string]any{"type": "user.custom_tool_result"}}}, "needs custom_tool_use_id"),
 		bad("unknown status", "GET", "/v1/sessions?statuses[]=sleeping", nil, "statuses"),
 		bad("unknown order", "GET", "/v1/sessions?order=sideways", nil, "order"),
 	})
