@@ -12,17 +12,23 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testenv"
 )
 
-// A 300-turn session, a tool call every tenth turn, against an
+// A long session (300 turns in the long run), a tool call every tenth turn, against an
 // upstream whose reported input tokens grow with the conversation: the
 // runtime compacts before the window is reached, every turn is answered,
 // the log keeps every event, and a restart in the middle of a
 // summarisation and another between turns change nothing.
 func TestLongSessionIsCompactedBeforeTheWindow(t *testing.T) {
+	// 300 turns in the long run; the test command runs 120 against a
+	// smaller window, which still compacts more than six times (every
+	// step reads the whole log, so 300 turns take minutes under -race).
+	var (
+		turns  = testenv.Scale(120, 300)
+		window = int64(testenv.Scale(8_000, 20_000))
+	)
 	const (
-		turns   = 300
-		window  = 20_000
 		perMsg  = 150 // tokens the upstream reports per message
 		system  = 500
 		stallAt = 3 // the summarisation that hangs until the server restarts
@@ -94,7 +100,7 @@ func TestLongSessionIsCompactedBeforeTheWindow(t *testing.T) {
 				if hanging {
 					restartedMidSummary = true
 					h.restart()
-					if err := h.runner.Settle(h.ctx, h.sess.ID); err != nil {
+					if err := h.runner.React(h.ctx, h.sess.ID); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -121,12 +127,12 @@ func TestLongSessionIsCompactedBeforeTheWindow(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if largest >= window {
+	if int64(largest) >= window {
 		t.Errorf("a request of %d tokens was sent; the window is %d", largest, window)
 	}
 	compactions := eventsOf(log, api.EventAgentThreadContextCompacted)
 	// Two messages a turn (four with a tool) of 150 tokens each: a
-	// compaction every ~40 turns.
+	// compaction every ~40 turns (~17 with the test command's window).
 	if len(compactions) < 6 || len(compactions) != summaries-1 || !restartedMidSummary {
 		t.Fatalf("%d compactions recorded, %d summarisations made, restarted mid-summary: %v", len(compactions), summaries, restartedMidSummary)
 	}

@@ -34,18 +34,20 @@ type sdkServer struct {
 	client anthropic.Client
 }
 
-func newSDKServer(t *testing.T, opts ...func(*server.Config)) *sdkServer {
+func newSDKServer(t *testing.T, opts ...func(*app.Config, *server.Config)) *sdkServer {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := app.New(app.Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	cfg := server.Config{App: a}
+	acfg := app.Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := server.Config{}
 	for _, o := range opts {
-		o(&cfg)
+		o(&acfg, &cfg)
 	}
+	a := app.New(acfg)
+	cfg.App = a
 	// The secret's api_base_url must be known before the server is built,
 	// so the listener comes first.
 	hs := httptest.NewUnstartedServer(nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/modeltest"
 	"github.com/memstore/memstore/internal/server"
 )
@@ -45,7 +46,9 @@ func TestTheSDKSessionToolRunnerAnswersACustomTool(t *testing.T) {
 	u := modeltest.New(t)
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(10, 5, 0, 0), modeltest.ToolUse("toolu_1", "get_weather", `{"city":"Paris"}`))
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(20, 5, 0, 0), modeltest.Text("It is sunny in Paris."))
-	s := newSDKServer(t, func(c *server.Config) { c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"} })
+	s := newSDKServer(t, func(a *app.Config, _ *server.Config) {
+		a.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"}
+	})
 	ctx := context.Background()
 	c := s.client
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 )
 
@@ -33,7 +34,7 @@ func TestOfficialWorkerServesAScriptedSession(t *testing.T) {
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := newSDKServer(t, func(c *server.Config) { c.MountPrefix = mnt })
+	s := newSDKServer(t, func(_ *app.Config, c *server.Config) { c.MountPrefix = mnt })
 	ctx := context.Background()
 	c, err := client.New(s.url, client.WithAPIKey(s.apiKey))
 	if err != nil {
