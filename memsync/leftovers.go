@@ -124,8 +124,35 @@ func inspectLeftover(dir string) Leftover {
 	return l
 }
 
-// lockHeld reports whether a running process holds the lock file at path.
+// lockHeld reports whether a running process holds the lock file at
+// path. It reads the kernel's lock table (/proc/locks) rather than trying
+// the lock: a worker mounting the folder at that moment must not find it
+// taken by the look. Without /proc it tries the lock.
 func lockHeld(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	table, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return tryLock(path)
+	}
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for line := range strings.Lines(string(table)) {
+		f := strings.Fields(line)
+		// "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a blocked
+		// waiter's line has "->" after the number.
+		if len(f) >= 7 && f[1] == "FLOCK" && slices.Contains(f[4:7], id) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// tryLock tests the lock by taking and releasing it.
+func tryLock(path string) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil

@@ -291,6 +291,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
+	defer w.watchLeftovers(ctx, log)()
 	failures := 0
 	for ctx.Err() == nil {
 		started := w.cfg.clock.Now()

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,5 +221,45 @@ func TestDoctorListsTheFoldersAKilledWorkerLeft(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(notes, "from-bash.md")); err != nil || string(got) != "shell" {
 		t.Errorf("doctor changed the leftover: %q, %v", got, err)
+	}
+
+	// A worker started on the root says so in its log and its /metrics. It
+	// polls another environment, so it never claims the session (which
+	// would adopt the folder: the session is served again at its path).
+	env2, err := s.admin.CreateEnvironment(context.Background(), api.CreateEnvironmentRequest{Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2, err := s.admin.CreateEnvironmentKey(context.Background(), env2.ID, api.CreateEnvironmentKeyRequest{Name: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	var out2 testlog.Buffer
+	again := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--metrics-addr", metricsAddr)
+	again.Env = append(s.workerEnv(t.TempDir()), "ANTHROPIC_ENVIRONMENT_ID="+env2.ID, "ANTHROPIC_ENVIRONMENT_KEY="+key2.Key)
+	again.Stdout, again.Stderr = &out2, &out2
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Process.Kill(); again.Wait() })
+	var scraped string
+	waitUntil(t, "the worker's /metrics to count the leftover", func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		scraped = string(b)
+		return strings.Contains(scraped, "memstore_worker_leftover_folders 1") && strings.Contains(scraped, "memstore_worker_leftover_files 2")
+	})
+	if !strings.Contains(out2.String(), "found a store folder a stopped worker left") || !strings.Contains(out2.String(), sess.ID) {
+		t.Errorf("the worker's log does not name the leftover:\n%s", out2.String())
 	}
 }
