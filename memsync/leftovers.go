@@ -31,8 +31,9 @@ type Leftover struct {
 	MemoryStoreID string
 	// SessionID is the session the journal was written for.
 	SessionID string
-	// Held: a running worker holds the folder's lock; it is being served,
-	// not left over.
+	// Held: a running worker holds the folder's lock, or is taking it (a
+	// state folder with neither journal nor store folder); it is being
+	// served, not left over.
 	Held bool
 	// Edits are the memory paths whose file differs from what the journal
 	// says the server held at the last sync: new or edited files, the only
@@ -90,6 +91,14 @@ func inspectLeftover(dir string) Leftover {
 		return l
 	}
 	data, err := sroot.ReadFile(journalName, journalReadLimit)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			// A mount between creating its lock file and taking the
+			// lock: nothing is in it yet.
+			l.Held = true
+			return l
+		}
+	}
 	if err != nil {
 		l.Problem = fmt.Sprintf("its journal cannot be read (%v)", err)
 		return l
