@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -97,10 +98,20 @@ type Config struct {
 	// NoNetwork gives each sandbox its own empty network namespace (only a
 	// loopback device), so commands cannot reach the network.
 	NoNetwork bool
+	// HostNetwork says the operator chose, on purpose, to share the
+	// host's network, loopback included (--sandbox-network host). Without
+	// it or NoNetwork the network is "on", which this build also serves
+	// with the host's network (a namespace of its own through pasta or
+	// slirp4netns is not built yet), after a warning that says so.
+	HostNetwork bool
 	// Binds are shown in every sandbox, after the system folders.
 	Binds []Bind
 	// Program is the bwrap executable; empty finds "bwrap" on PATH.
 	Program string
+	// Env is what the operator passes to every shell besides the
+	// allowlist (ShellEnv), as NAME=value entries (ParseEnv); it applies
+	// without bubblewrap too.
+	Env []string
 }
 
 // Launcher starts commands inside sandboxes. A nil *Launcher means no
@@ -114,6 +125,12 @@ type Launcher struct {
 	// mask is an empty file no one may read, bound over the host's secret
 	// files.
 	mask string
+	// seccomp is the filter program (SeccompProgram); nil on an
+	// architecture without one.
+	seccomp []byte
+	// disableUserns: bubblewrap can keep the shell from making user
+	// namespaces of its own (--disable-userns, bwrap 0.8 and later).
+	disableUserns bool
 }
 
 // SandboxUID is the user (and group) the sandboxed shell runs as, where a
@@ -154,6 +171,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 		if !l.ownUser {
 			log.Warn("the sandboxed shell runs as the worker's user: bubblewrap cannot make a user namespace here, so it cannot drop to an unprivileged one; the host's secret files in /etc stay masked",
 				"uid", os.Geteuid(), "fix", "allow user namespaces (sysctl user.max_user_namespaces > 0), or run the worker as an unprivileged user")
+		} else {
+			l.disableUserns = probeRun(ctx, program, append(slices.Clip(userArgs), "--disable-userns")) == nil
+		}
+		if !cfg.NoNetwork && !cfg.HostNetwork {
+			log.Warn("--sandbox-network on shares the host's network: sandboxed commands reach the host's loopback too (the API, the worker's metrics listener, local databases)",
+				"fix", "pass --sandbox-network off to cut the network, or --sandbox-network host to say the host's network is meant")
+		}
+		if l.seccomp, err = SeccompProgram(); err != nil {
+			log.Warn("the sandboxed shell runs without a seccomp filter: it may make namespaces of its own, mount and trace", "reason", err.Error())
 		}
 		return l, nil
 	}
@@ -287,8 +313,13 @@ type View struct {
 // same link.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
 
-// Command is the command line that runs argv inside v: bwrap and its
-// arguments, then argv. On a nil Launcher it is argv.
+// Command is the command line that runs argv inside v. On a nil
+// Launcher it is argv. Otherwise it is a /bin/sh that opens the files
+// holding bubblewrap's arguments and the seccomp filter, removes them, and
+// execs bwrap --args FD -- argv: bwrap's command line, which every process
+// in the sandbox can read as /proc/1/cmdline, names none of the host's
+// folders (the workdir, the mount root, the store folders). A file that
+// cannot be written gives a command that says so and fails.
 //
 // The sandbox starts from an empty root, binds in the system folders
 // read-only, gives it fresh /proc, /dev and /tmp, binds the working
@@ -299,15 +330,74 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // read, folders by an empty one. HOME is the working directory, the one
 // folder of the agent's own. It has its own PID, IPC and UTS namespaces
 // (and network, when NoNetwork), a user namespace where the shell is
-// SandboxUID when one can be made, and dies with its parent; the process
-// group is the caller's, so killing the group kills everything in it.
+// SandboxUID when one can be made (and can make no other), the seccomp
+// filter, and dies with its parent; the process group is the caller's, so
+// killing the group kills everything in it.
 func (l *Launcher) Command(v View, argv []string) []string {
 	if l == nil {
 		return argv
 	}
-	a := []string{l.program, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
+	args, err := l.writeArgs(l.bwrapArgs(v))
+	if err != nil {
+		return failing("sandbox: " + err.Error())
+	}
+	if l.seccomp == nil {
+		const script = `exec 4<"$1" && rm -f -- "$1" && shift && exec "$0" --args 4 -- "$@"`
+		return append([]string{"/bin/sh", "-c", script, l.program, args}, argv...)
+	}
+	seccomp, err := writeTemp("memstore-sandbox-seccomp-*", l.seccomp)
+	if err != nil {
+		os.Remove(args)
+		return failing("sandbox: " + err.Error())
+	}
+	const script = `exec 3<"$1" 4<"$2" && rm -f -- "$1" "$2" && shift 2 && exec "$0" --args 4 -- "$@"`
+	return append([]string{"/bin/sh", "-c", script, l.program, seccomp, args}, argv...)
+}
+
+// failing is a command that prints why the sandbox could not start and
+// fails, so the agent's call reports it and nothing runs unconfined.
+func failing(why string) []string {
+	return []string{"/bin/sh", "-c", `printf '%s\n' "$0" >&2; exit 126`, why}
+}
+
+// writeArgs writes bubblewrap's arguments, NUL-separated, to a file only
+// the worker's user can read (they name the host's folders).
+func (l *Launcher) writeArgs(args []string) (string, error) {
+	var b []byte
+	for _, a := range args {
+		b = append(append(b, a...), 0)
+	}
+	return writeTemp("memstore-sandbox-args-*", b)
+}
+
+func writeTemp(pattern string, b []byte) (string, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", fmt.Errorf("write the sandbox's arguments to a temporary file: %w (set TMPDIR to a writable folder)", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write the sandbox's arguments to %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// bwrapArgs are bubblewrap's options for v (see Command); the seccomp
+// filter is read from file descriptor 3.
+func (l *Launcher) bwrapArgs(v View) []string {
+	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
 	if l.ownUser {
 		a = append(a, userArgs...)
+		if l.disableUserns {
+			a = append(a, "--disable-userns")
+		}
+	}
+	if l.seccomp != nil {
+		a = append(a, "--seccomp", "3")
 	}
 	if l.cfg.NoNetwork {
 		a = append(a, "--unshare-net")
@@ -345,8 +435,7 @@ func (l *Launcher) Command(v View, argv []string) []string {
 	if v.MemoryRoot != "" {
 		a = append(a, "--remount-ro", v.MemoryRoot)
 	}
-	a = append(a, "--remount-ro", "/", "--chdir", v.Workdir, "--setenv", "HOME", v.Workdir, "--")
-	return append(a, argv...)
+	return append(a, "--remount-ro", "/", "--chdir", v.Workdir, "--setenv", "HOME", v.Workdir)
 }
 
 func bindArg(readOnly bool) string {
@@ -374,7 +463,7 @@ func (l *Launcher) LogAttrs(v View) []any {
 	for _, b := range l.cfg.Binds {
 		binds = append(binds, b.String())
 	}
-	network := "on"
+	network := "host"
 	if l.cfg.NoNetwork {
 		network = "off"
 	}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/internal/testlog"
+	"golang.org/x/sys/unix"
+
 	"github.com/memstore/memstore/internal/toolset"
 	"github.com/memstore/memstore/sandbox"
 )
@@ -82,13 +84,30 @@ func (h *host) tools(t *testing.T, l *sandbox.Launcher, wrap ...string) *toolset
 			{Path: "/mnt/memory/notes", Dir: h.notes},
 			{Path: "/mnt/memory/policy", Dir: h.policy, ReadOnly: true},
 		},
-		WrapShell: func(argv []string) []string { return append(wrap, l.Command(h.view, argv)...) },
+		WrapShell: func(argv []string) []string { return append(wrap, handOver(t, l.Command(h.view, argv), wrap)...) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ts.Close() })
 	return ts
+}
+
+// handOver gives nobody the files the sandbox's command line reads
+// (bubblewrap's arguments, the seccomp filter) when wrap drops to nobody:
+// the worker that made them would be nobody itself.
+func handOver(t *testing.T, argv, wrap []string) []string {
+	if len(wrap) == 0 {
+		return argv
+	}
+	for _, a := range argv {
+		if strings.HasPrefix(a, filepath.Join(os.TempDir(), "memstore-sandbox-")) {
+			if err := os.Chown(a, 65534, 65534); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return argv
 }
 
 func write(t *testing.T, name, content string) {
@@ -215,7 +234,7 @@ func TestShellSeesExactlyTheSessionAsAnUnprivilegedUser(t *testing.T) {
 	const nobody = "65534"
 	drop := []string{setpriv, "--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", "--"}
 	var stderr bytes.Buffer
-	probe := exec.Command(drop[0], append(drop[1:], l.Command(sandbox.View{Workdir: "/"}, []string{"true"})...)...)
+	probe := exec.Command(drop[0], append(drop[1:], handOver(t, l.Command(sandbox.View{Workdir: "/"}, []string{"true"}), drop)...)...)
 	probe.Stderr = &stderr
 	if err := probe.Run(); err != nil {
 		t.Skipf("the kernel refuses bubblewrap to an unprivileged user (user namespaces), so the sandbox would fall back to none for one: %v: %s", err, stderr.String())
@@ -436,5 +455,69 @@ func TestTamperedMaskFileIsRefused(t *testing.T) {
 	}
 	if b, err := os.ReadFile(mask); err != nil || string(b) != "root:$6$planted\n" {
 		t.Errorf("the refused file was changed: %q, %v", b, err)
+	}
+}
+
+// Inside the sandbox the shell can make no namespace of its own (no root
+// in a nested user namespace, no mount namespace, no new network), cannot
+// mount, trace or use the kernel's keyrings; everyday work (pipes,
+// subshells, background jobs) runs; and bubblewrap's command line, which
+// every process there reads as /proc/1/cmdline, names none of the host's
+// folders, and the files it read them from are gone.
+func TestShellCannotEscalateNorSeeHostPaths(t *testing.T) {
+	h := newHost(t)
+	ts := h.tools(t, launcher(t, sandbox.Config{}))
+	for _, cmd := range []string{
+		"unshare -Ur true",
+		"unshare -r true",
+		"unshare -m true",
+		"unshare -n true",
+		"unshare -U true",
+		"mount -t tmpfs none /tmp",
+	} {
+		if res := bash(t, ts, cmd); !res.IsError {
+			t.Errorf("%q worked inside the sandbox: %q", cmd, res.Content)
+		}
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		// ptrace (even of the shell, its parent) and the keyrings
+		// (keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING)).
+		for what, call := range map[string]string{
+			"ptrace(PTRACE_ATTACH)": "l.ptrace(16, os.getppid(), 0, 0)",
+			"keyctl":                "l.syscall(" + strconv.Itoa(unix.SYS_KEYCTL) + ", 0, -4, 0)",
+		} {
+			res := bash(t, ts, `python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); r=`+call+`; print(r, ctypes.get_errno())'`)
+			if res.IsError || strings.TrimSpace(res.Content) != "-1 1" {
+				t.Errorf("%s = %q, want -1 EPERM", what, res.Content)
+			}
+		}
+	}
+	wantOut(t, bash(t, ts, "(echo a; sleep 0.01 & wait) | tr a b"), "b\n")
+
+	res := bash(t, ts, `tr '\0' '\n' < /proc/1/cmdline`)
+	if res.IsError || !strings.Contains(res.Content, "--args") {
+		t.Fatalf("/proc/1/cmdline = %q, %v", res.Content, res.IsError)
+	}
+	for _, p := range []string{h.base, h.work, h.notes, os.TempDir() + "/"} {
+		if strings.Contains(res.Content, p) {
+			t.Errorf("/proc/1/cmdline %q names the host's %s", res.Content, p)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "memstore-sandbox-args-*"))
+	left2, _ := filepath.Glob(filepath.Join(os.TempDir(), "memstore-sandbox-seccomp-*"))
+	if len(left)+len(left2) != 0 {
+		t.Errorf("the files bubblewrap read its arguments from are left: %v %v", left, left2)
+	}
+}
+
+// The filter is built for this machine's architecture: a program of
+// whole 8-byte instructions that ends by denying.
+func TestSeccompProgramShape(t *testing.T) {
+	p, err := sandbox.SeccompProgram()
+	if err != nil {
+		t.Skip(err)
+	}
+	if len(p)%8 != 0 || len(p)/8 > 256 || len(p) < 8*10 {
+		t.Fatalf("program of %d bytes", len(p))
 	}
 }

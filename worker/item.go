@@ -100,6 +100,11 @@ type item struct {
 	// memory its final sync.
 	mem   *memory
 	clean bool
+	// releaseFolders lets go of the store folders an unsandboxed session
+	// holds (Worker.holdFolders).
+	releaseFolders func()
+	// room is the session's own working directory (Worker.openRoom).
+	room  string
 	tools *toolset.Toolset
 }
 
@@ -140,7 +145,11 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 		return err
 	}
 
-	ts, err := toolset.New(w.toolsetConfig(mounts, log))
+	if it.room, err = w.openRoom(sess.ID, log); err != nil {
+		log.Error("work item failed: the session's room could not be made", "err", err)
+		return err
+	}
+	ts, err := toolset.New(w.toolsetConfig(it.room, mounts, log))
 	if err != nil {
 		log.Error("work item failed: the tools could not be set up", "err", err)
 		return err
@@ -227,6 +236,12 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 	for i, m := range mounts {
 		folders[i] = m.Dir
 	}
+	if w.sandbox == nil {
+		if it.releaseFolders, err = w.holdFolders(it.runCtx, folders, log); err != nil {
+			log.Info("session cut short while it waited for its store folders", "cause", err)
+			return nil, false, nil
+		}
+	}
 	w.setFolders(it.active, folders)
 	it.mem = mem
 	start := time.Now()
@@ -249,19 +264,26 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 // teardown undoes what the phases set up, in this order:
 //  1. the tools close: bash and everything it started are killed before
 //     the last sync reads the folders;
-//  2. the memory ends (final sync when clean, flush, folder removal),
+//  2. the session's room is removed (or kept, with KeepWorkdirs);
+//  3. the memory ends (final sync when clean, flush, folder removal),
 //     bounded by memsync itself and detached from ctx: a shutdown is
-//     exactly when the flush matters;
-//  3. the lease stops beating (it kept the item ours through 2);
-//  4. the item is force-stopped, unless its lease was lost to another;
-//  5. the run context is released;
-//  6. the item stops being tracked: until then Abandon sees it.
+//     exactly when the flush matters; then its folders are let go;
+//  4. the lease stops beating (it kept the item ours through 3);
+//  5. the item is force-stopped, unless its lease was lost to another;
+//  6. the run context is released;
+//  7. the item stops being tracked: until then Abandon sees it.
 func (it *item) teardown(ctx context.Context) {
 	if it.tools != nil {
 		it.tools.Close()
 	}
+	if it.room != "" {
+		it.w.closeRoom(it.room, it.log)
+	}
 	if it.mem != nil {
 		it.mem.End(context.WithoutCancel(ctx), it.clean)
+	}
+	if it.releaseFolders != nil {
+		it.releaseFolders()
 	}
 	if it.beating != nil {
 		it.stopBeating()

@@ -145,7 +145,7 @@ func TestBeatsFollowTheLeaseTheServerGrants(t *testing.T) {
 	if n := beats.Load(); n != 3 {
 		t.Errorf("%d heartbeats in %v of a %d s lease, want 3 (at 0, 2.5 and 5 s)", n, call, api.MinLeaseTTLSeconds)
 	}
-	if err := os.WriteFile(filepath.Join(cfg.Workdir, "finish"), nil, 0o600); err != nil {
+	if err := os.WriteFile(inRoom(t, cfg.Workdir, "finish"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -171,6 +171,7 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &testlog.Buffer{}
 	cfg := f.memoryConfig(logs)
+	cfg.KeepWorkdirs = true // after.txt is looked for after the end
 	st := f.memStore("Notes", map[string]string{"/a.md": "a\n"})
 	f.session(script(api.ScriptEndIdle,
 		toolCall("bash", map[string]any{"command": "echo $$ > shell.pid; touch started; sleep 120", "timeout_ms": 300000}),
@@ -180,7 +181,7 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.worker(cfg).RunItem(context.Background(), Item{Work: work}) }()
 	waitStarted(t, cfg.Workdir, "started")
-	b, err := os.ReadFile(filepath.Join(cfg.Workdir, "shell.pid"))
+	b, err := os.ReadFile(inRoom(t, cfg.Workdir, "shell.pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +204,8 @@ func TestForcedStopShutsTheSessionDown(t *testing.T) {
 	if err := syscall.Kill(shell, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the running call's shell (pid %d) outlived the forced stop: %v", shell, err)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Workdir, "after.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a call ran after the forced stop: %v", err)
+	if m, _ := filepath.Glob(filepath.Join(cfg.Workdir, "*"+roomSuffix, "after.txt")); len(m) != 0 {
+		t.Errorf("a call ran after the forced stop: %v", m)
 	}
 	if st := f.work(work.ID).State; st != api.WorkStopped {
 		t.Errorf("work state %s, want stopped", st)
@@ -302,7 +303,7 @@ func TestABeatWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
 				conn.Close()
 				return
 			case 8:
-				if err := os.WriteFile(filepath.Join(cfg.Workdir, "finish"), nil, 0o644); err != nil {
+				if err := os.WriteFile(inRoom(t, cfg.Workdir, "finish"), nil, 0o644); err != nil {
 					t.Error(err)
 				}
 			}

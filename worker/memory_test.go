@@ -457,7 +457,7 @@ func TestAbandonNamesTheItemAndTheFoldersQuittingLeaves(t *testing.T) {
 	go func() { done <- w.RunItem(ctx, Item{Work: work}) }()
 	waitStarted(t, cfg.Workdir, "started")
 
-	b, err := os.ReadFile(filepath.Join(cfg.Workdir, "shell.pid"))
+	b, err := os.ReadFile(inRoom(t, cfg.Workdir, "shell.pid"))
 	if err != nil {
 		t.Fatal(err)
 	}

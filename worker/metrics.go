@@ -18,6 +18,7 @@ import (
 type metrics struct {
 	items           *prometheus.CounterVec
 	itemsActive     prometheus.Gauge
+	itemsLimit      prometheus.Gauge
 	toolCalls       *prometheus.CounterVec
 	syncs           *prometheus.CounterVec
 	syncDuration    *prometheus.HistogramVec
@@ -38,7 +39,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 		itemsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "memstore_worker_items_active",
-			Help: "Work items being served now.",
+			Help: "Work items (sessions) being served now.",
+		}),
+		itemsLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memstore_worker_items_limit",
+			Help: "Work items (sessions) the worker serves at once at most (--max-sessions); claims pause while items_active is at it.",
 		}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_worker_tool_calls_total",
@@ -82,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leftovers: newLeftoverMetrics(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.items, m.itemsActive, m.toolCalls, m.syncs, m.syncDuration, m.syncChanges, m.syncConflicts,
+		reg.MustRegister(m.items, m.itemsActive, m.itemsLimit, m.toolCalls, m.syncs, m.syncDuration, m.syncChanges, m.syncConflicts,
 			m.syncBytes, m.requests, m.requestDuration, m.mountDuration, m.leftovers.folders, m.leftovers.files)
 	}
 	return m

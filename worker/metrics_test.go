@@ -22,6 +22,7 @@ func TestMetricsCountASessionAndItsSync(t *testing.T) {
 	cfg := f.memoryConfig(logs)
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg
+	cfg.MaxSessions = 3
 	notes := f.memStore("Notes", map[string]string{"/a.md": "hello\n"})
 	sess := f.session(script(api.ScriptEndTerminate,
 		toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"}),
@@ -43,6 +44,7 @@ func TestMetricsCountASessionAndItsSync(t *testing.T) {
 	expect(t, "worker", w, map[string]float64{
 		`memstore_worker_items_total{result="ok"}`:                        1,
 		`memstore_worker_items_active`:                                    0,
+		`memstore_worker_items_limit`:                                     3,
 		`memstore_worker_tool_calls_total{is_error="false",tool="read"}`:  1,
 		`memstore_worker_tool_calls_total{is_error="false",tool="write"}`: 1,
 		`memstore_worker_syncs_total{step="mount"}`:                       1,

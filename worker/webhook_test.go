@@ -12,7 +12,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
@@ -22,7 +22,7 @@ import (
 // handler, which answers at once, drains the queue (the session's memory
 // synced to the server) and idles until the next delivery wakes it.
 func TestWebhookWorkerServesSessionsWithoutPolling(t *testing.T) {
-	srv := startServerWith(t, testserver.Options{Webhooks: &server.WebhooksConfig{AllowPrivate: true}})
+	srv := startServerWith(t, testserver.Options{Webhooks: &app.WebhooksConfig{AllowPrivate: true}})
 	f := newFixtureWith(t, srv, api.CreateAgentRequest{Name: "scripted", Model: api.ModelConfig{ID: api.ScriptedModel}})
 	logs := &testlog.Buffer{}
 	w := f.worker(f.memoryConfig(logs))

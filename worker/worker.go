@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -25,6 +26,13 @@ import (
 const (
 	DefaultMaxIdle = 60 * time.Second
 )
+
+// DefaultMaxSessions is how many sessions Run serves at once when
+// Config.MaxSessions is 0: two per CPU, at least 2 and at most 64. A
+// session spends most of its life waiting for the model, and the worker's
+// own share of one is a few goroutines and a few MB; what its agent runs
+// in bash is what takes the CPU, so the figure follows the CPUs.
+func DefaultMaxSessions() int { return min(max(2*runtime.NumCPU(), 2), 64) }
 
 // Poll loop timing.
 const (
@@ -54,9 +62,20 @@ type Config struct {
 	// WorkerID goes in Anthropic-Worker-ID on polls; default
 	// "<hostname>-<16 hex digits>".
 	WorkerID string
-	// Workdir is the sessions' working directory: relative paths of the
-	// file tools and bash start there. Default: the current directory.
+	// Workdir holds the sessions' rooms: each session works in a fresh
+	// folder of its own in it, <Workdir>/<session id>.room, its working
+	// directory and HOME, removed when the session ends. Default: the
+	// current directory.
 	Workdir string
+	// KeepWorkdirs keeps each session's room when it ends, for
+	// inspection; the next time the same session is served it starts in
+	// an empty one all the same.
+	KeepWorkdirs bool
+	// MaxSessions is how many sessions Run serves at once (claims pause
+	// while that many run); 0 is DefaultMaxSessions(), 1 serves one at a
+	// time. Each has its own lease, shell, mounts and sync; they share
+	// the worker's HTTP client and its connections.
+	MaxSessions int
 	// MountRoot replaces the /mnt/memory prefix of every store's mount
 	// path, for hosts where /mnt is not writable and for tests. Empty or
 	// /mnt/memory mounts stores where the server says. Another root must
@@ -140,6 +159,9 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
+	// folders are the store folders held by unsandboxed sessions (see
+	// holdFolders); each channel closes when its folder is let go.
+	folders map[string]chan struct{}
 }
 
 // activeItem is an item being served: its log (with its ids), the folders
@@ -241,6 +263,12 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.MaxIdle == 0 {
 		cfg.MaxIdle = DefaultMaxIdle
 	}
+	switch {
+	case cfg.MaxSessions < 0:
+		return nil, fmt.Errorf("max sessions %d: serve at least 1 session at a time (0 is the default, %d here)", cfg.MaxSessions, DefaultMaxSessions())
+	case cfg.MaxSessions == 0:
+		cfg.MaxSessions = DefaultMaxSessions()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -254,7 +282,8 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Metrics != nil {
 		cfg.Client = m.instrument(cfg.Client)
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, metrics: m}
+	m.itemsLimit.Set(float64(cfg.MaxSessions))
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, folders: map[string]chan struct{}{}, metrics: m}
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
@@ -274,11 +303,15 @@ func defaultWorkerID() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-// Run polls the environment's queue and serves each claimed item, one at a
-// time, until ctx ends (then it returns nil). A failed item is logged and
-// the loop goes on. Transient failures back off with jitter; a permanent
-// refusal of the poll (a wrong key, an unknown environment) ends Run with
-// an error that says what to check.
+// Run polls the environment's queue and serves the claimed items, up to
+// Config.MaxSessions at once, each in goroutines of its own, until ctx
+// ends; then every session winds down (its call cancelled, its memory
+// flushed, its item stopped) and Run returns nil once all have. While
+// MaxSessions run, Run claims nothing; it claims again as one ends. A
+// failed item is logged and the loop goes on. Transient failures back off
+// with jitter; a permanent refusal of the poll (a wrong key, an unknown
+// environment) ends Run with an error that says what to check, after the
+// sessions already claimed have ended.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.EnvironmentID == "" || w.cfg.EnvironmentKey == "" {
 		return errors.New("an environment id and an environment key are required to poll (--environment-id and --environment-key, or ANTHROPIC_ENVIRONMENT_ID and ANTHROPIC_ENVIRONMENT_KEY)")
@@ -290,15 +323,31 @@ func (w *Worker) Run(ctx context.Context) error {
 	// request inside that backoff, and warn about each repeat.
 	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
-	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL())
+	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL(), "max_sessions", w.cfg.MaxSessions)
 	defer w.watchLeftovers(ctx, log)()
+	var serving sync.WaitGroup
+	defer serving.Wait()
+	slots := make(chan struct{}, w.cfg.MaxSessions)
 	failures := 0
 	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		default:
+			log.Debug("claims paused: the worker serves as many sessions as it may", "max_sessions", w.cfg.MaxSessions)
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 		started := w.cfg.clock.Now()
 		work, err := w.claim(ctx, queue, env, api.WorkPollParams{BlockMS: api.MaxPollBlockMS}, log)
+		if work == nil {
+			<-slots
+		}
 		var f *claimFailure
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && work == nil:
 			return nil
 		case errors.As(err, &f):
 			failures++
@@ -316,7 +365,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		// A failed item has been logged where it failed, once, with what
 		// to do; the loop goes on with the next one.
-		w.serve(ctx, env, *work)
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			defer func() { <-slots }()
+			w.serve(ctx, env, *work)
+		}()
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func TestPollLoopServesAScriptedSession(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
+	cfg.KeepWorkdirs = true // the files are looked at after the session
 	sess := f.session(script(api.ScriptEndTerminate,
 		toolCall("write", map[string]any{"file_path": "notes/today.md", "content": "alpha\nbeta\n"}),
 		toolCall("edit", map[string]any{"file_path": "notes/today.md", "old_string": "beta", "new_string": "gamma"}),
@@ -45,7 +46,7 @@ func TestPollLoopServesAScriptedSession(t *testing.T) {
 		{"edit", "edited notes/today.md (1 replacement(s))", false},
 		{"read", "alpha\ngamma", false},
 		{"bash", "2", false},
-		{"glob", filepath.Join(cfg.Workdir, "notes/today.md"), false},
+		{"glob", filepath.Join(cfg.Workdir, sess.ID+roomSuffix, "notes/today.md"), false},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("tool results = %+v, want %d", got, len(want))
@@ -55,7 +56,7 @@ func TestPollLoopServesAScriptedSession(t *testing.T) {
 			t.Errorf("result %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(cfg.Workdir, "notes/today.md")); err != nil || string(b) != "alpha\ngamma\n" {
+	if b, err := os.ReadFile(filepath.Join(cfg.Workdir, sess.ID+roomSuffix, "notes/today.md")); err != nil || string(b) != "alpha\ngamma\n" {
 		t.Errorf("file on disk = %q, %v", b, err)
 	}
 	for _, line := range []string{"work item claimed", "session served", "work item stopped"} {
@@ -89,6 +90,7 @@ func TestToolCallRunsOnceAcrossReconnects(t *testing.T) {
 	f := newFixture(t, "")
 	cut := cutStreams(f.srv, 3, 150*time.Millisecond)
 	cfg := f.config(&testlog.Buffer{})
+	cfg.KeepWorkdirs = true
 	sess := f.session(script(api.ScriptEndTerminate,
 		toolCall("bash", map[string]any{"command": "echo one >> runs.txt; sleep 0.2"}),
 		toolCall("bash", map[string]any{"command": "echo two >> runs.txt; sleep 0.2"}),
@@ -102,7 +104,7 @@ func TestToolCallRunsOnceAcrossReconnects(t *testing.T) {
 	if cut.Load() < 4 {
 		t.Fatalf("only %d stream connections; the test did not force reconnects", cut.Load())
 	}
-	b, err := os.ReadFile(filepath.Join(cfg.Workdir, "runs.txt"))
+	b, err := os.ReadFile(filepath.Join(cfg.Workdir, sess.ID+roomSuffix, "runs.txt"))
 	if err != nil || string(b) != "one\ntwo\nthree\n" {
 		t.Fatalf("runs.txt = %q, %v: each call must run exactly once", b, err)
 	}
@@ -121,12 +123,23 @@ func startedMarker(name string) api.ScriptedToolCall {
 	return toolCall("bash", map[string]any{"command": "touch " + name + "; sleep 120", "timeout_ms": 300000})
 }
 
+// waitStarted waits for the file name in a session's room under workdir.
 func waitStarted(t *testing.T, workdir, name string) {
 	t.Helper()
 	waitFor(t, "the long bash call to start", func() bool {
-		_, err := os.Stat(filepath.Join(workdir, name))
-		return err == nil
+		m, _ := filepath.Glob(filepath.Join(workdir, "*"+roomSuffix, name))
+		return len(m) > 0
 	})
+}
+
+// inRoom is the path of name in the one session room under workdir.
+func inRoom(t *testing.T, workdir, name string) string {
+	t.Helper()
+	rooms, err := filepath.Glob(filepath.Join(workdir, "*"+roomSuffix))
+	if err != nil || len(rooms) != 1 {
+		t.Fatalf("rooms under %s = %v, %v; want one", workdir, rooms, err)
+	}
+	return filepath.Join(rooms[0], name)
 }
 
 // A user.interrupt cancels the running call at once; nothing is posted
@@ -137,6 +150,7 @@ func TestInterruptCancelsTheRunningCall(t *testing.T) {
 	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
 	cfg.MaxIdle = 50 * time.Millisecond
+	cfg.KeepWorkdirs = true // after.txt is looked for after the end
 	sess := f.session(script(api.ScriptEndIdle,
 		startedMarker("started"),
 		toolCall("write", map[string]any{"file_path": "after.txt", "content": "x"}),
@@ -155,7 +169,7 @@ func TestInterruptCancelsTheRunningCall(t *testing.T) {
 	if got := toolResults(events); len(got) != 0 {
 		t.Errorf("results = %+v, want none for an interrupted call", got)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Workdir, "after.txt")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(cfg.Workdir, sess.ID+roomSuffix, "after.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the call after the interrupt ran: %v", err)
 	}
 	if idle := lastOfType(events, api.EventSessionStatusIdle); idle == nil || idle.StopReason.Type != api.StopEndTurn {
@@ -177,6 +191,7 @@ func TestShutdownDuringALongCallPostsItsResultAndStopsTheItem(t *testing.T) {
 	f := newFixture(t, "")
 	logs := &testlog.Buffer{}
 	cfg := f.config(logs)
+	cfg.KeepWorkdirs = true // after.txt is looked for after the end
 	sess := f.session(script(api.ScriptEndIdle,
 		startedMarker("started"),
 		toolCall("write", map[string]any{"file_path": "after.txt", "content": "x"}),
@@ -195,7 +210,7 @@ func TestShutdownDuringALongCallPostsItsResultAndStopsTheItem(t *testing.T) {
 	if len(got) != 1 || got[0].name != "bash" || !got[0].isError || !strings.Contains(got[0].text, "the worker is shutting down") {
 		t.Fatalf("results = %+v, want the cancelled bash call's error", got)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Workdir, "after.txt")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(cfg.Workdir, sess.ID+roomSuffix, "after.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a call ran after the shutdown began: %v", err)
 	}
 	if st := f.sessionWork(sess.ID).State; st != api.WorkStopped {

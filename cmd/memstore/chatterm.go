@@ -328,9 +328,44 @@ func (ch *chat) checkWorkers(ctx context.Context) (printed bool) {
 	if stats.WorkersPolling > 0 {
 		return false
 	}
+	// A worker that runs as many sessions as it may stops polling: it is
+	// busy, not missing, and starting one is not the only remedy.
+	if busy, err := ch.otherSessionsInProgress(ctx); err == nil && len(busy) > 0 {
+		shown := busy[:min(len(busy), 3)]
+		more := ""
+		if len(busy) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(busy)-len(shown))
+		}
+		fmt.Fprintf(ch.out, "\n  the worker of environment %s is busy with %d other session(s) (%s%s) and polls for no more, so the tool calls wait until it is free: let those finish, or start another worker with `memstore worker poll --environment-id %s --environment-key KEY`\n",
+			ch.environmentID, len(busy), strings.Join(shown, ", "), more, ch.environmentID)
+		return true
+	}
 	fmt.Fprintf(ch.out, "\n  no worker is polling environment %s, so the tool calls wait: start one with `memstore worker poll --environment-id %s --environment-key KEY` (a key: memstore env key create %s)\n",
 		ch.environmentID, ch.environmentID, ch.environmentID)
 	return true
+}
+
+// otherSessionsInProgress lists the sessions other than the chat's whose
+// work items in its environment a worker holds (starting, active or
+// stopping), looking at the newest items only: a check, not an audit.
+func (ch *chat) otherSessionsInProgress(ctx context.Context) ([]string, error) {
+	var ids []string
+	seen := 0
+	for w, err := range ch.c.ListAllWork(ctx, ch.environmentID, api.WorkListParams{Limit: api.MaxListLimit}) {
+		if err != nil {
+			return nil, err
+		}
+		if seen++; seen > 5*api.MaxListLimit {
+			break
+		}
+		switch w.State {
+		case api.WorkStarting, api.WorkActive, api.WorkStopping:
+			if w.Data.ID != ch.id {
+				ids = append(ids, w.Data.ID)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // unanswered shows the calls a turn ended without (an interrupt abandoned

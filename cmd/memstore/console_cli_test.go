@@ -16,7 +16,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
 )
 
 func TestCLIStoreExportThenImportGivesTheSameMemories(t *testing.T) {
@@ -143,7 +143,7 @@ func TestShutdownEndsLiveConsoleFeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := console.CreateUser(ctx, rs.store, "ada", "a long enough password"); err != nil {
+	if _, err := app.NewUsers(rs.store, nil, nil).Create(ctx, "ada", "a long enough password"); err != nil {
 		t.Fatal(err)
 	}
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -188,7 +188,9 @@ func (d *demo) play(ctx context.Context, rs *runningServer, raw *slog.Logger) er
 	w, err := worker.New(worker.Config{
 		Client: c, EnvironmentID: d.env.ID, EnvironmentKey: key.Key, WorkerID: "demo-worker",
 		Workdir: workdir, MountRoot: mountRoot, MemorySyncInterval: memsync.MinInterval,
-		Sandbox: sandbox.Config{Mode: sandbox.Auto},
+		// The demo's scripted agent is this machine's own: the host's
+		// network is meant (and "on" would warn that it is the host's).
+		Sandbox: sandbox.Config{Mode: sandbox.Auto, HostNetwork: true},
 		// The demo narrates the interval's sync after a call, step by
 		// step, which needs the syncs in line with the calls.
 		MemorySyncInline: true,

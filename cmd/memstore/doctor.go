@@ -103,6 +103,7 @@ func (d doctor) report(ctx context.Context, w io.Writer) error {
 func (d doctor) checks(ctx context.Context) []finding {
 	out := d.mountChecks()
 	out = append(out, d.sandboxChecks(ctx)...)
+	out = append(out, d.envCheck())
 	server, date := d.serverCheck(ctx)
 	out = append(out, server)
 	if server.mark != checkOK {
@@ -252,6 +253,21 @@ func (d doctor) sandboxChecks(ctx context.Context) []finding {
 		return []finding{fail("sandbox", "--sandbox bwrap, but "+err.Error(), "")}
 	}
 	return []finding{warn("sandbox", "--sandbox auto falls back to none: "+err.Error(), "")}
+}
+
+// envCheck says which variables an agent's shell gets: the names only
+// (the values may be secrets), the allowlist's and --sandbox-env's.
+func (d doctor) envCheck() finding {
+	const name = "agent env"
+	var cfg sandbox.Config
+	for _, s := range d.flags.sandboxEnv {
+		kv, err := sandbox.ParseEnv(s)
+		if err != nil {
+			return fail(name, "--sandbox-env: "+err.Error(), "")
+		}
+		cfg.Env = append(cfg.Env, kv)
+	}
+	return ok(name, "an agent's shell sees only "+strings.Join(cfg.EnvNames(), ", ")+" (HOME is the session's own folder; pass more with --sandbox-env NAME or NAME=value)")
 }
 
 // shellUserFinding says which user the sandboxed shell runs as: nobody

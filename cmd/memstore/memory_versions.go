@@ -75,8 +75,7 @@ func memoryVersionGetVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Comm
 			if asJSON || v.Content == nil {
 				return cli.print(v) // a deletion or a redacted version has no content to print
 			}
-			_, err = fmt.Fprint(cli.stdout, *v.Content)
-			return err
+			return printContent(cli.stdout, *v.Content)
 		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole version (in the --output format) instead of its content")
 	cmd.ValidArgsFunction = ids

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -80,6 +81,21 @@ func (o outputFlags) print(stdout io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printContent writes a memory's content as it is, and on a terminal
+// ends it with a newline if it has none, so the shell's prompt does not
+// run on from its last line. Piped, the bytes are exactly the memory's:
+// `memory get … > file` round-trips.
+func printContent(stdout io.Writer, content string) error {
+	if _, err := io.WriteString(stdout, content); err != nil {
+		return err
+	}
+	if f, ok := stdout.(*os.File); ok && content != "" && !strings.HasSuffix(content, "\n") && term.IsTerminal(int(f.Fd())) {
+		_, err := io.WriteString(stdout, "\n")
+		return err
+	}
+	return nil
+}
+
 // objects turns v into the JSON objects the API would send: one, or each
 // of a list.
 func objects(v any) ([]map[string]any, error) {
@@ -135,7 +151,7 @@ func printYAML(w io.Writer, v any) error {
 // tableColumns are the fields a table shows, in this order, when at least
 // one object has them: what tells objects apart, not everything they hold
 // (JSON and YAML show that).
-var tableColumns = []string{"id", "path", "name", "title", "description", "status", "operation", "memory_id", "session_id",
+var tableColumns = []string{"id", "path", "name", "model", "title", "description", "status", "operation", "author", "memory_id", "session_id",
 	"environment_id", "content_size_bytes", "created_at", "updated_at", "archived_at"}
 
 // maxCell is the widest a table cell gets before it is cut with "…".
@@ -148,6 +164,9 @@ func printTable(w io.Writer, v any) error {
 	items, err := objects(v)
 	if err != nil {
 		return err
+	}
+	for _, it := range items {
+		summarize(it)
 	}
 	var cols []string
 	for _, c := range tableColumns {
@@ -163,11 +182,43 @@ func printTable(w io.Writer, v any) error {
 	for _, it := range items {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
-			cells[i] = cell(it[c])
+			cells[i] = cell(toSecond(c, it[c]))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
+}
+
+// summarize gives an object the table's short forms of nested values:
+// "author" for who wrote a version (created_by), and an agent's model by
+// its id alone.
+func summarize(it map[string]any) {
+	if by, ok := it["created_by"].(map[string]any); ok {
+		author, _ := by["type"].(string)
+		for _, k := range []string{"session_id", "api_key_id", "user_id"} {
+			if id, ok := by[k].(string); ok && id != "" {
+				author = id
+			}
+		}
+		it["author"] = author
+	}
+	if m, ok := it["model"].(map[string]any); ok {
+		it["model"] = m["id"]
+	}
+}
+
+// toSecond shows a time column (…_at) to the second: a table is read by a
+// person, for whom nanoseconds are noise (JSON and YAML keep them).
+func toSecond(col string, v any) any {
+	s, ok := v.(string)
+	if !ok || !strings.HasSuffix(col, "_at") {
+		return v
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return v
+	}
+	return t.Format(time.RFC3339)
 }
 
 // cell is one value on one line of a table: "-" for nothing, nested

@@ -73,6 +73,9 @@ The operator verbs find a local server and its admin key on their own
 		newChatCommand(s),
 		newUserCommand(s),
 		newWebhookCommand(s),
+		newBenchCommand(s),
+		newBackupCommand(s),
+		newRestoreCommand(s),
 		newVersionCommand(s),
 	)
 	return root

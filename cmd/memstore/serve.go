@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
@@ -48,7 +49,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	metricsAddrFlag(fs, &o.metricsAddr)
-	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at loopback, link-local and private addresses, and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach)")
+	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
 	return cmd
 }
 
@@ -196,21 +197,16 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
-	srv := server.New(server.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
-		Model:           modelConfig(o, logger),
+	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
+		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
+	srv := server.New(server.Config{App: a, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
-		Webhooks: server.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
-	// Sessions pick up where their event logs say they were.
-	if err := srv.Resume(ctx); err != nil {
-		ln.Close()
-		srv.Close()
-		db.Close()
-		return nil, fmt.Errorf("resume sessions: %w", err)
-	}
+		SpoolDir: o.dataDir})
 
-	key, generated, err := srv.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
+	key, generated, err := a.Credentials.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
 	if err != nil {
 		ln.Close()
+		a.Close()
 		db.Close()
 		return nil, err
 	}
@@ -218,35 +214,38 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		keyPath := filepath.Join(o.dataDir, "admin.key")
 		if err := os.WriteFile(keyPath, []byte(key+"\n"), 0o600); err != nil {
 			ln.Close()
+			a.Close()
 			db.Close()
 			return nil, fmt.Errorf("save the generated admin key to %s: %w", keyPath, err)
 		}
 		fmt.Fprintf(stdout, "Generated the admin API key (shown once, saved to %s):\n  %s\n", keyPath, key)
 	}
 
-	// Other replicas' writes wake this one's streams and long polls.
+	// Beside the server: sessions pick up where their event logs say they
+	// were, and other replicas' writes wake this one's streams and long
+	// polls.
 	listenCtx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
-	if err := srv.ListenForWakes(listenCtx); err != nil {
+	if err := a.Start(listenCtx); err != nil {
 		stopListening()
 		ln.Close()
-		srv.Close()
+		a.Close()
 		db.Close()
-		return nil, fmt.Errorf("listen for other replicas' changes: %w", err)
+		return nil, fmt.Errorf("start the sessions' runtimes and the wake-ups from other replicas: %w", err)
 	}
 
 	// Webhook deliveries go out from every replica; each is sent once.
 	webhooksDone := make(chan struct{})
 	go func() {
-		srv.RunWebhooks(listenCtx, time.Second)
+		a.RunWebhooks(listenCtx, time.Second)
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{Store: db, Logger: srv.Logger(), API: srv})
+	con, err := console.New(console.Config{App: a, Closing: srv.Closing(), ImportDir: filepath.Join(o.dataDir, "imports")})
 	if err != nil {
 		stopListening()
 		<-webhooksDone
 		ln.Close()
-		srv.Close()
+		a.Close()
 		db.Close()
 		return nil, err
 	}
@@ -273,7 +272,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			}
 			stopListening()
 			<-webhooksDone
-			srv.Close()
+			a.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}

@@ -129,8 +129,7 @@ func memoryGetVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
 			if asJSON || m.Content == nil {
 				return cli.print(m)
 			}
-			_, err = fmt.Fprint(cli.stdout, *m.Content)
-			return err
+			return printContent(cli.stdout, *m.Content)
 		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole memory (in the --output format) instead of its content")
 	cmd.Flags().StringVar(&byPath, "path", "", "the memory at this path, instead of an id")

@@ -16,7 +16,9 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/worker"
 )
@@ -177,8 +179,8 @@ func upConsoleUser(ctx context.Context, store storage.Users) (string, error) {
 	if len(users) > 0 {
 		return "sign in as a console user (memstore user list; memstore user passwd NAME sets a password)", nil
 	}
-	password := console.GeneratePassword()
-	if _, err := console.CreateUser(ctx, store, "admin", password); err != nil {
+	password := secret.GeneratePassword()
+	if _, err := app.NewUsers(store, nil, nil).Create(ctx, "admin", password); err != nil {
 		return "", fmt.Errorf("create the first console user: %w", err)
 	}
 	return "sign in as admin with password " + password + " (shown once; memstore user passwd admin changes it)", nil

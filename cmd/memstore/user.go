@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
 
@@ -100,7 +101,7 @@ func openUsers(ctx context.Context, data string) (*sqlite.DB, error) {
 // first line of standard input.
 func password(u userContext) (string, error) {
 	if u.generate {
-		return console.GeneratePassword(), nil
+		return secret.GeneratePassword(), nil
 	}
 	if f, ok := u.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(u.stderr, "Password: ")
@@ -132,14 +133,14 @@ func password(u userContext) (string, error) {
 }
 
 func userCreate(ctx context.Context, u userContext, args []string) error {
-	if err := console.CheckUserName(args[0]); err != nil {
+	if err := app.CheckUserName(args[0]); err != nil {
 		return err
 	}
 	pw, err := password(u)
 	if err != nil {
 		return err
 	}
-	user, err := console.CreateUser(ctx, u.db, args[0], pw)
+	user, err := app.NewUsers(u.db, nil, nil).Create(ctx, args[0], pw)
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func userList(ctx context.Context, u userContext, _ []string) error {
 }
 
 func userDelete(ctx context.Context, u userContext, args []string) error {
-	if err := console.DeleteUser(ctx, u.db, args[0]); err != nil {
+	if err := app.NewUsers(u.db, nil, nil).Delete(ctx, args[0]); err != nil {
 		return err
 	}
 	fmt.Fprintf(u.stdout, "deleted console user %s; their open pages are signed out\n", args[0])
@@ -175,7 +176,7 @@ func userPasswd(ctx context.Context, u userContext, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := console.SetPassword(ctx, u.db, args[0], pw); err != nil {
+	if err := app.NewUsers(u.db, nil, nil).SetPassword(ctx, args[0], pw); err != nil {
 		return err
 	}
 	fmt.Fprintf(u.stdout, "changed the password of %s; they are signed out everywhere\n", args[0])

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -52,6 +53,9 @@ type workerFlags struct {
 	sandbox        string
 	sandboxNetwork string
 	sandboxBinds   []string
+	sandboxEnv     []string
+	maxSessions    string
+	keepWorkdirs   bool
 }
 
 // register adds every worker flag.
@@ -75,8 +79,11 @@ func (f *workerFlags) registerLocal(fs *pflag.FlagSet, workdirDefault, mountRoot
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
 	fs.StringVar(&f.sandbox, "sandbox", envOr("ANTHROPIC_SANDBOX", string(sandbox.Auto)), "run each session's bash in a bubblewrap sandbox that shows only its workdir and stores: auto (when bubblewrap works here, else none with a warning), bwrap (required) or none (env ANTHROPIC_SANDBOX)")
-	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on or off (env ANTHROPIC_SANDBOX_NETWORK)")
+	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on, off (a loopback of their own only) or host (the host's network, its loopback included; on does the same for now, with a warning) (env ANTHROPIC_SANDBOX_NETWORK)")
 	fs.StringArrayVar(&f.sandboxBinds, "sandbox-bind", nil, "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more")
+	fs.StringArrayVar(&f.sandboxEnv, "sandbox-env", nil, "also give every session's shell this variable: NAME (the worker's value) or NAME=value; repeat for more (the shell otherwise gets only PATH, LANG, LANGUAGE, LC_*, TERM, TZ, and its own HOME and USER)")
+	fs.StringVar(&f.maxSessions, "max-sessions", envOr("ANTHROPIC_MAX_SESSIONS", "0"), fmt.Sprintf("how many sessions to serve at once; 1 serves one at a time; 0 is two per CPU, at least 2 and at most 64 (%d here) (env ANTHROPIC_MAX_SESSIONS)", worker.DefaultMaxSessions()))
+	fs.BoolVar(&f.keepWorkdirs, "keep-workdirs", false, "keep each session's room (<workdir>/<session id>.room, its working directory and HOME) when the session ends, for inspection; by default it is removed")
 }
 
 // envKey is --environment-key, else ANTHROPIC_ENVIRONMENT_KEY.
@@ -125,8 +132,8 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--sandbox: %w", err)
 	}
-	if f.sandboxNetwork != "on" && f.sandboxNetwork != "off" {
-		return cfg, fmt.Errorf("--sandbox-network %q: on or off", f.sandboxNetwork)
+	if f.sandboxNetwork != "on" && f.sandboxNetwork != "off" && f.sandboxNetwork != "host" {
+		return cfg, fmt.Errorf("--sandbox-network %q: on, off or host", f.sandboxNetwork)
 	}
 	binds := make([]sandbox.Bind, len(f.sandboxBinds))
 	for i, s := range f.sandboxBinds {
@@ -134,7 +141,26 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 			return cfg, fmt.Errorf("--sandbox-bind: %w", err)
 		}
 	}
-	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"))
+	envs := make([]string, len(f.sandboxEnv))
+	for i, s := range f.sandboxEnv {
+		if envs[i], err = sandbox.ParseEnv(s); err != nil {
+			return cfg, fmt.Errorf("--sandbox-env: %w", err)
+		}
+	}
+	maxSessions, err := strconv.Atoi(cmp.Or(f.maxSessions, "0"))
+	if err != nil || maxSessions < 0 {
+		return cfg, fmt.Errorf("--max-sessions %q: a whole number of sessions, 1 or more (0: the default, %d here)", f.maxSessions, worker.DefaultMaxSessions())
+	}
+	if maxSessions == 0 {
+		maxSessions = worker.DefaultMaxSessions()
+	}
+	// One connection pool for every session: each holds an event stream
+	// and beats, syncs and posts beside it, so the pool keeps enough idle
+	// connections to the server for all of them.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 4 * maxSessions
+	c, err := client.New(f.baseURL, client.WithLogger(logger), client.WithUserAgent("memstore-worker ("+runtime.Version()+")"),
+		client.WithHTTPClient(&http.Client{Transport: transport}))
 	if err != nil {
 		return cfg, fmt.Errorf("--base-url: %w", err)
 	}
@@ -143,6 +169,8 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		EnvironmentID:       f.environmentID,
 		EnvironmentKey:      f.envKey(),
 		Workdir:             f.workdir,
+		KeepWorkdirs:        f.keepWorkdirs,
+		MaxSessions:         maxSessions,
 		MountRoot:           f.mountRoot,
 		MemorySyncInterval:  interval,
 		MemorySyncDeletions: deletions,
@@ -150,7 +178,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MaxIdle:             maxIdle,
 		LeaseTTL:            leaseTTL,
 		FaultPoint:          faultPoint(logger),
-		Sandbox:             sandbox.Config{Mode: mode, NoNetwork: f.sandboxNetwork == "off", Binds: binds},
+		Sandbox:             sandbox.Config{Mode: mode, NoNetwork: f.sandboxNetwork == "off", HostNetwork: f.sandboxNetwork == "host", Binds: binds, Env: envs},
 		Logger:              logger,
 	}, nil
 }

@@ -136,7 +136,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	var out testlog.Buffer
 	// Inline sync, so the draft is still local when the signal comes and
 	// the flush is what saves it (live sync would have uploaded it at once).
-	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false")
+	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false", "--keep-workdirs")
 	cmd.Env = s.workerEnv(workdir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -144,7 +144,7 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	waitUntil(t, "the long bash call to start", func() bool {
-		_, err := os.Stat(filepath.Join(workdir, "started"))
+		_, err := os.Stat(filepath.Join(workdir, sess.ID+".room", "started"))
 		return err == nil
 	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -171,7 +171,10 @@ func TestWorkerProcessShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if entries, _ := os.ReadDir(mountRoot); len(entries) != 0 {
 		t.Errorf("the mount folder was left behind")
 	}
-	if _, err := os.Stat(filepath.Join(workdir, "after")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(workdir, sess.ID+".room", "started")); err != nil {
+		t.Errorf("--keep-workdirs did not keep the session's room: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(workdir, sess.ID+".room", "after")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a call ran after SIGTERM")
 	}
 	if st := s.work(t, sess.ID).State; st != api.WorkStopped {

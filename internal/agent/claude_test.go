@@ -369,7 +369,7 @@ func TestRestartDuringAModelCallResumesTheTurn(t *testing.T) {
 	<-u.Arrived
 	h.restart() // the server stops: its call is abandoned
 	<-cancelled
-	if err := h.runner.Settle(h.ctx, h.sess.ID); err != nil { // the next server's Resume
+	if err := h.runner.React(h.ctx, h.sess.ID); err != nil { // the next server's Resume
 		t.Fatal(err)
 	}
 	log := h.waitFor("the tool use", func(log []api.Event) bool { return len(eventsOf(log, api.EventAgentToolUse)) > 0 })

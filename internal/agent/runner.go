@@ -56,7 +56,7 @@ type Runner struct {
 
 // driven is the state of one session's goroutine. Wakes are numbered: done
 // is the latest wake whose consequences the goroutine has played out up to
-// a wait (or the start of a step's Work), which is what Settle waits for.
+// a wait (or the start of a step's Work), which is what React waits for.
 type driven struct {
 	id      string
 	wake    chan struct{}
@@ -94,18 +94,18 @@ func NewRunner(store Store, rt Runtime, cfg RunnerConfig) *Runner {
 }
 
 // Wake tells the Runner that a session's log or work changed.
-func (r *Runner) Wake(sessionID string) { r.kick(sessionID, false) }
+func (r *Runner) Wake(sessionID string) { r.wake(sessionID, false) }
 
-// Nudge is Wake for a change another server made: it wakes the session
+// WakeIfDriving is Wake for a change another server made: it wakes the session
 // only if this Runner is driving it now (it may hold the turn, mid-step).
 // Otherwise the server that made the change drives the session itself, so
 // a change is not read again by every server sharing the database.
-func (r *Runner) Nudge(sessionID string) {
+func (r *Runner) WakeIfDriving(sessionID string) {
 	r.mu.Lock()
 	_, driving := r.sessions[sessionID]
 	r.mu.Unlock()
 	if driving {
-		r.kick(sessionID, false)
+		r.wake(sessionID, false)
 	}
 }
 
@@ -169,13 +169,13 @@ func (r *Runner) callsForTurn(ctx context.Context, c storage.TurnCandidate) bool
 	return false
 }
 
-// Settle wakes a session and waits until the Runner has carried out every
+// React wakes a session and waits until the Runner has carried out every
 // step the log calls for now that needs no Work, so that a caller (an HTTP
 // handler, a test) sees the session's reaction; a model call goes on after
 // it returns.
-func (r *Runner) Settle(ctx context.Context, sessionID string) error {
+func (r *Runner) React(ctx context.Context, sessionID string) error {
 	select {
-	case <-r.kick(sessionID, true):
+	case <-r.wake(sessionID, true):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -190,7 +190,7 @@ func (r *Runner) Close() {
 	r.wg.Wait()
 }
 
-func (r *Runner) kick(id string, wait bool) <-chan struct{} {
+func (r *Runner) wake(id string, wait bool) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ch chan struct{}

@@ -19,7 +19,7 @@ import (
 
 // harness runs the runtime against a real SQLite store, the way the server
 // does: client events are appended with Check as their guard, then a Runner
-// settles the session.
+// lets the session react.
 type harness struct {
 	t      testing.TB
 	ctx    context.Context
@@ -110,7 +110,7 @@ func (h *harness) send(events ...api.Event) error {
 			return err
 		}
 	}
-	return h.runner.Settle(h.ctx, h.sess.ID)
+	return h.runner.React(h.ctx, h.sess.ID)
 }
 
 func (h *harness) mustSend(events ...api.Event) {
@@ -179,7 +179,7 @@ func (h *harness) stopWork() {
 	if _, err := h.db.StopWork(h.ctx, h.env.ID, h.work, true); err != nil {
 		h.t.Fatal(err)
 	}
-	h.mustSend() // settle: what the server does after a stop
+	h.mustSend() // react: what the server does after a stop
 }
 
 const twoCalls = `{"tool_calls":[{"name":"write","input":{"file_path":"/mnt/memory/n/a.md","content":"hi"}},{"name":"read","input":{"file_path":"/mnt/memory/n/a.md"}}]}`
@@ -299,7 +299,7 @@ func TestStoppedWorkLeavesRequiresActionAndAResultResumes(t *testing.T) {
 	}
 	h.mustSend() // settling again changes nothing
 	if len(h.log()) != len(log) {
-		t.Fatalf("a second settle added events: %s", h.types(len(log)))
+		t.Fatalf("a second reaction added events: %s", h.types(len(log)))
 	}
 	// A new worker (a re-queued item) answers the call it finds unanswered:
 	// the turn resumes.
@@ -428,7 +428,7 @@ func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
 	}
 	done := make(chan error, 2)
 	for _, r := range []*Runner{h.runner, second} {
-		go func() { done <- r.Settle(h.ctx, h.sess.ID) }()
+		go func() { done <- r.React(h.ctx, h.sess.ID) }()
 	}
 	for range 2 {
 		if err := <-done; err != nil {

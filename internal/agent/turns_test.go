@@ -92,11 +92,11 @@ func TestATurnRunsOnOneServerAndMovesWhenItsHolderDies(t *testing.T) {
 				}
 				httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
 			})
-			if err := ra.Settle(t.Context(), sess); err != nil {
+			if err := ra.React(t.Context(), sess); err != nil {
 				t.Fatal(err)
 			}
 			<-u.Arrived // a holds the turn, its model call in flight
-			if err := rb.Settle(t.Context(), sess); err != nil {
+			if err := rb.React(t.Context(), sess); err != nil {
 				t.Fatal(err)
 			}
 			if n := u.Count(); n != 1 {
@@ -194,7 +194,7 @@ func TestASweepTakesUpAMessageAServerDiedBeforeAnswering(t *testing.T) {
 			if err := rb.Sweep(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if err := rb.Settle(t.Context(), sess); err != nil {
+			if err := rb.React(t.Context(), sess); err != nil {
 				t.Fatal(err)
 			}
 			if log := waitForLog(t, b, sess, nil, func([]api.Event) bool { return true }); typesOf(log) != "user.message" {
@@ -230,7 +230,7 @@ func TestASweepReadsAQuietSessionOnce(t *testing.T) {
 	r := NewRunner(store, ByModel{Scripted: Scripted{}}, RunnerConfig{Log: slog.New(slog.DiscardHandler), Appended: func(string) {}})
 	t.Cleanup(r.Close)
 	sess := startSession(t, db, api.ScriptedModel, `{"tool_calls":[],"end":"idle"}`)
-	if err := r.Settle(t.Context(), sess); err != nil {
+	if err := r.React(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.AppendEvents(t.Context(), sess, []api.Event{api.UserInterrupt()}, nil); err != nil {
@@ -252,7 +252,7 @@ func TestASweepReadsAQuietSessionOnce(t *testing.T) {
 	if err := r.Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Settle(t.Context(), sess); err != nil {
+	if err := r.React(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
 	all, err := db.ListEvents(t.Context(), sess, storage.EventQuery{})

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storearchive"
-	"github.com/memstore/memstore/internal/validate"
 )
 
 // maxImportBytes caps an import upload and what its archives unpack to.
@@ -68,44 +67,6 @@ type importView struct {
 	Counts  map[string]int
 }
 
-// pendingImports holds previews until they are applied or replaced: an
-// upload is read once, shown, and applied exactly as it was shown.
-type pendingImports struct {
-	mu    sync.Mutex
-	byID  map[string]pendingImport
-	order []string
-}
-
-type pendingImport struct {
-	storeID, userID string
-	steps           []storearchive.Step
-}
-
-// maxPendingImports bounds the previews held at once; the oldest goes.
-const maxPendingImports = 8
-
-func (p *pendingImports) put(id string, v pendingImport) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.byID == nil {
-		p.byID = map[string]pendingImport{}
-	}
-	if len(p.order) >= maxPendingImports {
-		delete(p.byID, p.order[0])
-		p.order = p.order[1:]
-	}
-	p.byID[id] = v
-	p.order = append(p.order, id)
-}
-
-func (p *pendingImports) take(id string) (pendingImport, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.byID[id]
-	delete(p.byID, id)
-	return v, ok
-}
-
 // importStore previews an upload (archives or single files) against the
 // store, or applies a preview the person has seen.
 func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request) error {
@@ -114,14 +75,22 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	if upload := r.PostFormValue("upload"); upload != "" {
-		pending, ok := c.imports.take(upload)
-		if !ok || pending.storeID != s.ID || pending.userID != q.User.ID {
-			return badRequest("this import preview has expired (previews are kept until a few newer ones replace them); upload the files again")
+		pending, ok, err := c.imports.take(c.now(), upload, s.ID, q.User.ID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return badRequest("this import preview has expired (a preview is kept for %v, and each person's %d newest); upload the files again", importPreviewTTL, maxPreviewsPerUser)
 		}
 		steps := c.applyImport(r, q, s, pending.steps)
 		c.log.InfoContext(r.Context(), "memory store imported", "memory_store_id", s.ID, "files", len(steps), "user_id", q.User.ID)
 		return c.render(w, r, q, http.StatusOK, "import", "Imported into "+s.Name, importView{Store: s, Steps: steps, Applied: true, Counts: countSteps(steps)})
 	}
+	release, err := c.imports.admit(r.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := r.ParseMultipartForm(8 << 20); err != nil {
 		return badRequest("the upload could not be read (%v); uploads are limited to %d MiB", err, maxImportBytes>>20)
 	}
@@ -159,8 +128,10 @@ func (c *Console) importStore(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	steps = append(steps, planned...)
-	id := server.NewSecret("")
-	c.imports.put(id, pendingImport{storeID: s.ID, userID: q.User.ID, steps: steps})
+	id := secret.New("")
+	if err := c.imports.put(c.now(), id, pendingImport{storeID: s.ID, userID: q.User.ID, steps: steps}); err != nil {
+		return err
+	}
 	return c.render(w, r, q, http.StatusOK, "import", "Import into "+s.Name, importView{Store: s, Steps: steps, Upload: id, Counts: countSteps(steps)})
 }
 
@@ -193,9 +164,10 @@ func (c *Console) planImport(r *http.Request, s storage.MemoryStoreRow, files []
 	return steps, nil
 }
 
-// checkMemory is the API's check of a memory's path and content.
+// checkMemory is the API's check of a memory's path and content, worded
+// for the preview.
 func checkMemory(path, content string) error {
-	if err := firstError(validate.Path("path", path), validate.Content("content", content)); err != nil {
+	if err := app.CheckMemory(path, content); err != nil {
 		return errors.New(explain(err))
 	}
 	return nil
@@ -210,15 +182,10 @@ func (c *Console) applyImport(r *http.Request, q *request, s storage.MemoryStore
 		var err error
 		switch st.Action {
 		case storearchive.Create:
-			if _, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: st.Path, Content: st.Content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()}); err == nil {
-				c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
-			}
+			_, err = c.app.Memories.Create(r.Context(), s.ID, st.Path, st.Content, q.Caller())
 			st.Reason = "created"
 		case storearchive.Change:
-			var changed bool
-			if _, changed, err = c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: st.Memory.ID, Content: &st.Content, IfSHA256: st.Memory.SHA256, By: q.Actor()}); changed {
-				c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
-			}
+			_, _, err = c.app.Memories.Update(r.Context(), s.ID, st.Memory.ID, app.MemoryChange{Content: &st.Content, Expect: app.Expect{Field: "content_sha256", SHA256: st.Memory.SHA256}}, q.Caller())
 			st.Reason = "changed"
 		}
 		if err != nil {

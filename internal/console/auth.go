@@ -10,13 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
-	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -37,8 +34,11 @@ type request struct {
 	Path string
 }
 
-// Actor is who the console's changes are attributed to.
-func (q *request) Actor() storage.Actor { return storage.Actor{Kind: storage.ActorUser, ID: q.User.ID} }
+// Caller is who the console's changes are attributed to: the signed-in
+// person, named by user_id in the log.
+func (q *request) Caller() app.Caller {
+	return app.Caller{Actor: storage.Actor{Kind: storage.ActorUser, ID: q.User.ID}, LogKey: "user_id", LogID: q.User.ID}
+}
 
 // csrfToken is derived from the session's secret: only a page that was
 // served to the browser holding the cookie can know it, and nothing needs
@@ -91,7 +91,7 @@ func (c *Console) session(r *http.Request) (*request, string, error) {
 	if err != nil || ck.Value == "" {
 		return nil, "", errors.New("no session cookie")
 	}
-	_, u, err := c.store.ConsoleSessionByHash(r.Context(), server.HashSecret(ck.Value))
+	u, err := c.app.Users.SignedIn(r.Context(), ck.Value)
 	if err != nil {
 		return nil, "", err
 	}
@@ -117,7 +117,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, v loginView) {
-	v.Token = server.NewSecret("")
+	v.Token = secret.New("")
 	http.SetCookie(w, c.cookie(r, loginCookie, v.Token, 3600))
 	if err := c.render(w, r, nil, status, "login", "Sign in", v); err != nil {
 		c.log.ErrorContext(r.Context(), "console login page failed", "error", err)
@@ -133,38 +133,26 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, v)
 		return
 	}
-	if !c.logins.allow(c.now(), name, clientIP(r)) {
-		c.log.WarnContext(r.Context(), "console sign-in refused: too many attempts", "user", name, "remote_addr", clientIP(r))
-		v.Error = "Too many sign-in attempts for this name or from this address. Wait a minute, then try again."
+	if refusal := c.logins.allow(r.Context(), c.now(), name, clientIP(r)); refusal != "" {
+		v.Error = string(refusal)
 		c.showLogin(w, r, http.StatusTooManyRequests, v)
 		return
 	}
-	u, err := c.store.UserByName(r.Context(), name)
-	ok := false
-	if err == nil {
-		ok, err = checkPassword(u.PasswordHash, password)
-	} else if errors.Is(err, storage.ErrNotFound) {
-		// The same work as for a real user, so the answer's timing does
-		// not tell which names exist.
-		_, err = checkPassword(c.unknownUserHash, password)
+	_, cookie, err := c.app.Users.SignIn(r.Context(), name, password, c.cfg.SessionTTL)
+	if err == nil || errors.Is(err, app.ErrWrongPassword) {
+		c.logins.checked(c.now(), name, clientIP(r), err == nil)
 	}
-	if err != nil {
-		c.log.ErrorContext(r.Context(), "console sign-in failed", "user", name, "error", err)
-	}
-	if !ok {
+	if errors.Is(err, app.ErrWrongPassword) {
 		c.log.InfoContext(r.Context(), "console sign-in refused: wrong name or password", "user", name, "remote_addr", clientIP(r))
 		v.Error = "Wrong name or password."
 		c.showLogin(w, r, http.StatusUnauthorized, v)
 		return
 	}
-	secret := server.NewSecret("")
-	cs := storage.ConsoleSession{ID: ids.New(ids.ConsoleSession), UserID: u.ID, CreatedAt: c.now(), ExpiresAt: c.now().Add(c.cfg.SessionTTL)}
-	if err := c.store.CreateConsoleSession(r.Context(), cs, server.HashSecret(secret)); err != nil {
+	if err != nil {
 		c.fail(w, r, nil, err)
 		return
 	}
-	c.log.InfoContext(r.Context(), "console sign-in", "user_id", u.ID, "user", u.Name)
-	http.SetCookie(w, c.cookie(r, sessionCookie, secret, int(c.cfg.SessionTTL/time.Second)))
+	http.SetCookie(w, c.cookie(r, sessionCookie, cookie, int(c.cfg.SessionTTL/time.Second)))
 	http.SetCookie(w, c.cookie(r, loginCookie, "", -1))
 	// Only a console path is followed, never another site.
 	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") {
@@ -175,7 +163,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, q *request) error {
 	ck, _ := r.Cookie(sessionCookie)
-	if err := c.store.DeleteConsoleSession(r.Context(), server.HashSecret(ck.Value)); err != nil {
+	if err := c.app.Users.SignOut(r.Context(), ck.Value); err != nil {
 		return err
 	}
 	http.SetCookie(w, c.cookie(r, sessionCookie, "", -1))
@@ -184,45 +172,11 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, q *request) err
 }
 
 // clientIP is the connection's address without its port. A proxy in front
-// makes every client one address: the per-name limit still holds.
+// makes every client one address, which then shares one sign-in budget.
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-// loginLimiter allows each user name and each client address a burst of
-// 10 sign-in attempts, then one every 6 seconds, so guessing a password
-// online takes years while a person who mistypes is never held up.
-type loginLimiter struct {
-	mu   sync.Mutex
-	keys map[string]*rate.Limiter
-}
-
-func newLoginLimiter() *loginLimiter { return &loginLimiter{keys: map[string]*rate.Limiter{}} }
-
-// maxLimiterKeys bounds the limiter's memory; when it is reached the table
-// starts over, which at worst grants a fresh burst.
-const maxLimiterKeys = 10_000
-
-func (l *loginLimiter) allow(now time.Time, name, ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.keys) >= maxLimiterKeys {
-		clear(l.keys)
-	}
-	ok := true
-	for _, k := range []string{"name:" + name, "ip:" + ip} {
-		lim, found := l.keys[k]
-		if !found {
-			lim = rate.NewLimiter(rate.Every(6*time.Second), 10)
-			l.keys[k] = lim
-		}
-		if !lim.AllowN(now, 1) {
-			ok = false
-		}
-	}
-	return ok
 }

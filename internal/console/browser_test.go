@@ -18,7 +18,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storearchive"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/worker"
@@ -133,7 +133,7 @@ func TestBrowser(t *testing.T) {
 	}
 	srv := testserver.Start(t, testserver.Options{Console: true, MountPrefix: mnt})
 	ctx := context.Background()
-	if _, err := console.CreateUser(ctx, srv.Store, "ada", testPassword); err != nil {
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(ctx, "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	admin := srv.Admin(t)

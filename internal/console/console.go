@@ -2,12 +2,12 @@
 // a password to browse, edit, diff, restore and redact memories, watch
 // sessions live and manage environment keys. It is plain HTML from
 // html/template with its assets embedded in the binary, and it changes
-// nothing except through the storage rules and validators the API uses, so
-// a console edit can never do what an API request could not.
+// nothing except through the service layer (internal/app) the API calls
+// too, so a console edit can never do what an API request could not, and
+// follows every write with the same side effects.
 package console
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -18,8 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -34,55 +33,41 @@ const Prefix = "/console/"
 
 // Config configures a Console. Zero values take the documented defaults.
 type Config struct {
-	Store  storage.Store
-	Logger *slog.Logger
-	// Now is the console's clock (session expiry, login rate limits); nil
-	// means time.Now.
+	// App is the service layer every change goes through (required); the
+	// console reads its store, and logs with its logger.
+	App *app.App
+	// Now is the console's clock (login rate limits); nil means time.Now.
 	Now func() time.Time
-	// API is the server the console runs beside (required), for what only
-	// it knows: when a session's log changes, which workers poll, how keys
-	// are minted and revoked, the per-store memory limit, and what follows
-	// a memory write (the metrics, the change feed's wake-ups).
-	API API
+	// Closing, when closed, ends the live views (the session page's
+	// stream), so a shutdown does not wait for their browsers.
+	Closing <-chan struct{}
 	// SessionTTL is how long a sign-in lasts (default 12 hours).
 	SessionTTL time.Duration
-}
-
-// API is what the console needs of the API server (*server.Server).
-type API interface {
-	WaitSession(sessionID string) <-chan struct{}
-	Closing() <-chan struct{}
-	WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error)
-	MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error)
-	CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error)
-	RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error
-	MemoryWritten(storeID string, op server.MemoryOp)
-	MaxMemoriesPerStore() int
+	// ImportDir is where import previews are staged (serve: the data
+	// folder's imports/); "" is the system's temporary folder.
+	ImportDir string
 }
 
 // Console serves the web console. Build it with New and mount Handler at
 // Prefix.
 type Console struct {
-	cfg    Config
+	cfg Config
+	app *app.App
+	// store is the app's store, for the pages' reads.
 	store  storage.Store
 	log    *slog.Logger
 	now    func() time.Time
 	pages  map[string]*template.Template
-	logins *loginLimiter
-	// unknownUserHash is checked against when a sign-in names no user.
-	unknownUserHash string
-	// imports holds import previews until they are applied.
-	imports pendingImports
+	logins *signInLimits
+	// imports stages import previews until they are applied.
+	imports *importStaging
 	mux     *http.ServeMux
 }
 
-// New builds a Console over cfg.Store.
+// New builds a Console in front of cfg.App.
 func New(cfg Config) (*Console, error) {
-	if cfg.Store == nil || cfg.API == nil {
-		return nil, errors.New("console: Config needs its Store and the API server it runs beside")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if cfg.App == nil {
+		return nil, errors.New("console: Config needs the App whose services it calls")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -92,17 +77,18 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{
 		cfg:    cfg,
-		store:  cfg.Store,
-		log:    cfg.Logger,
+		app:    cfg.App,
+		store:  cfg.App.Store(),
+		log:    cfg.App.Logger(),
 		now:    func() time.Time { return cfg.Now().UTC() },
-		logins: newLoginLimiter(),
+		logins: newSignInLimits(cfg.App.Logger()),
 		mux:    http.NewServeMux(),
 	}
 	var err error
-	if c.pages, err = parsePages(); err != nil {
+	if c.imports, err = newImportStaging(cfg.ImportDir); err != nil {
 		return nil, err
 	}
-	if c.unknownUserHash, err = HashPassword(GeneratePassword()); err != nil {
+	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
 	c.routes()

@@ -3,7 +3,7 @@ package console
 import (
 	"strings"
 
-	"github.com/sergi/go-diff/diffmatchpatch"
+	"github.com/aymanbagabas/go-udiff"
 )
 
 // diffLine is one line of a line diff: Op is "same", "add" or "del".
@@ -12,26 +12,25 @@ type diffLine struct {
 	Text string
 }
 
-// lineDiff diffs two texts line by line (diff-match-patch's line mode), the
-// way a person compares two versions of a note.
+// lineDiff diffs two texts line by line, the way a person compares two
+// versions of a note. It uses the same diff library as the command line's
+// `memory diff`, so both show a change alike.
 func lineDiff(from, to string) []diffLine {
-	dmp := diffmatchpatch.New()
-	a, b, lines := dmp.DiffLinesToChars(from, to)
-	diffs := dmp.DiffCharsToLines(dmp.DiffMain(a, b, false), lines)
 	var out []diffLine
-	for _, d := range diffs {
-		op := "same"
-		switch d.Type {
-		case diffmatchpatch.DiffInsert:
-			op = "add"
-		case diffmatchpatch.DiffDelete:
-			op = "del"
-		}
-		for _, l := range strings.SplitAfter(d.Text, "\n") {
+	add := func(op, text string) {
+		for _, l := range strings.SplitAfter(text, "\n") {
 			if l != "" {
 				out = append(out, diffLine{Op: op, Text: strings.TrimSuffix(l, "\n")})
 			}
 		}
 	}
+	at := 0
+	for _, e := range udiff.Lines(from, to) {
+		add("same", from[at:e.Start])
+		add("del", from[e.Start:e.End])
+		add("add", e.New)
+		at = e.End
+	}
+	add("same", from[at:])
 	return out
 }

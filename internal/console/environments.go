@@ -8,7 +8,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/validate"
 )
 
 // environmentsPage lists environments newest first, a page at a time;
@@ -79,7 +78,7 @@ func (c *Console) showEnvironment(w http.ResponseWriter, r *http.Request, q *req
 	if err != nil {
 		return err
 	}
-	if v.Stats, err = c.cfg.API.WorkQueueStats(r.Context(), id); err != nil {
+	if v.Stats, err = c.app.Work.QueueStats(r.Context(), id); err != nil {
 		return err
 	}
 	if v.Work, err = c.store.ListWork(r.Context(), id, storage.ListQuery{Limit: environmentWorkShown}); err != nil {
@@ -104,17 +103,13 @@ func (c *Console) mintKey(w http.ResponseWriter, r *http.Request, q *request) er
 	if err != nil {
 		return err
 	}
-	name := r.PostFormValue("name")
-	if name != "" {
-		if err := validate.Name("name", name); err != nil {
-			return c.showEnvironment(w, r, q, http.StatusBadRequest, environmentView{Error: explain(err)})
-		}
+	k, err := c.app.Environments.MintKey(r.Context(), env.ID, r.PostFormValue("name"), q.Caller())
+	if msg := invalid(err); msg != "" {
+		return c.showEnvironment(w, r, q, http.StatusBadRequest, environmentView{Error: msg})
 	}
-	k, err := c.cfg.API.MintEnvironmentKey(r.Context(), env.ID, name)
 	if err != nil {
 		return err
 	}
-	c.log.InfoContext(r.Context(), "environment key created", "environment_id", env.ID, "key_id", k.ID, "user_id", q.User.ID)
 	return c.showEnvironment(w, r, q, http.StatusOK, environmentView{NewKey: &k})
 }
 
@@ -128,14 +123,13 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, q *request) 
 	if !ids.Valid(ids.EnvironmentKey, key) {
 		return notFound("%q is not an environment key id; pick a key on the environment's page", key)
 	}
-	err := c.cfg.API.RevokeEnvironmentKey(r.Context(), env, key)
+	err := c.app.Environments.RevokeKey(r.Context(), env, key, q.Caller())
 	if errors.Is(err, storage.ErrNotFound) {
 		return c.showEnvironment(w, r, q, http.StatusNotFound, environmentView{Error: "Nothing was revoked: " + key + " is not a live key of this environment (it may have been revoked already)."})
 	}
 	if err != nil {
 		return err
 	}
-	c.log.InfoContext(r.Context(), "environment key revoked", "environment_id", env, "key_id", key, "user_id", q.User.ID)
 	http.Redirect(w, r, "/console/environments/"+env, http.StatusSeeOther)
 	return nil
 }

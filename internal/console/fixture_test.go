@@ -10,8 +10,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/console"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/internal/webhooks"
 )
@@ -44,8 +43,8 @@ func startSeededConsole(t *testing.T) (*testserver.Server, consoleFixture) {
 	t.Helper()
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(recv.Close)
-	srv := testserver.Start(t, testserver.Options{Console: true, Webhooks: &server.WebhooksConfig{AllowPrivate: true}, WebhookInterval: time.Hour})
-	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
+	srv := testserver.Start(t, testserver.Options{Console: true, Webhooks: &app.WebhooksConfig{AllowPrivate: true}, WebhookInterval: time.Hour})
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(context.Background(), "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	return srv, seedConsole(t, srv, recv.URL+"/hook")

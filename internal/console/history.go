@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -175,18 +175,13 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 		return err
 	}
 	r.SetPathValue("memory", v.MemoryID)
-	if !v.HasContent() {
+	m, err := c.app.Memories.Restore(r.Context(), s.ID, v, q.Caller())
+	if errors.Is(err, app.ErrNoContent) {
 		what := "was redacted"
 		if !v.Redacted() {
 			what = "records the memory's deletion"
 		}
 		return c.showHistory(w, r, q, http.StatusBadRequest, fmt.Sprintf("Version %s %s, so it holds no text to restore. Pick a version that has content.", v.ID, what))
-	}
-	op := server.MemoryUpdated
-	m, changed, err := c.store.UpdateMemory(r.Context(), storage.MemoryUpdate{StoreID: s.ID, MemoryID: v.MemoryID, Content: &v.Content, By: q.Actor()})
-	if errors.Is(err, storage.ErrNotFound) {
-		op, changed = server.MemoryCreated, true
-		m, err = c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: v.Path, Content: v.Content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()})
 	}
 	if err != nil {
 		if msg := storageRefusal(err); msg != "" {
@@ -194,10 +189,6 @@ func (c *Console) restoreVersion(w http.ResponseWriter, r *http.Request, q *requ
 		}
 		return err
 	}
-	if changed {
-		c.cfg.API.MemoryWritten(s.ID, op)
-	}
-	c.log.InfoContext(r.Context(), "memory version restored", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "memory_version_id", v.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
 	return nil
 }
@@ -209,13 +200,12 @@ func (c *Console) redactVersion(w http.ResponseWriter, r *http.Request, q *reque
 		return err
 	}
 	r.SetPathValue("memory", v.MemoryID)
-	if _, err := c.store.RedactMemoryVersion(r.Context(), s.ID, v.ID, q.Actor()); err != nil {
+	if _, err := c.app.Memories.RedactVersion(r.Context(), s.ID, v.ID, q.Caller()); err != nil {
 		if msg := storageRefusal(err); msg != "" {
 			return c.showHistory(w, r, q, http.StatusBadRequest, "Nothing was redacted. "+msg)
 		}
 		return err
 	}
-	c.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", s.ID, "memory_id", v.MemoryID, "memory_version_id", v.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, "/console/stores/"+s.ID+"/memories/"+v.MemoryID+"/history", http.StatusSeeOther)
 	return nil
 }

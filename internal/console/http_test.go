@@ -13,7 +13,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/testdigest"
 	"github.com/memstore/memstore/internal/testserver"
 )
@@ -75,7 +75,7 @@ func (b *browserless) login(name, password string) int {
 func startConsole(t testing.TB) *testserver.Server {
 	t.Helper()
 	srv := testserver.Start(t, testserver.Options{Console: true})
-	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(context.Background(), "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	return srv
@@ -99,13 +99,16 @@ func TestSignInRefusesAWrongPasswordAndThenRateLimits(t *testing.T) {
 	if status, _ := v.do("GET", "/console/", nil); status != http.StatusSeeOther {
 		t.Fatalf("after a refused sign-in the stores page answered %d, want 303 to the login page", status)
 	}
-	// Nine more wrong guesses use up the burst; the next is refused
-	// before the password is even checked, the right one included.
-	for range 9 {
-		v.login("ada", "guess")
+	// Four more wrong guesses use up this address's burst for the name;
+	// the next is refused before the password is even checked, the right
+	// one included.
+	for range 4 {
+		if status := v.login("ada", "guess"); status != http.StatusUnauthorized {
+			t.Fatalf("wrong guess within the burst: status %d, want 401", status)
+		}
 	}
 	if status := v.login("ada", testPassword); status != http.StatusTooManyRequests {
-		t.Fatalf("sign-in after 10 failures: status %d, want 429", status)
+		t.Fatalf("sign-in after 5 failures: status %d, want 429", status)
 	}
 	if status, _ := v.do("GET", "/console/", nil); status != http.StatusSeeOther {
 		t.Fatal("a rate-limited sign-in opened a session")
@@ -224,7 +227,7 @@ func TestDeletedUserIsSignedOut(t *testing.T) {
 	v := newVisitor(t, srv)
 	v.login("ada", testPassword)
 	token := v.csrf("/console/")
-	if err := console.DeleteUser(context.Background(), srv.Store, "ada"); err != nil {
+	if err := app.NewUsers(srv.Store, nil, nil).Delete(context.Background(), "ada"); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := v.do("GET", "/console/", nil); status != http.StatusSeeOther {
@@ -377,7 +380,7 @@ func TestLiveSessionStreamEndsForADeletedUser(t *testing.T) {
 	ended := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(resp.Body); ended <- string(b) }()
 
-	if err := console.DeleteUser(ctx, srv.Store, "ada"); err != nil {
+	if err := app.NewUsers(srv.Store, nil, nil).Delete(ctx, "ada"); err != nil {
 		t.Fatal(err)
 	}
 	// The next change of the log wakes the stream, which finds the user gone.

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
 )
@@ -155,19 +155,16 @@ func (c *Console) createMemory(w http.ResponseWriter, r *http.Request, q *reques
 	}
 	path, content := r.PostFormValue("path"), trimmedLines(r.PostFormValue("content"))
 	v := treeView{NewPath: path, NewContent: content}
-	if err := firstError(validate.Path("path", path), validate.Content("content", content)); err != nil {
-		v.Error = explain(err)
-		return c.showTree(w, r, q, http.StatusBadRequest, s, v)
-	}
-	m, err := c.store.CreateMemory(r.Context(), storage.NewMemory{StoreID: s.ID, Path: path, Content: content, By: q.Actor(), MaxMemories: c.cfg.API.MaxMemoriesPerStore()})
+	m, err := c.app.Memories.Create(r.Context(), s.ID, path, content, q.Caller())
 	if err != nil {
+		if v.Error = invalid(err); v.Error != "" {
+			return c.showTree(w, r, q, http.StatusBadRequest, s, v)
+		}
 		if v.Error = storageRefusal(err); v.Error != "" {
 			return c.showTree(w, r, q, http.StatusConflict, s, v)
 		}
 		return err
 	}
-	c.cfg.API.MemoryWritten(s.ID, server.MemoryCreated)
-	c.log.InfoContext(r.Context(), "memory created", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "user_id", q.User.ID)
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
 	return nil
 }
@@ -249,17 +246,16 @@ func (c *Console) saveMemory(w http.ResponseWriter, r *http.Request, q *request)
 	}
 	content, path, sha := trimmedLines(r.PostFormValue("content")), r.PostFormValue("path"), r.PostFormValue("sha")
 	v := editorView{Content: content, Path: path, SHA: sha}
-	if err := firstError(validate.Path("path", path), validate.Content("content", content), validate.SHA256("sha", sha)); err != nil {
-		v.Error = explain(err)
-		return c.showMemory(w, r, q, http.StatusBadRequest, s, m, v)
-	}
-	in := storage.MemoryUpdate{StoreID: s.ID, MemoryID: m.ID, Content: &content, IfSHA256: sha, By: q.Actor()}
+	change := app.MemoryChange{Content: &content, Expect: app.Expect{Field: "sha", SHA256: sha}}
 	if path != m.Path {
-		in.Path = &path
+		change.Path = &path
 	}
-	updated, changed, err := c.store.UpdateMemory(r.Context(), in)
+	_, _, err = c.app.Memories.Update(r.Context(), s.ID, m.ID, change, q.Caller())
 	var stale *storage.PreconditionFailedError
 	switch {
+	case invalid(err) != "":
+		v.Error = invalid(err)
+		return c.showMemory(w, r, q, http.StatusBadRequest, s, m, v)
 	case errors.As(err, &stale):
 		current, err := c.store.GetMemory(r.Context(), s.ID, m.ID)
 		if err != nil {
@@ -279,10 +275,6 @@ func (c *Console) saveMemory(w http.ResponseWriter, r *http.Request, q *request)
 		}
 		return err
 	}
-	if changed {
-		c.cfg.API.MemoryWritten(s.ID, server.MemoryUpdated)
-		c.log.InfoContext(r.Context(), "memory updated", "memory_store_id", s.ID, "memory_id", m.ID, "path", updated.Path, "memory_version_id", updated.VersionID, "user_id", q.User.ID)
-	}
 	http.Redirect(w, r, memoryURL(s.ID, m.ID), http.StatusSeeOther)
 	return nil
 }
@@ -292,11 +284,11 @@ func (c *Console) deleteMemory(w http.ResponseWriter, r *http.Request, q *reques
 	if err != nil {
 		return err
 	}
-	sha := r.PostFormValue("sha")
-	if err := validate.SHA256("sha", sha); err != nil {
-		return badRequest("%s", explain(err))
-	}
-	if err := c.store.DeleteMemory(r.Context(), s.ID, m.ID, sha, q.Actor()); err != nil {
+	expect := app.Expect{Field: "sha", SHA256: r.PostFormValue("sha")}
+	if err := c.app.Memories.Delete(r.Context(), s.ID, m.ID, expect, q.Caller()); err != nil {
+		if msg := invalid(err); msg != "" {
+			return badRequest("%s", msg)
+		}
 		var stale *storage.PreconditionFailedError
 		if errors.As(err, &stale) {
 			v := editorView{Content: derefString(m.Content), Path: m.Path, SHA: m.ContentSHA256,
@@ -305,8 +297,6 @@ func (c *Console) deleteMemory(w http.ResponseWriter, r *http.Request, q *reques
 		}
 		return err
 	}
-	c.cfg.API.MemoryWritten(s.ID, server.MemoryDeleted)
-	c.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", s.ID, "memory_id", m.ID, "path", m.Path, "user_id", q.User.ID)
 	http.Redirect(w, r, storeURL(s.ID)+"?prefix="+url.QueryEscape(m.Path[:strings.LastIndexByte(m.Path, '/')+1]), http.StatusSeeOther)
 	return nil
 }

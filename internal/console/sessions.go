@@ -164,7 +164,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 		if _, _, err := c.session(r); err != nil {
 			return nil
 		}
-		wake := c.cfg.API.WaitSession(s.ID)
+		wake := c.app.Sessions.WaitForLog(s.ID)
 		events, err := c.store.ListEvents(r.Context(), s.ID, storage.EventQuery{AfterSeq: after, Limit: sessionLogLimit})
 		if err != nil {
 			if errors.Is(err, storage.ErrNotFound) || r.Context().Err() != nil {
@@ -193,7 +193,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 		select {
 		case <-r.Context().Done():
 			return nil
-		case <-c.cfg.API.Closing():
+		case <-c.cfg.Closing:
 			return nil // the browser reconnects with Last-Event-ID
 		case <-wake:
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/validate"
 )
 
 // storeRow is one line of the stores page.
@@ -48,14 +47,13 @@ func (c *Console) showStores(w http.ResponseWriter, r *http.Request, q *request,
 
 func (c *Console) createStore(w http.ResponseWriter, r *http.Request, q *request) error {
 	name, desc := r.PostFormValue("name"), r.PostFormValue("description")
-	if err := firstError(validate.Name("name", name), validate.Description("description", desc)); err != nil {
-		return c.showStores(w, r, q, http.StatusBadRequest, explain(err), name)
+	s, err := c.app.MemoryStores.Create(r.Context(), storage.NewMemoryStore{Name: name, Description: desc}, q.Caller())
+	if msg := invalid(err); msg != "" {
+		return c.showStores(w, r, q, http.StatusBadRequest, msg, name)
 	}
-	s, err := c.store.CreateMemoryStore(r.Context(), storage.NewMemoryStore{Name: name, Description: desc})
 	if err != nil {
 		return err
 	}
-	c.log.InfoContext(r.Context(), "memory store created", "memory_store_id", s.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, storeURL(s.ID), http.StatusSeeOther)
 	return nil
 }
@@ -101,10 +99,10 @@ func (c *Console) updateStore(w http.ResponseWriter, r *http.Request, q *request
 		return err
 	}
 	name, desc := r.PostFormValue("name"), r.PostFormValue("description")
-	if err := firstError(validate.Name("name", name), validate.Description("description", desc)); err != nil {
-		return c.showSettings(w, r, q, http.StatusBadRequest, s, explain(err))
-	}
-	if _, err := c.store.UpdateMemoryStore(r.Context(), s.ID, storage.MemoryStorePatch{Name: &name, Description: &desc}); err != nil {
+	if _, err := c.app.MemoryStores.Update(r.Context(), s.ID, storage.MemoryStorePatch{Name: &name, Description: &desc}, q.Caller()); err != nil {
+		if msg := invalid(err); msg != "" {
+			return c.showSettings(w, r, q, http.StatusBadRequest, s, msg)
+		}
 		if msg := storageRefusal(err); msg != "" {
 			return c.showSettings(w, r, q, http.StatusConflict, s, msg)
 		}
@@ -119,10 +117,9 @@ func (c *Console) archiveStore(w http.ResponseWriter, r *http.Request, q *reques
 	if err != nil {
 		return err
 	}
-	if _, err := c.store.ArchiveMemoryStore(r.Context(), s.ID); err != nil {
+	if _, err := c.app.MemoryStores.Archive(r.Context(), s.ID, q.Caller()); err != nil {
 		return err
 	}
-	c.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", s.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, storeURL(s.ID)+"settings", http.StatusSeeOther)
 	return nil
 }
@@ -137,25 +134,24 @@ func (c *Console) deleteStore(w http.ResponseWriter, r *http.Request, q *request
 	if r.PostFormValue("confirm") != s.Name {
 		return c.showSettings(w, r, q, http.StatusBadRequest, s, fmt.Sprintf("Nothing was deleted: type the store's name, %q, exactly, to confirm.", s.Name))
 	}
-	if err := c.store.DeleteMemoryStore(r.Context(), s.ID); err != nil {
+	if err := c.app.MemoryStores.Delete(r.Context(), s.ID, q.Caller()); err != nil {
 		if msg := storageRefusal(err); msg != "" {
 			return c.showSettings(w, r, q, http.StatusConflict, s, msg)
 		}
 		return err
 	}
-	c.log.InfoContext(r.Context(), "memory store deleted", "memory_store_id", s.ID, "user_id", q.User.ID)
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 	return nil
 }
 
-// firstError returns the first non-nil error.
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+// invalid words a validation refusal of the service layer (an *api.Error:
+// a field the person filled wrongly) for the form; "" when err is not one.
+func invalid(err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Message
 	}
-	return nil
+	return ""
 }
 
 // explain turns a validator's or the API's error into the sentence shown

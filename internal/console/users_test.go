@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testserver"
 )
@@ -37,9 +36,9 @@ func (u *userReads) UserByID(ctx context.Context, id string) (storage.User, erro
 // were written by one user and by a deleted one reads two.
 func TestAPageReadsOnlyTheUsersItNames(t *testing.T) {
 	reads := &userReads{}
-	srv := testserver.Start(t, testserver.Options{Console: true, Configure: func(c *server.Config) { reads.Store = c.Store; c.Store = reads }})
+	srv := testserver.Start(t, testserver.Options{Console: true, Configure: func(c *app.Config) { reads.Store = c.Store; c.Store = reads }})
 	ctx := context.Background()
-	ada, err := console.CreateUser(ctx, srv.Store, "ada", testPassword)
+	ada, err := app.NewUsers(srv.Store, nil, nil).Create(ctx, "ada", testPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +89,9 @@ func TestAPageReadsOnlyTheUsersItNames(t *testing.T) {
 // one of its own: a store at the server's limit refuses a console create
 // and stores nothing.
 func TestTheConsoleKeepsTheServersMemoryLimit(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{Console: true, Configure: func(c *server.Config) { c.MaxMemoriesPerStore = 2 }})
+	srv := testserver.Start(t, testserver.Options{Console: true, Configure: func(c *app.Config) { c.MaxMemoriesPerStore = 2 }})
 	ctx := context.Background()
-	if _, err := console.CreateUser(ctx, srv.Store, "ada", testPassword); err != nil {
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(ctx, "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	st, err := srv.Store.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "small"})

@@ -34,7 +34,7 @@ func (c *Console) showWebhooks(w http.ResponseWriter, r *http.Request, q *reques
 	return c.render(w, r, q, status, "webhooks", "Webhooks", v)
 }
 
-// createWebhook creates an endpoint through the API server's own rules
+// createWebhook creates an endpoint through the API's own rules
 // (where it may point, which events exist) and shows its secret once.
 func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request, q *request) error {
 	if err := r.ParseForm(); err != nil {
@@ -48,7 +48,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request, q *reque
 	if name != "" {
 		req.Name = &name
 	}
-	made, err := c.cfg.API.CreateWebhookEndpoint(r.Context(), req)
+	made, err := c.app.Webhooks.Create(r.Context(), req, q.Caller())
 	var refused *api.Error
 	if errors.As(err, &refused) {
 		return c.showWebhooks(w, r, q, http.StatusBadRequest, webhooksView{Error: "Nothing was created: " + refused.Message})
@@ -56,6 +56,5 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request, q *reque
 	if err != nil {
 		return err
 	}
-	c.log.InfoContext(r.Context(), "webhook endpoint created", "webhook_endpoint_id", made.ID, "url", made.URL, "user_id", q.User.ID)
 	return c.showWebhooks(w, r, q, http.StatusOK, webhooksView{New: &made})
 }

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/console"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testserver"
 	"github.com/memstore/memstore/internal/webhooks"
@@ -67,8 +66,8 @@ func TestAConsoleChangeIsDeliveredAtOnce(t *testing.T) {
 		got <- string(body)
 	}))
 	defer recv.Close()
-	srv := testserver.Start(t, testserver.Options{Console: true, Webhooks: &server.WebhooksConfig{AllowPrivate: true}, WebhookInterval: time.Hour})
-	if _, err := console.CreateUser(context.Background(), srv.Store, "ada", testPassword); err != nil {
+	srv := testserver.Start(t, testserver.Options{Console: true, Webhooks: &app.WebhooksConfig{AllowPrivate: true}, WebhookInterval: time.Hour})
+	if _, err := app.NewUsers(srv.Store, nil, nil).Create(context.Background(), "ada", testPassword); err != nil {
 		t.Fatal(err)
 	}
 	admin := srv.Admin(t)

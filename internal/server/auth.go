@@ -1,15 +1,12 @@
 package server
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -18,29 +15,18 @@ type Principal struct {
 	storage.Credential
 }
 
+// Caller is p as the service layer knows it: the actor its writes are
+// attributed to, and the credential its log lines name.
+func (p Principal) Caller() app.Caller {
+	return app.Caller{Actor: p.Actor(), LogKey: "credential_id", LogID: p.ID}
+}
+
 // Actor is who a write made by p is attributed to in the version history.
 func (p Principal) Actor() storage.Actor {
 	if p.Kind == storage.SessionsToken {
 		return storage.Actor{Kind: storage.ActorSession, ID: p.SessionID}
 	}
 	return storage.Actor{Kind: storage.ActorAPIKey, ID: p.ID}
-}
-
-// HashSecret is how every credential is stored: lowercase hex SHA-256. The
-// secrets are long random strings, so a fast hash is enough.
-func HashSecret(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
-
-// NewSecret returns a fresh random secret with a readable prefix
-// ("sk-memstore-", …) so a leaked one can be recognised.
-func NewSecret(prefix string) string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // credentialFrom reads the secret from x-api-key or Authorization: Bearer.
@@ -63,19 +49,13 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	if secret == "" {
 		return Principal{}, apiErrorf(api.Authentication, "missing credentials: send an API key in the x-api-key header (or Authorization: Bearer <token>); `memstore serve` prints the admin key on first start and writes it to <data>/admin.key")
 	}
-	hash, now := HashSecret(secret), s.now()
-	c, ok, generation := s.credentials.get(hash, now)
-	if ok {
-		return Principal{Credential: c}, nil
-	}
-	c, err := s.store.CredentialByHash(r.Context(), hash)
+	c, err := s.app.Credentials.Verify(r.Context(), secret)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Principal{}, apiErrorf(api.Authentication, "invalid credentials: the key or token is unknown or revoked; check for a typo or mint a new one")
 	}
 	if err != nil {
 		return Principal{}, err
 	}
-	s.credentials.put(hash, c, now, generation)
 	return Principal{Credential: c}, nil
 }
 

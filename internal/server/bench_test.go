@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -31,7 +31,7 @@ import (
 // line per request is not what is being measured.
 func benchEnv(b *testing.B) *testEnv {
 	b.Helper()
-	return newEnv(b, server.Config{Logger: slog.New(slog.DiscardHandler)})
+	return newEnv(b, app.Config{Logger: slog.New(slog.DiscardHandler)})
 }
 
 func BenchmarkCreateMemory(b *testing.B) {

@@ -31,26 +31,6 @@ func advertise(w http.ResponseWriter) {
 	w.Header().Set(api.ExtensionsHeader, extensions)
 }
 
-// MemoryOp is what a write did to a memory: the label of
-// memstore_memory_writes_total.
-type MemoryOp string
-
-// The memory writes: a created, changed or deleted memory.
-const (
-	MemoryCreated MemoryOp = "create"
-	MemoryUpdated MemoryOp = "update"
-	MemoryDeleted MemoryOp = "delete"
-)
-
-// MemoryWritten is called after a memory write committed, by the API's
-// handlers and by the console beside it, the two paths that write
-// memories: it counts the write and wakes the change feed's long polls on
-// the store. A write that changed nothing is not reported.
-func (s *Server) MemoryWritten(storeID string, op MemoryOp) {
-	s.metrics.memoryWrites.WithLabelValues(string(op)).Inc()
-	s.storeChanges.notify(storeID)
-}
-
 // listChanges answers GET /v1/memory_stores/{id}/changes?after=SEQ: the
 // versions after the cursor, oldest first. With wait_ms and nothing to
 // return it waits for the store's next change, up to wait_ms.
@@ -66,12 +46,9 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 			return apiErrorf(invalidRequest, "after: %q is not a sequence; send 0 (or leave it out) for every change, or the latest_sequence of your previous answer", v)
 		}
 	}
-	wait, err := intParam(r, "wait_ms")
+	wait, err := rangeParam(q, "wait_ms", 0, api.MaxChangesWait.Milliseconds(), 0, "milliseconds a long poll waits for a change; ask again when it returns")
 	if err != nil {
 		return err
-	}
-	if time.Duration(wait)*time.Millisecond > api.MaxChangesWait {
-		return apiErrorf(invalidRequest, "wait_ms: %d is more than the %d ms a long poll may wait; ask again when it returns", wait, api.MaxChangesWait.Milliseconds())
 	}
 	limit := api.MaxChangesLimit
 	if q.Has("limit") {
@@ -82,7 +59,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 	ctx := r.Context()
 	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
 	for {
-		wake := s.storeChanges.wait(req.storeID)
+		wake := s.app.Memories.WaitForChange(req.storeID)
 		page, err := s.store.ListChanges(ctx, req.storeID, after, limit)
 		var ahead *storage.SequenceAheadError
 		if errors.As(err, &ahead) {
@@ -118,7 +95,8 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 // every memory under the prefix with its content, from one consistent
 // read, streamed in the api.SnapshotEntry framing so a client writes each
 // file to disk as it arrives. The sequence the snapshot is at goes in
-// api.SequenceHeader, before the first byte of the body.
+// api.SequenceHeader, before the first byte of the body. It is staged on
+// disk first (snapshot_spool.go), so the read ends before the sending.
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) error {
 	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
@@ -131,41 +109,38 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 			return err
 		}
 	}
+	spool, err := newSnapshotSpool(s.cfg.SpoolDir)
+	if err != nil {
+		return err
+	}
+	defer spool.Close()
 	var (
-		bw      *bufio.Writer
-		enc     *json.Encoder
 		seq     int64
-		count   int
 		started bool
 	)
 	err = s.store.Snapshot(r.Context(), req.storeID, prefix, func(at int64) error {
 		seq, started = at, true
-		w.Header().Set("Content-Type", api.SnapshotContentType)
-		w.Header().Set(api.SequenceHeader, strconv.FormatInt(at, 10))
-		advertise(w)
-		w.WriteHeader(http.StatusOK)
-		bw = bufio.NewWriterSize(w, 64<<10)
-		enc = json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
 		return nil
-	}, func(m storage.MemoryRow) error {
-		count++
-		if err := enc.Encode(wireSnapshotEntry(m)); err != nil {
-			return err
-		}
-		_, err := bw.WriteString(*m.Content)
-		return err
-	})
+	}, spool.add)
 	if !started {
 		return storeError(err, req.storeID)
 	}
 	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", api.SnapshotContentType)
+	w.Header().Set(api.SequenceHeader, strconv.FormatInt(seq, 10))
+	advertise(w)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := spool.sendTo(bw); err != nil {
 		// The status is out; leaving out the end line tells the client the
 		// stream is incomplete.
 		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", err)
 		return nil
 	}
-	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: count, Sequence: seq}); err != nil {
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: spool.count, Sequence: seq}); err != nil {
 		return nil
 	}
 	bw.Flush()

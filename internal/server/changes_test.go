@@ -19,6 +19,10 @@ func TestChangeFeedRefusals(t *testing.T) {
 		{"cursor negative", "GET", s + "/changes?after=-1", nil, nil, 400, api.InvalidRequest, []string{"after"}},
 		{"wait too long", "GET", s + "/changes?wait_ms=30001", nil, nil, 400, api.InvalidRequest, []string{"wait_ms", "30000"}},
 		{"wait not a number", "GET", s + "/changes?wait_ms=soon", nil, nil, 400, api.InvalidRequest, []string{"wait_ms"}},
+		// Issue 25: this wait overflowed into a negative duration that passed
+		// the range check.
+		{"wait overflowing a duration", "GET", s + "/changes?wait_ms=9223372036854775807", nil, nil, 400, api.InvalidRequest, []string{"wait_ms", "out of range", "from 0 to 30000"}},
+		{"wait negative", "GET", s + "/changes?wait_ms=-1", nil, nil, 400, api.InvalidRequest, []string{"wait_ms", "from 0 to 30000"}},
 		{"limit zero", "GET", s + "/changes?limit=0", nil, nil, 400, api.InvalidRequest, []string{"limit"}},
 		{"feed of an unknown store", "GET", missing + "/changes", nil, nil, 404, api.NotFound, []string{"memory store"}},
 		{"snapshot of an unknown store", "GET", missing + "/snapshot", nil, nil, 404, api.NotFound, []string{"memory store"}},

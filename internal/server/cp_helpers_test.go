@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 	"github.com/memstore/memstore/internal/testclock"
@@ -24,6 +25,7 @@ import (
 // injected clock.
 type cpEnv struct {
 	t      testing.TB
+	app    *app.App
 	srv    *Server
 	db     storage.Store
 	hs     *httptest.Server
@@ -32,7 +34,14 @@ type cpEnv struct {
 	dbPath string // the SQLite file (with its -wal and -shm beside it)
 }
 
-func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
+// cpConfig is what an option may change before the env starts: the app's
+// configuration and the server's.
+type cpConfig struct {
+	App    app.Config
+	Server Config
+}
+
+func newCPEnv(t testing.TB, opts ...func(*cpConfig)) *cpEnv {
 	t.Helper()
 	clock := testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	dbPath := filepath.Join(t.TempDir(), "memstore.db")
@@ -40,22 +49,24 @@ func newCPEnv(t testing.TB, opts ...func(*Config)) *cpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock.Now, StreamKeepalive: time.Hour}
+	cfg := cpConfig{App: app.Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock.Now}, Server: Config{StreamKeepalive: time.Hour}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := New(cfg)
+	a := app.New(cfg.App)
+	cfg.Server.App = a
+	srv := New(cfg.Server)
 	hs := httptest.NewServer(srv.Handler())
 	if srv.cfg.PublicBaseURL == "" {
 		srv.cfg.PublicBaseURL = hs.URL
 	}
-	e := &cpEnv{t: t, srv: srv, db: cfg.Store, hs: hs, clock: clock, dbPath: dbPath}
+	e := &cpEnv{t: t, app: a, srv: srv, db: cfg.App.Store, hs: hs, clock: clock, dbPath: dbPath}
 	t.Cleanup(func() {
 		hs.Close()
-		srv.Close()
+		a.Close()
 		db.Close()
 	})
-	key, _, err := srv.BootstrapAdminKey(context.Background(), "")
+	key, _, err := a.Credentials.BootstrapAdminKey(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

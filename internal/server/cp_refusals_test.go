@@ -196,6 +196,8 @@ func TestControlPlaneRefusalsSayWhatToDo(t *testing.T) {
 		// The work queue.
 		{"block_ms over 999", "GET", "/v1/environments/" + env.ID + "/work/poll?block_ms=1000", key, nil, 400, api.InvalidRequest, []string{"block_ms", "1 to 999"}},
 		{"reclaim_older_than_ms 0", "GET", "/v1/environments/" + env.ID + "/work/poll?reclaim_older_than_ms=0", key, nil, 400, api.InvalidRequest, []string{"reclaim_older_than_ms", "positive"}},
+		{"reclaim_older_than_ms overflowing a duration", "GET", "/v1/environments/" + env.ID + "/work/poll?reclaim_older_than_ms=9223372036854775807", key, nil, 400, api.InvalidRequest, []string{"reclaim_older_than_ms", "out of range", "from 1 to 9223372036854"}},
+		{"block_ms overflowing an int", "GET", "/v1/environments/" + env.ID + "/work/poll?block_ms=9223372036854775808", key, nil, 400, api.InvalidRequest, []string{"block_ms", "1 to 999"}},
 		{"ack of an unclaimed item", "POST", item + "/ack", key, nil, 409, api.Conflict, []string{"not claimed", "poll"}},
 		{"heartbeat without expectation", "POST", item + "/heartbeat", key, nil, 400, api.InvalidRequest, []string{"expected_last_heartbeat", api.NoHeartbeat}},
 		{"heartbeat with a bad TTL", "POST", item + "/heartbeat?expected_last_heartbeat=NO_HEARTBEAT&desired_ttl_seconds=soon", key, nil, 400, api.InvalidRequest, []string{"desired_ttl_seconds", "seconds"}},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/secret"
 )
 
 // Defaults of the server's own limits on what one client may hold.
@@ -149,8 +150,8 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 			addr = r.RemoteAddr
 		}
 		key := ""
-		if secret := credentialFrom(r); secret != "" {
-			key = HashSecret(secret)
+		if sent := credentialFrom(r); sent != "" {
+			key = secret.Hash(sent)
 		}
 		release, refused := s.limits.acquire(addr, key)
 		if refused != "" {

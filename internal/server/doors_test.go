@@ -48,7 +48,7 @@ func readEnvelope(t *testing.T, br *bufio.Reader) (*http.Response, api.ErrorEnve
 // at once and the connection is closed within the same bound. Nothing is
 // stored.
 func TestStalledBodyIsTimedOut(t *testing.T) {
-	e := newCPEnv(t, func(c *Config) { c.BodyReadTimeout = 50 * time.Millisecond })
+	e := newCPEnv(t, func(c *cpConfig) { c.Server.BodyReadTimeout = 50 * time.Millisecond })
 	before := e.cpSnapshot()
 	for _, c := range []struct {
 		name, cred string
@@ -121,7 +121,7 @@ func TestOddPathsGetTheEnvelope(t *testing.T) {
 // Requests in flight are capped per credential and per address: one over
 // is answered 429 with retry-after and the envelope, and changes nothing.
 func TestInFlightLimits(t *testing.T) {
-	e := newCPEnv(t, func(c *Config) { c.MaxRequestsPerKey = 1; c.MaxRequestsPerAddress = 2 })
+	e := newCPEnv(t, func(c *cpConfig) { c.Server.MaxRequestsPerKey = 1; c.Server.MaxRequestsPerAddress = 2 })
 	env := e.environment("e")
 	key := e.envKey(env.ID)
 	sess := e.session(env.ID, e.scriptedAgent().ID, nil)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 )
 
 // An operator lists an environment's keys (never their secrets) and revokes
@@ -145,9 +146,9 @@ func TestKeyRevokedElsewhereRefusedWithinCredentialTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must(200, "GET", poll, k.Key, nil, nil)
-	e.clock.Advance(credentialTTL)
+	e.clock.Advance(app.CredentialTTL)
 	if r := e.call("GET", poll, k.Key, nil); r.status != 401 || r.errType() != string(api.Authentication) {
-		t.Fatalf("key revoked elsewhere, %v later: %d %s; want 401", credentialTTL, r.status, r.body)
+		t.Fatalf("key revoked elsewhere, %v later: %d %s; want 401", app.CredentialTTL, r.status, r.body)
 	}
 	e.must(200, "GET", "/v1/environments/"+env.ID, e.apiKey, nil, nil)
 }

@@ -15,7 +15,9 @@ import (
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
@@ -36,7 +38,7 @@ type testEnv struct {
 	http *http.Client
 }
 
-func newEnv(t testing.TB, cfg server.Config) *testEnv {
+func newEnv(t testing.TB, cfg app.Config) *testEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), sqlite.Options{})
@@ -47,12 +49,13 @@ func newEnv(t testing.TB, cfg server.Config) *testEnv {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
-	srv := server.New(cfg)
-	key, _, err := srv.BootstrapAdminKey(ctx, "sk-memstore-test-admin")
+	a := app.New(cfg)
+	srv := server.New(server.Config{App: a})
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "sk-memstore-test-admin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := db.CredentialByHash(ctx, server.HashSecret(key))
+	cred, err := db.CredentialByHash(ctx, secret.Hash(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func newEnv(t testing.TB, cfg server.Config) *testEnv {
 	}))
 	t.Cleanup(func() {
 		ts.Close()
-		srv.Close()
+		a.Close()
 		db.Close()
 	})
 	e.url = ts.URL
@@ -74,7 +77,7 @@ func newEnv(t testing.TB, cfg server.Config) *testEnv {
 // credential registers a secret of the given kind and returns it.
 func (e *testEnv) credential(kind storage.CredentialKind) string {
 	e.t.Helper()
-	secret := server.NewSecret("test-" + string(kind) + "-")
+	sent := secret.New("test-" + string(kind) + "-")
 	c := storage.Credential{ID: ids.New(ids.APIKey), Kind: kind}
 	switch kind {
 	case storage.EnvironmentKey:
@@ -82,10 +85,10 @@ func (e *testEnv) credential(kind storage.CredentialKind) string {
 	case storage.SessionsToken:
 		c.SessionID, c.WorkID = ids.New(ids.Session), ids.New(ids.Work)
 	}
-	if err := e.db.CreateCredential(e.ctx, c, server.HashSecret(secret)); err != nil {
+	if err := e.db.CreateCredential(e.ctx, c, secret.Hash(sent)); err != nil {
 		e.t.Fatal(err)
 	}
-	return secret
+	return sent
 }
 
 // response is one raw HTTP exchange.

@@ -11,10 +11,6 @@ import (
 	"github.com/memstore/memstore/internal/validate"
 )
 
-// EnvironmentKeyPrefix starts every environment key, so a leaked one is
-// recognisable.
-const EnvironmentKeyPrefix = "sk-memstore-env-"
-
 func (s *Server) environmentRoutes() {
 	s.mux.HandleFunc("POST /v1/environments", s.authed(s.createEnvironment))
 	s.mux.HandleFunc("GET /v1/environments", s.authed(s.listEnvironments))
@@ -226,7 +222,7 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 		return err
 	}
 	err = s.store.DeleteEnvironment(r.Context(), id)
-	s.credentials.forget() // its keys are revoked
+	s.app.Credentials.Revoked() // its keys are revoked
 	switch {
 	case errors.Is(err, storage.ErrEnvironmentInUse):
 		return apiErrorf(api.Conflict, "environment %s still has sessions; delete them first (GET /v1/sessions?environment_id=%s lists them), or archive the environment instead", id, id)
@@ -256,16 +252,10 @@ func (s *Server) createEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		return err
 	}
-	if req.Name != "" {
-		if err := validate.Name("name", req.Name); err != nil {
-			return err
-		}
-	}
-	k, err := s.MintEnvironmentKey(r.Context(), e.ID, req.Name)
+	k, err := s.app.Environments.MintKey(r.Context(), e.ID, req.Name, p.Caller())
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "environment key created", "environment_id", e.ID, "key_id", k.ID)
 	writeJSON(w, http.StatusOK, k)
 	return nil
 }
@@ -319,31 +309,9 @@ func (s *Server) revokeEnvironmentKey(w http.ResponseWriter, r *http.Request, p 
 	if _, err := s.environment(r.Context(), env); err != nil {
 		return err
 	}
-	if err := s.RevokeEnvironmentKey(r.Context(), env, key); err != nil {
+	if err := s.app.Environments.RevokeKey(r.Context(), env, key, p.Caller()); err != nil {
 		return orMissing(err, "environment key", key, "GET /v1/environments/"+env+"/keys")
 	}
-	s.log.InfoContext(r.Context(), "environment key revoked", "environment_id", env, "key_id", key)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: key, Type: api.EnvironmentKeyDeletedType})
 	return nil
-}
-
-// RevokeEnvironmentKey revokes a live key of an environment and forgets
-// the credentials this server verified, so that the key is refused from
-// the next request on. The API and the console both revoke through it.
-func (s *Server) RevokeEnvironmentKey(ctx context.Context, environmentID, keyID string) error {
-	defer s.credentials.forget()
-	return s.store.RevokeEnvironmentKey(ctx, environmentID, keyID)
-}
-
-// MintEnvironmentKey makes a key for an existing environment, stored
-// hashed; the returned object is the only place its secret ever appears.
-// The API and the console both mint through it.
-func (s *Server) MintEnvironmentKey(ctx context.Context, environmentID, name string) (api.EnvironmentKey, error) {
-	now := s.now()
-	key := NewSecret(EnvironmentKeyPrefix)
-	c := storage.Credential{ID: ids.NewAt(ids.EnvironmentKey, now), Kind: storage.EnvironmentKey, Name: name, EnvironmentID: environmentID, CreatedAt: now}
-	if err := s.store.CreateCredential(ctx, c, HashSecret(key)); err != nil {
-		return api.EnvironmentKey{}, err
-	}
-	return api.EnvironmentKey{Type: "environment_key", ID: c.ID, EnvironmentID: environmentID, Name: name, Key: key, CreatedAt: now}, nil
 }

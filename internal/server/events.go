@@ -102,7 +102,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return orMissing(err, "session", sess.ID, listSessions)
 	}
-	s.cp.sessions.notify(sess.ID)
+	s.app.Sessions.LogChanged(sess.ID)
 	if wake {
 		now := s.now()
 		work, queued, err := s.store.EnsureWork(ctx, sess.ID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
@@ -111,10 +111,10 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		if queued {
 			s.log.InfoContext(ctx, "work re-queued for session", "session_id", sess.ID, "environment_id", work.EnvironmentID, "work_id", work.ID)
-			s.cp.queues.notify(work.EnvironmentID)
+			s.app.Work.Queued(work.EnvironmentID)
 		}
 	}
-	s.settle(ctx, sess.ID)
+	s.app.Sessions.React(ctx, sess.ID)
 	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
 	return nil
 }
@@ -173,7 +173,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keepalive.Stop()
 	for {
-		wake := s.cp.sessions.wait(sess.ID)
+		wake := s.app.Sessions.WaitForLog(sess.ID)
 		batch, err := s.store.ListEvents(ctx, sess.ID, storage.EventQuery{AfterSeq: after, Limit: streamBatch})
 		if errors.Is(err, storage.ErrNotFound) {
 			writeFrame(w, sessionDeletedEvent(s.now()))

@@ -22,7 +22,7 @@ import (
 //	go test -run '^$' -bench FanOut -benchtime 200x ./internal/server/
 func BenchmarkFanOut(b *testing.B) {
 	b.Run("sqlite/same-process", func(b *testing.B) {
-		e := newCPEnv(b, func(c *Config) { c.Now = nil })
+		e := newCPEnv(b, func(c *cpConfig) { c.App.Now = nil })
 		fanOut(b, e, e)
 	})
 	b.Run("postgres/replica-to-replica", func(b *testing.B) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/testlog"
 )
 
@@ -19,7 +21,7 @@ import (
 // that made the request by id.
 func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 	var out testlog.Buffer
-	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
+	e := newCPEnv(t, func(c *cpConfig) { c.App.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
 	env := e.environment("e")
 	envKey := e.envKey(env.ID)
 	var st api.MemoryStore
@@ -40,7 +42,7 @@ func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 			t.Errorf("the log holds the %s", name)
 		}
 	}
-	token, err := e.db.CredentialByHash(context.Background(), HashSecret(sec.SessionsToken))
+	token, err := e.db.CredentialByHash(context.Background(), secret.Hash(sec.SessionsToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestLogsNameCredentialsByIDAndNeverHoldSecrets(t *testing.T) {
 // (here "memory created"), none of which names it by hand.
 func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
 	var out testlog.Buffer
-	e := newCPEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
+	e := newCPEnv(t, func(c *cpConfig) { c.App.Logger = slog.New(slog.NewJSONHandler(&out, nil)) })
 	var st api.MemoryStore
 	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "notes"}, &st)
 	write := e.must(200, "POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, api.CreateMemoryRequest{Path: "/a.md", Content: "x"}, nil)
@@ -97,13 +99,14 @@ func TestEveryLineOfARequestCarriesItsRequestID(t *testing.T) {
 }
 
 // A handler served beside the API (the console) that logs through the
-// server's Logger gets the request id on its lines too.
+// app's Logger gets the request id on its lines too.
 func TestLinesOfHandlersBesideTheAPICarryTheRequestID(t *testing.T) {
 	var out testlog.Buffer
-	srv := New(Config{Store: newCPEnv(t).db, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
-	defer srv.Close()
+	a := app.New(app.Config{Store: newCPEnv(t).db, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	defer a.Close()
+	srv := New(Config{App: a})
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		srv.Logger().InfoContext(r.Context(), "console page served")
+		a.Logger().InfoContext(r.Context(), "console page served")
 	})
 	hs := httptest.NewServer(srv.HandlerWithConsole(console))
 	defer hs.Close()

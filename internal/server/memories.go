@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
@@ -67,18 +68,10 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if body.Content == nil {
 		return apiErrorf(invalidRequest, "content: is required; send the memory's text (\"\" for an empty memory)")
 	}
-	if err := firstError(validate.Path("path", *body.Path), validate.Content("content", *body.Content)); err != nil {
-		return err
-	}
-	m, err := s.store.CreateMemory(r.Context(), storage.NewMemory{
-		StoreID: req.storeID, Path: *body.Path, Content: *body.Content, By: p.Actor(), MaxMemories: s.MaxMemoriesPerStore(),
-	})
+	m, err := s.app.Memories.Create(r.Context(), req.storeID, *body.Path, *body.Content, p.Caller())
 	if err != nil {
 		return storeError(err, req.storeID)
 	}
-	s.MemoryWritten(req.storeID, MemoryCreated)
-	s.log.InfoContext(r.Context(), "memory created", "memory_store_id", req.storeID,
-		"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, wireMemory(m, req.view))
 	return nil
 }
@@ -117,17 +110,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if body.Content == nil && body.Path == nil {
 		return apiErrorf(invalidRequest, "content, path: send new content, a new path (a rename), or both; this request changes nothing")
 	}
-	if body.Path != nil {
-		if err := validate.Path("path", *body.Path); err != nil {
-			return err
-		}
-	}
-	if body.Content != nil {
-		if err := validate.Content("content", *body.Content); err != nil {
-			return err
-		}
-	}
-	in := storage.MemoryUpdate{StoreID: req.storeID, MemoryID: req.id, Content: body.Content, Path: body.Path, By: p.Actor()}
+	change := app.MemoryChange{Content: body.Content, Path: body.Path}
 	if pre := body.Precondition; pre != nil {
 		// The type may be left out: content_sha256 is the only kind.
 		if pre.Type != "" && pre.Type != "content_sha256" {
@@ -136,19 +119,11 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principa
 		if pre.ContentSHA256 == nil {
 			return apiErrorf(invalidRequest, "precondition.content_sha256: is required; send the content_sha256 you last read, or leave out precondition to update unconditionally")
 		}
-		if err := validate.SHA256("precondition.content_sha256", *pre.ContentSHA256); err != nil {
-			return err
-		}
-		in.IfSHA256 = *pre.ContentSHA256
+		change.Expect = app.Expect{Field: "precondition.content_sha256", SHA256: *pre.ContentSHA256}
 	}
-	m, changed, err := s.store.UpdateMemory(r.Context(), in)
+	m, _, err := s.app.Memories.Update(r.Context(), req.storeID, req.id, change, p.Caller())
 	if err != nil {
 		return s.memoryError(r, err, req.storeID, req.id)
-	}
-	if changed {
-		s.MemoryWritten(req.storeID, MemoryUpdated)
-		s.log.InfoContext(r.Context(), "memory updated", "memory_store_id", req.storeID,
-			"memory_id", m.ID, "path", m.Path, "memory_version_id", m.VersionID, "credential_id", p.ID)
 	}
 	writeJSON(w, http.StatusOK, wireMemory(m, req.view))
 	return nil
@@ -159,21 +134,17 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, p Principa
 	if err != nil {
 		return err
 	}
-	expected := r.URL.Query().Get("expected_content_sha256")
-	if expected != "" {
-		if err := validate.SHA256("expected_content_sha256", expected); err != nil {
-			return err
-		}
+	var expect app.Expect
+	if sha := r.URL.Query().Get("expected_content_sha256"); sha != "" {
+		expect = app.Expect{Field: "expected_content_sha256", SHA256: sha}
 	}
-	if err := s.store.DeleteMemory(r.Context(), req.storeID, req.id, expected, p.Actor()); err != nil {
+	if err := s.app.Memories.Delete(r.Context(), req.storeID, req.id, expect, p.Caller()); err != nil {
 		var stale *storage.PreconditionFailedError
 		if errors.As(err, &stale) {
 			return apiErrorf(api.MemoryPreconditionFailed, "expected_content_sha256: the memory's content has changed (its content_sha256 is now %s), so it was not deleted; re-read it and decide again", stale.CurrentSHA256)
 		}
 		return s.memoryError(r, err, req.storeID, req.id)
 	}
-	s.MemoryWritten(req.storeID, MemoryDeleted)
-	s.log.InfoContext(r.Context(), "memory deleted", "memory_store_id", req.storeID, "memory_id", req.id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: req.id, Type: "memory_deleted"})
 	return nil
 }

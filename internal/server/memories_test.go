@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testenv"
@@ -62,7 +63,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{testEnv: newEnv(t, server.Config{MaxMemoriesPerStore: 3})}
+	f := &fixture{testEnv: newEnv(t, app.Config{MaxMemoriesPerStore: 3})}
 	f.ok("POST", "/v1/memory_stores", map[string]any{"name": "main", "metadata": map[string]string{"a": "1"}}, &f.store)
 	f.ok("POST", "/v1/memory_stores/"+f.store.ID+"/memories", api.CreateMemoryRequest{Path: "/notes/doc.md", Content: "doc"}, &f.doc)
 	f.ok("POST", "/v1/memory_stores/"+f.store.ID+"/memories", api.CreateMemoryRequest{Path: "/file", Content: "file"}, &f.file)
@@ -276,7 +277,7 @@ func TestPathConflictsNameTheMemoryInTheWay(t *testing.T) {
 // Limits at their boundary are accepted (the refusals above are one past
 // them).
 func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
-	e := newEnv(t, server.Config{})
+	e := newEnv(t, app.Config{})
 	meta := map[string]string{}
 	for i := range api.MaxMetadataPairs {
 		meta[fmt.Sprintf("%064d", i)] = strings.Repeat("v", api.MaxMetadataValueChars)
@@ -324,7 +325,7 @@ func TestLimitsAtTheBoundaryAreAccepted(t *testing.T) {
 // about a minute under -race.
 func TestDefaultStoreLimit(t *testing.T) {
 	testenv.Long(t)
-	e := newEnv(t, server.Config{})
+	e := newEnv(t, app.Config{})
 	var st api.MemoryStore
 	e.ok("POST", "/v1/memory_stores", map[string]any{"name": "big"}, &st)
 	e.seed(t, st.ID, api.DefaultMaxMemories-1)
@@ -346,7 +347,7 @@ func TestDefaultStoreLimit(t *testing.T) {
 }
 
 func TestFullViewCapsPages(t *testing.T) {
-	e := newEnv(t, server.Config{})
+	e := newEnv(t, app.Config{})
 	var st api.MemoryStore
 	e.ok("POST", "/v1/memory_stores", map[string]any{"name": "s"}, &st)
 	e.seed(t, st.ID, 30)
@@ -473,7 +474,7 @@ func TestCredentials(t *testing.T) {
 
 // Writes are attributed to the API key that made them.
 func TestWritesAreAttributedToTheKey(t *testing.T) {
-	e := newEnv(t, server.Config{})
+	e := newEnv(t, app.Config{})
 	var st api.MemoryStore
 	e.ok("POST", "/v1/memory_stores", map[string]any{"name": "s"}, &st)
 	var m api.Memory

@@ -38,15 +38,6 @@ func (s *Server) memoryRoutes() {
 	s.mux.HandleFunc("POST /v1/memory_stores/{store_id}/memory_versions/{version_id}/redact", s.authed(s.redactMemoryVersion))
 }
 
-// MaxMemoriesPerStore is the per-store memory limit in force, for the API
-// and the console alike.
-func (s *Server) MaxMemoriesPerStore() int {
-	if s.cfg.MaxMemoriesPerStore > 0 {
-		return s.cfg.MaxMemoriesPerStore
-	}
-	return api.DefaultMaxMemories
-}
-
 // storeIDParam reads and checks the {store_id} path segment.
 func storeIDParam(r *http.Request) (string, error) {
 	id := r.PathValue("store_id")
@@ -171,28 +162,11 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		}
 		in.Metadata[k] = *v
 	}
-	if err := firstError(
-		validate.Name("name", in.Name),
-		validate.Description("description", in.Description),
-		validate.Metadata("metadata", in.Metadata),
-	); err != nil {
-		return err
-	}
-	st, err := s.store.CreateMemoryStore(r.Context(), in)
+	st, err := s.app.MemoryStores.Create(r.Context(), in, p.Caller())
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "memory store created", "memory_store_id", st.ID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, wireStore(st))
-	return nil
-}
-
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -252,30 +226,10 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	if body.Name != nil {
-		if err := validate.Name("name", *body.Name); err != nil {
-			return err
-		}
-	}
-	if body.Description != nil {
-		if err := validate.Description("description", *body.Description); err != nil {
-			return err
-		}
-	}
-	// The count is checked against the merged metadata, in storage.
-	for k, v := range body.Metadata {
-		if v == nil {
-			continue
-		}
-		if err := validate.MetadataPair("metadata", k, *v); err != nil {
-			return err
-		}
-	}
-	st, err := s.store.UpdateMemoryStore(r.Context(), id, storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata})
+	st, err := s.app.MemoryStores.Update(r.Context(), id, storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata}, p.Caller())
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store updated", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
@@ -288,11 +242,10 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 	if err := requireAPIKey(p); err != nil {
 		return err
 	}
-	st, err := s.store.ArchiveMemoryStore(r.Context(), id)
+	st, err := s.app.MemoryStores.Archive(r.Context(), id, p.Caller())
 	if err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store archived", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, wireStore(st))
 	return nil
 }
@@ -305,10 +258,9 @@ func (s *Server) deleteMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err := requireAPIKey(p); err != nil {
 		return err
 	}
-	if err := s.store.DeleteMemoryStore(r.Context(), id); err != nil {
+	if err := s.app.MemoryStores.Delete(r.Context(), id, p.Caller()); err != nil {
 		return storeError(err, id)
 	}
-	s.log.InfoContext(r.Context(), "memory store deleted", "memory_store_id", id, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: "memory_store_deleted"})
 	return nil
 }

@@ -116,12 +116,10 @@ func (s *Server) redactMemoryVersion(w http.ResponseWriter, r *http.Request, p P
 	if err := requireAPIKey(p); err != nil {
 		return err
 	}
-	v, err := s.store.RedactMemoryVersion(r.Context(), storeID, versionID, p.Actor())
+	v, err := s.app.Memories.RedactVersion(r.Context(), storeID, versionID, p.Caller())
 	if err != nil {
 		return s.versionError(r, err, storeID, versionID)
 	}
-	s.log.InfoContext(r.Context(), "memory version redacted", "memory_store_id", storeID,
-		"memory_version_id", versionID, "memory_id", v.MemoryID, "credential_id", p.ID)
 	writeJSON(w, http.StatusOK, wireVersion(api.ViewFull)(v))
 	return nil
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/memstore/memstore/internal/storage"
 )
 
-// metrics are the server's Prometheus series, in a registry of the
-// server's own: two servers in one process (tests, an embedding program)
-// never share or clash over counters.
+// metrics are the server's Prometheus series, in the registry of its app
+// (each app has its own: two in one process, as in tests, never share or
+// clash over counters).
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -23,13 +23,11 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	streamsOpen     prometheus.Gauge
 	claims          *prometheus.CounterVec
-	leaseExpiries   *prometheus.CounterVec
-	memoryWrites    *prometheus.CounterVec
 }
 
-func newMetrics(store storage.Store) *metrics {
+func newMetrics(reg *prometheus.Registry, store storage.Store) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_http_requests_total",
 			Help: "API requests answered, by route pattern (never a raw id) and status code.",
@@ -47,23 +45,16 @@ func newMetrics(store storage.Store) *metrics {
 			Name: "memstore_work_claims_total",
 			Help: "Work items claimed by a poll, by environment.",
 		}, []string{"environment_id"}),
-		leaseExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memstore_work_lease_expiries_total",
-			Help: "Work item leases that lapsed (the worker stopped beating), by environment and what became of the item: queued again or stopped.",
-		}, []string{"environment_id", "state"}),
-		memoryWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memstore_memory_writes_total",
-			Help: "Memories written through the API or the web console, by operation (create, update, delete); an update that changes nothing is not counted.",
-		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.requests, m.requestDuration, m.streamsOpen, m.claims, m.leaseExpiries, m.memoryWrites,
+	m.reg.MustRegister(m.requests, m.requestDuration, m.streamsOpen, m.claims,
 		queueDepth{store: store},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// Metrics gathers the server's metrics, for a process that serves them
-// together with others of its own (`memstore up`: the worker's too).
+// Metrics gathers the server's metrics and its app's, for a process that
+// serves them together with others of its own (`memstore up`: the
+// worker's too).
 func (s *Server) Metrics() prometheus.Gatherer {
 	return s.metrics.reg
 }

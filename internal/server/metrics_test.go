@@ -35,7 +35,7 @@ func (q *queueReads) ListEnvironments(ctx context.Context, l storage.ListQuery) 
 // the database however many environments there are.
 func TestMetricsReportEveryQueueFromOneRead(t *testing.T) {
 	var reads *queueReads
-	e := newCPEnv(t, func(c *Config) { reads = &queueReads{Store: c.Store}; c.Store = reads })
+	e := newCPEnv(t, func(c *cpConfig) { reads = &queueReads{Store: c.App.Store}; c.App.Store = reads })
 	agent := e.scriptedAgent()
 	busy, waiting, idle, archived := e.environment("busy"), e.environment("waiting"), e.environment("idle"), e.environment("archived")
 	e.session(busy.ID, agent.ID, nil)

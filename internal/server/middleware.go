@@ -9,19 +9,15 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+
+	"github.com/memstore/memstore/internal/requestid"
 )
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	requestLogKey
-)
+const requestLogKey ctxKey = iota
 
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
+func requestID(ctx context.Context) string { return requestid.From(ctx) }
 
 // withRequestID gives every request an id, echoed in the request-id response
 // header and in every log line about it, so a user's report can be matched to
@@ -32,7 +28,7 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 		rand.Read(b[:])
 		id := "req_" + hex.EncodeToString(b[:])
 		w.Header().Set("request-id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		next.ServeHTTP(w, r.WithContext(requestid.With(r.Context(), id)))
 	})
 }
 
@@ -162,24 +158,4 @@ func (s *Server) withBodyCap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// requestIDHandler adds the request id carried by a record's context to
-// the record, so every line logged with the request's context names it
-// without each call site having to.
-type requestIDHandler struct{ slog.Handler }
-
-func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := requestID(ctx); id != "" {
-		r.AddAttrs(slog.String("request_id", id))
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return requestIDHandler{h.Handler.WithAttrs(attrs)}
-}
-
-func (h requestIDHandler) WithGroup(name string) slog.Handler {
-	return requestIDHandler{h.Handler.WithGroup(name)}
 }

@@ -16,7 +16,7 @@ import (
 
 // replicas starts n servers on one PostgreSQL database, each with its own
 // handle and the real clock (the database's), as separate processes are.
-func replicas(t testing.TB, n int, opts ...func(*Config)) []*cpEnv {
+func replicas(t testing.TB, n int, opts ...func(*cpConfig)) []*cpEnv {
 	url := testenv.PostgresSchema(t)
 	out := make([]*cpEnv, n)
 	for i := range out {
@@ -25,11 +25,11 @@ func replicas(t testing.TB, n int, opts ...func(*Config)) []*cpEnv {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		out[i] = newCPEnv(t, append(opts, func(c *Config) { c.Store, c.Now = db, nil })...)
+		out[i] = newCPEnv(t, append(opts, func(c *cpConfig) { c.App.Store, c.App.Now = db, nil })...)
 		if i > 0 {
 			out[i].apiKey = out[0].apiKey // bootstrapped once, in the shared database
 		}
-		if err := out[i].srv.ListenForWakes(t.Context()); err != nil {
+		if err := out[i].app.ListenForWakes(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,7 +64,7 @@ func TestReplicasRegisterOneAdminKeyTogether(t *testing.T) {
 	errs := make(chan error, len(rs))
 	for _, r := range rs {
 		go func() {
-			_, _, err := r.srv.BootstrapAdminKey(t.Context(), "sk-memstore-shared-admin")
+			_, _, err := r.app.Credentials.BootstrapAdminKey(t.Context(), "sk-memstore-shared-admin")
 			errs <- err
 		}()
 	}
@@ -84,7 +84,7 @@ func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
 	cancelled := make(chan struct{})
 	u.Hang(cancelled)
 	u.Reply(anthropic.StopReasonEndTurn, modeltest.Usage(1, 1, 0, 0), modeltest.Text("unused"))
-	rs := replicas(t, 2, func(c *Config) { c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"} })
+	rs := replicas(t, 2, func(c *cpConfig) { c.App.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"} })
 	a, b := rs[0], rs[1]
 	sess := startModelTurn(a, "think hard")
 	<-u.Arrived // replica a holds the turn, its model call in flight
@@ -108,14 +108,14 @@ func TestATurnDroppedByADeadReplicaIsTakenUp(t *testing.T) {
 	cancelled := make(chan struct{})
 	u.Hang(cancelled)
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
-	rs := replicas(t, 2, func(c *Config) {
-		c.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"}
-		c.TurnSweep, c.TurnRetry = 20*time.Millisecond, 20*time.Millisecond
+	rs := replicas(t, 2, func(c *cpConfig) {
+		c.App.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"}
+		c.App.TurnSweep, c.App.TurnRetry = 20*time.Millisecond, 20*time.Millisecond
 	})
 	a, b := rs[0], rs[1]
 	sess := startModelTurn(a, "look")
 	<-u.Arrived   // replica a holds the turn, its model call in flight
-	a.srv.Close() // replica a dies: its runner stops, its connections end
+	a.app.Close() // replica a dies: its runner stops, its connections end
 	a.db.Close()
 	<-cancelled
 	want := "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end"

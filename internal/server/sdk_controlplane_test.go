@@ -20,6 +20,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 )
@@ -40,7 +41,8 @@ func newSDKServer(t *testing.T, opts ...func(*server.Config)) *sdkServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := app.New(app.Config{Store: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := server.Config{App: a}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -53,10 +55,10 @@ func newSDKServer(t *testing.T, opts ...func(*server.Config)) *sdkServer {
 	hs.Start()
 	t.Cleanup(func() {
 		hs.Close()
-		srv.Close()
+		a.Close()
 		db.Close()
 	})
-	key, _, err := srv.BootstrapAdminKey(ctx, "")
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

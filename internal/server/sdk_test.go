@@ -17,7 +17,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/respjson"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/testdigest"
 )
 
@@ -115,7 +115,7 @@ func sdkError(t *testing.T, err error, status int, typ api.ErrorType) *api.Error
 }
 
 func TestOfficialSDK(t *testing.T) {
-	e := newEnv(t, server.Config{})
+	e := newEnv(t, app.Config{})
 	ctx := context.Background()
 	// Default retries stay on: the server must tell the SDK not to repeat
 	// a 409, which the request counter below checks.

@@ -202,10 +202,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p Princip
 	case err != nil:
 		return err
 	}
-	s.cp.queues.notify(env.ID)
-	s.cp.sessions.notify(sess.ID)
+	s.app.Work.Queued(env.ID)
+	s.app.Sessions.LogChanged(sess.ID)
 	if len(req.InitialEvents) > 0 {
-		s.settle(ctx, sess.ID)
+		s.app.Sessions.React(ctx, sess.ID)
 		if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
 			return orMissing(err, "session", sess.ID, listSessions)
 		}
@@ -397,8 +397,7 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
-	s.cp.sessions.notify(id)
-	s.cp.runner.Wake(id) // a model call in flight is abandoned
+	s.app.Sessions.Ended(id) // a model call in flight is abandoned
 	s.log.InfoContext(ctx, "session archived", "session_id", id)
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
@@ -415,12 +414,11 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 		return err
 	}
 	err = s.store.DeleteSession(r.Context(), id)
-	s.credentials.forget() // its tokens are revoked
+	s.app.Credentials.Revoked() // its tokens are revoked
 	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
-	s.cp.sessions.notify(id)
-	s.cp.runner.Wake(id) // a model call in flight is abandoned
+	s.app.Sessions.Ended(id) // a model call in flight is abandoned
 	s.log.InfoContext(r.Context(), "session deleted", "session_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
 	return nil

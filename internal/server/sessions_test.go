@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 )
 
 func TestMountSlugsAndCollisions(t *testing.T) {
@@ -340,7 +341,7 @@ func TestStreamFramesResumeAndEnd(t *testing.T) {
 }
 
 func TestStreamRefusesAnUnknownLastEventIDAndKeepsAlive(t *testing.T) {
-	e := newCPEnv(t, func(c *Config) { c.StreamKeepalive = 20 * time.Millisecond })
+	e := newCPEnv(t, func(c *cpConfig) { c.Server.StreamKeepalive = 20 * time.Millisecond })
 	env := e.environment("e")
 	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
 	r := e.call("GET", "/v1/sessions/"+sess.ID+"/events/stream", e.apiKey, nil, "Last-Event-ID", "sevt_01JZZZZZZZZZZZZZZZZZZZZZZZ")
@@ -394,15 +395,16 @@ func TestResumeSettlesASessionWhoseItemStoppedBeforeACrash(t *testing.T) {
 	if evs := e.events(sess.ID); evs[len(evs)-1].Type != api.EventAgentToolUse {
 		t.Fatalf("unexpected log before the restart: %+v", evs[len(evs)-1])
 	}
-	restarted := New(Config{Store: e.db, Logger: e.srv.log, Now: e.clock.Now})
-	if err := restarted.Resume(context.Background()); err != nil {
+	restarted := app.New(app.Config{Store: e.db, Logger: e.app.Logger(), Now: e.clock.Now})
+	defer restarted.Close()
+	if err := restarted.Sessions.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	evs := e.events(sess.ID)
 	if last := evs[len(evs)-1]; last.Type != api.EventSessionStatusIdle || last.StopReason.Type != api.StopRequiresAction {
 		t.Fatalf("after Resume: %+v", last)
 	}
-	if err := restarted.Resume(context.Background()); err != nil {
+	if err := restarted.Sessions.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if again := e.events(sess.ID); len(again) != len(evs) {
@@ -411,7 +413,7 @@ func TestResumeSettlesASessionWhoseItemStoppedBeforeACrash(t *testing.T) {
 }
 
 func TestSessionResourcesSnapshotStoresAndMountThemBySlug(t *testing.T) {
-	e := newCPEnv(t, func(c *Config) { c.MountPrefix = "/srv/mem" })
+	e := newCPEnv(t, func(c *cpConfig) { c.Server.MountPrefix = "/srv/mem" })
 	env := e.environment("e")
 	ag := e.scriptedAgent()
 	mk := func(name, desc string) api.MemoryStore {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
@@ -150,11 +151,13 @@ func sideBySide(b *testing.B) {
 	defer db.Close()
 	counter := &trafficCounter{}
 	hs := httptest.NewUnstartedServer(nil)
-	srv := server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), MountPrefix: mnt, PublicBaseURL: "http://" + hs.Listener.Addr().String()})
+	a := app.New(app.Config{Store: db, Logger: slog.New(slog.DiscardHandler)})
+	defer a.Close()
+	srv := server.New(server.Config{App: a, MountPrefix: mnt, PublicBaseURL: "http://" + hs.Listener.Addr().String()})
 	hs.Config.Handler = counter.wrap(srv.Handler())
 	hs.Start()
 	defer hs.Close()
-	key, _, err := srv.BootstrapAdminKey(ctx, "")
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -329,11 +332,13 @@ func propagation(b *testing.B) (p50, p95 time.Duration) {
 	}
 	defer db.Close()
 	hs := httptest.NewUnstartedServer(nil)
-	srv := server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), PublicBaseURL: "http://" + hs.Listener.Addr().String()})
+	a := app.New(app.Config{Store: db, Logger: slog.New(slog.DiscardHandler)})
+	defer a.Close()
+	srv := server.New(server.Config{App: a, PublicBaseURL: "http://" + hs.Listener.Addr().String()})
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	defer hs.Close()
-	key, _, err := srv.BootstrapAdminKey(ctx, "")
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -20,14 +21,16 @@ import (
 // true (the SDKs retry it) and changes nothing; the server recovers by
 // itself, so the retried request succeeds.
 func TestALostDatabaseIs503AndRecovers(t *testing.T) {
-	app := fmt.Sprintf("memstore_503_%d", time.Now().UnixNano())
-	db, err := postgres.Open(t.Context(), testenv.PostgresSchema(t)+"&pool_max_conns=1&application_name="+app, postgres.Options{})
+	appName := fmt.Sprintf("memstore_503_%d", time.Now().UnixNano())
+	db, err := postgres.Open(t.Context(), testenv.PostgresSchema(t)+"&pool_max_conns=1&application_name="+appName, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	srv := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler)})
-	key, _, err := srv.BootstrapAdminKey(t.Context(), "")
+	a := app.New(app.Config{Store: db, Logger: slog.New(slog.DiscardHandler)})
+	defer a.Close()
+	srv := New(Config{App: a})
+	key, _, err := a.Credentials.BootstrapAdminKey(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestALostDatabaseIs503AndRecovers(t *testing.T) {
 		if res := list(); res.StatusCode != 200 {
 			t.Fatalf("before the loss: %d", res.StatusCode)
 		}
-		if _, err := admin.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+		if _, err := admin.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, appName); err != nil {
 			t.Fatal(err)
 		}
 		res := list()

@@ -1,22 +1,14 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/validate"
 	"github.com/memstore/memstore/internal/webhooks"
 	"github.com/memstore/memstore/internal/webhooks/dispatcher"
-)
-
-const (
-	maxWebhookDescriptionChars = 1024
-	maxWebhookURLBytes         = 2048
 )
 
 // webhookRoutes serve the official SDK's Beta.Organizations.Webhooks, and
@@ -38,37 +30,6 @@ func webhookID(r *http.Request) (string, error) {
 	return id, checkID(ids.Webhook, "webhook endpoint", id)
 }
 
-// checkWebhookFields validates the fields a creation or an update sets.
-func (s *Server) checkWebhookFields(ctx context.Context, req api.WebhookEndpointParams) error {
-	if req.URL != nil {
-		if len(*req.URL) > maxWebhookURLBytes {
-			return apiErrorf(invalidRequest, "url is %d bytes; the limit is %d", len(*req.URL), maxWebhookURLBytes)
-		}
-		if err := s.egress.CheckURL(ctx, *req.URL); err != nil {
-			return apiErrorf(invalidRequest, "%v", err)
-		}
-	}
-	if req.EnabledEvents != nil {
-		if err := webhooks.CheckTypes(req.EnabledEvents); err != nil {
-			return apiErrorf(invalidRequest, "%v", err)
-		}
-	}
-	if req.Name != nil && *req.Name != "" {
-		if err := validate.Name("name", *req.Name); err != nil {
-			return err
-		}
-	}
-	if req.Description != nil {
-		if err := validate.Text("description", *req.Description, maxWebhookDescriptionChars); err != nil {
-			return err
-		}
-	}
-	if req.State != nil && *req.State != webhooks.StateEnabled && *req.State != webhooks.StateDisabled {
-		return apiErrorf(invalidRequest, "state must be %q or %q, not %q", webhooks.StateEnabled, webhooks.StateDisabled, *req.State)
-	}
-	return nil
-}
-
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := requireAPIKey(p); err != nil {
 		return err
@@ -77,56 +38,12 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	made, err := s.CreateWebhookEndpoint(r.Context(), req)
+	made, err := s.app.Webhooks.Create(r.Context(), req, p.Caller())
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(r.Context(), "webhook endpoint created", "webhook_endpoint_id", made.ID, "url", made.URL, "enabled_events", made.EnabledEvents)
 	writeJSON(w, http.StatusOK, made)
 	return nil
-}
-
-// CreateWebhookEndpoint validates and stores an endpoint with a new signing
-// secret; the returned object is the only place the secret is shown. The
-// API and the console both create through it; a refusal is an *api.Error.
-func (s *Server) CreateWebhookEndpoint(ctx context.Context, req api.WebhookEndpointParams) (api.NewWebhookEndpoint, error) {
-	if req.URL == nil {
-		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "url is required: the HTTPS URL deliveries are sent to")
-	}
-	if req.EnabledEvents == nil {
-		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "enabled_events is required; valid types: %s", strings.Join(webhooks.Types, ", "))
-	}
-	if req.State != nil {
-		return api.NewWebhookEndpoint{}, apiErrorf(invalidRequest, "state cannot be set at creation: an endpoint starts enabled; update it to disable it")
-	}
-	if err := s.checkWebhookFields(ctx, req); err != nil {
-		return api.NewWebhookEndpoint{}, err
-	}
-	now := s.now()
-	e := webhooks.Endpoint{WebhookEndpoint: api.WebhookEndpoint{ID: ids.NewAt(ids.Webhook, now), URL: *req.URL,
-		EnabledEvents: slices.Clone(req.EnabledEvents), State: webhooks.StateEnabled, CreatedAt: now, UpdatedAt: now},
-		Secret: dispatcher.NewSecret()}
-	if req.Name != nil {
-		e.Name = *req.Name
-	}
-	if req.Description != nil {
-		e.Description = *req.Description
-	}
-	e.WebhookEndpoint = wireWebhook(e)
-	if err := s.store.CreateWebhookEndpoint(ctx, e); err != nil {
-		return api.NewWebhookEndpoint{}, err
-	}
-	return api.NewWebhookEndpoint{WebhookEndpoint: e.WebhookEndpoint, SigningSecret: e.Secret}, nil
-}
-
-// wireWebhook is an endpoint as the API shows it: never its secret.
-func wireWebhook(e webhooks.Endpoint) api.WebhookEndpoint {
-	out := e.WebhookEndpoint
-	out.Type = "webhook_endpoint"
-	if out.EnabledEvents == nil {
-		out.EnabledEvents = []string{}
-	}
-	return out
 }
 
 func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -141,7 +58,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
-	writeJSON(w, http.StatusOK, wireWebhook(e))
+	writeJSON(w, http.StatusOK, e.Shown())
 	return nil
 }
 
@@ -179,7 +96,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	page := api.WebhookEndpointPage{Data: []api.WebhookEndpoint{}, HasMore: len(all) > limit}
 	for _, e := range all[:min(limit, len(all))] {
-		page.Data = append(page.Data, wireWebhook(e))
+		page.Data = append(page.Data, e.Shown())
 	}
 	if n := len(page.Data); n > 0 {
 		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[n-1].ID
@@ -200,34 +117,11 @@ func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := s.checkWebhookFields(r.Context(), req); err != nil {
-		return err
-	}
-	e, err := s.store.UpdateWebhookEndpoint(r.Context(), id, func(e *webhooks.Endpoint) error {
-		if req.URL != nil {
-			e.URL = *req.URL
-		}
-		if req.Name != nil {
-			e.Name = *req.Name
-		}
-		if req.Description != nil {
-			e.Description = *req.Description
-		}
-		if req.EnabledEvents != nil {
-			e.EnabledEvents = slices.Clone(req.EnabledEvents)
-		}
-		if req.State != nil {
-			// Either way the reason goes: it explains only a disabling
-			// memstore did by itself.
-			e.State, e.DisabledReason = *req.State, ""
-		}
-		e.UpdatedAt = s.now()
-		return nil
-	})
+	e, err := s.app.Webhooks.Update(r.Context(), id, req, p.Caller())
 	if err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
-	writeJSON(w, http.StatusOK, wireWebhook(e))
+	writeJSON(w, http.StatusOK, e.Shown())
 	return nil
 }
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
@@ -53,9 +53,9 @@ func TestReplicasDeliverEachWebhookOnceInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		srv := server.New(server.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Webhooks: server.WebhooksConfig{AllowPrivate: true}})
-		t.Cleanup(srv.Close)
-		wg.Go(func() { srv.RunWebhooks(runCtx, 5*time.Millisecond) })
+		a := app.New(app.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Webhooks: app.WebhooksConfig{AllowPrivate: true}})
+		t.Cleanup(a.Close)
+		wg.Go(func() { a.RunWebhooks(runCtx, 5*time.Millisecond) })
 		stores = append(stores, db)
 	}
 	now := time.Now().UTC()

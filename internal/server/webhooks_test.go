@@ -20,6 +20,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
@@ -33,6 +34,7 @@ import (
 // with status.
 type hookEnv struct {
 	t      *testing.T
+	app    *app.App
 	srv    *server.Server
 	db     *sqlite.DB
 	url    string
@@ -64,8 +66,9 @@ func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy, wrap ..
 	for _, w := range wrap {
 		store = w(store)
 	}
-	e.srv = server.New(server.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
-		Webhooks: server.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
+	e.app = app.New(app.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
+		Webhooks: app.WebhooksConfig{AllowPrivate: allowPrivate, Policy: policy}})
+	e.srv = server.New(server.Config{App: e.app})
 	hs := httptest.NewServer(e.srv.Handler())
 	e.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -80,10 +83,10 @@ func newHookEnv(t *testing.T, allowPrivate bool, policy webhooks.Policy, wrap ..
 	t.Cleanup(func() {
 		e.recv.Close()
 		hs.Close()
-		e.srv.Close()
+		e.app.Close()
 		db.Close()
 	})
-	key, _, err := e.srv.BootstrapAdminKey(context.Background(), "")
+	key, _, err := e.app.Credentials.BootstrapAdminKey(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func (e *hookEnv) setStatus(code int) { e.mu.Lock(); e.status = code; e.mu.Unloc
 // deliver runs the dispatcher once, as its loop would.
 func (e *hookEnv) deliver() int {
 	e.t.Helper()
-	n, err := e.srv.DeliverWebhooks(context.Background())
+	n, err := e.app.DeliverWebhooks(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -227,11 +230,11 @@ func TestWebhookRefusalsStoreNothing(t *testing.T) {
 	e := newHookEnv(t, false, webhooks.Policy{})
 	for _, c := range []struct{ url, events, want string }{
 		{e.recv.URL, webhooks.SessionCreated, "plain HTTP"},
-		{"https://127.0.0.1:8443/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://[::1]/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://169.254.169.254/latest", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://10.1.2.3/hook", webhooks.SessionCreated, "loopback, link-local or private"},
-		{"https://localhost/hook", webhooks.SessionCreated, "loopback, link-local or private"},
+		{"https://127.0.0.1:8443/hook", webhooks.SessionCreated, "loopback"},
+		{"https://[::1]/hook", webhooks.SessionCreated, "loopback"},
+		{"https://169.254.169.254/latest", webhooks.SessionCreated, "link-local"},
+		{"https://10.1.2.3/hook", webhooks.SessionCreated, "private"},
+		{"https://localhost/hook", webhooks.SessionCreated, "loopback"},
 		{"https://93.184.215.14/hook", "vault.created", "valid types: agent.archived"},
 		{"https://93.184.215.14/hook", "", "valid types: agent.archived"},
 	} {
@@ -274,6 +277,33 @@ func TestWebhookRefusalsStoreNothing(t *testing.T) {
 	got, err := e.db.GetWebhookEndpoint(context.Background(), ep.ID)
 	if err != nil || got.Name != "" || got.URL != "https://93.184.215.14/hook" || !slices.Equal(got.EnabledEvents, []string{webhooks.SessionCreated}) || got.State != "enabled" || got.Secret != ep.SigningSecret {
 		t.Fatalf("after refused updates: %+v, %v", got, err)
+	}
+}
+
+// Issue 25's webhook URLs, accepted by the old deny-list: each is refused
+// with a 400 that names the block and the development flag, and nothing is
+// stored.
+func TestWebhookURLsOutsideTheGlobalInternetAreRefused(t *testing.T) {
+	e := newHookEnv(t, false, webhooks.Policy{})
+	for _, c := range []struct{ url, want string }{
+		{"https://100.64.0.1/hook", "100.64.0.0/10"},
+		{"https://100.100.100.200/latest/meta-data", "100.64.0.0/10"},
+		{"https://198.18.0.1/hook", "198.18.0.0/15"},
+		{"https://0.0.0.1/hook", "0.0.0.0/8"},
+		{"https://255.255.255.255/hook", "broadcast"},
+		{"https://[::127.0.0.1]/hook", "IPv4-compatible"},
+		{"https://[64:ff9b::7f00:1]/hook", "NAT64 64:ff9b::/96 of 127.0.0.0/8, loopback"},
+		{"https://[2002:7f00:1::1]/hook", "6to4 2002::/16 of 127.0.0.0/8, loopback"},
+	} {
+		status, body := e.raw("POST", "/v1/organizations/webhooks", map[string]any{"url": c.url, "enabled_events": []string{webhooks.SessionCreated}})
+		if status != 400 || !strings.Contains(string(body), "invalid_request_error") || !strings.Contains(string(body), c.want) ||
+			!strings.Contains(string(body), "--webhooks-allow-private") {
+			t.Errorf("%s: %d %s; want 400 invalid_request_error naming %q and the development flag", c.url, status, body, c.want)
+		}
+	}
+	list, err := e.db.ListWebhookEndpoints(context.Background(), storage.ListQuery{})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("refusals stored endpoints: %+v, %v", list, err)
 	}
 }
 
@@ -369,7 +399,7 @@ func TestTheDispatcherWakesExactlyWhenDeliveriesAreStored(t *testing.T) {
 	e.createEndpoint(webhooks.EnvironmentCreated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { e.srv.RunWebhooks(ctx, time.Hour); close(done) }()
+	go func() { e.app.RunWebhooks(ctx, time.Hour); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-watch.claims // the first round, at start
 

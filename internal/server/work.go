@@ -9,6 +9,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -50,24 +51,6 @@ func workNotFound(env, work string) error {
 	return missing("", "work item", work, "GET /v1/environments/"+env+"/work")
 }
 
-// expire settles env's lapsed leases before a queue operation reads them,
-// and lets the runtime react for every item that stopped on the way.
-func (s *Server) expire(ctx context.Context, env string) error {
-	lapsed, err := s.store.ExpireLeases(ctx, env)
-	if err != nil {
-		return err
-	}
-	for _, w := range lapsed {
-		s.metrics.leaseExpiries.WithLabelValues(env, string(w.State)).Inc()
-		if w.State != api.WorkStopped {
-			continue
-		}
-		s.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", w.ID, "session_id", w.SessionID)
-		s.settle(ctx, w.SessionID)
-	}
-	return nil
-}
-
 // queueScope reads {env} for the endpoints of a whole queue: p may use
 // it, and it exists.
 func (s *Server) queueScope(r *http.Request, p Principal) (env string, err error) {
@@ -83,7 +66,7 @@ func (s *Server) queueScope(r *http.Request, p Principal) (env string, err error
 
 // itemScope reads {env} and {work} for the item endpoints that the queue's
 // credentials drive (not heartbeat and stop, which a sessions token also
-// reaches: see requireWorkScope), and settles lapsed leases first, so the
+// reaches: see requireWorkScope), and expires lapsed leases first, so the
 // item is read as it stands now.
 func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err error) {
 	if env, work, err = workPath(r); err != nil {
@@ -92,11 +75,12 @@ func (s *Server) itemScope(r *http.Request, p Principal) (env, work string, err 
 	if err := requireEnvironmentScope(p, env); err != nil {
 		return "", "", err
 	}
-	return env, work, s.expire(r.Context(), env)
+	return env, work, s.app.Work.ExpireLeases(r.Context(), env)
 }
 
 // pollWork claims the oldest claimable item, waiting up to block_ms for
-// one. The wait is woken by the environment's queue notifier, not by
+// one. The wait is woken when the environment's queue gains an item
+// (app.Work.WaitQueued), not by
 // re-reading the database on a timer.
 func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) error {
 	env, err := environmentID(r)
@@ -115,37 +99,35 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		}
 		block = time.Duration(n) * time.Millisecond
 	}
-	reclaim := defaultReclaimAfter
-	if v := q.Get("reclaim_older_than_ms"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return apiErrorf(invalidRequest, "reclaim_older_than_ms must be a positive whole number of milliseconds, got %q", v)
-		}
-		reclaim = time.Duration(n) * time.Millisecond
+	reclaimMS, err := rangeParam(q, "reclaim_older_than_ms", 1, maxDurationMS, defaultReclaimAfter.Milliseconds(),
+		"a positive number of milliseconds after which a claimed item not yet acknowledged is handed out again")
+	if err != nil {
+		return err
 	}
+	reclaim := time.Duration(reclaimMS) * time.Millisecond
 	ctx := r.Context()
-	if err := s.sawPoll(ctx, env, r.Header.Get("Anthropic-Worker-ID")); err != nil {
+	if err := s.app.Work.SawPoll(ctx, env, r.Header.Get("Anthropic-Worker-ID")); err != nil {
 		return err
 	}
 
 	deadline := time.Now().Add(block)
 	for {
-		wake := s.cp.queues.wait(env)
+		wake := s.app.Work.WaitQueued(env)
 		// Read on every round, so that an archive stops a waiting poll too.
 		if err := s.requireOpenQueue(ctx, env); err != nil {
 			return err
 		}
-		if err := s.expire(ctx, env); err != nil {
+		if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
 			return err
 		}
-		secret := NewSecret(SessionsTokenPrefix)
+		token := secret.New(SessionsTokenPrefix)
 		claimed, err := s.store.ClaimWork(ctx, storage.Claim{
 			EnvironmentID: env, WorkerID: r.Header.Get("Anthropic-Worker-ID"), ReclaimOlderThan: reclaim, ClaimTTL: claimTTL,
-			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, s.now()), Name: "work secret"}, TokenHash: HashSecret(secret),
+			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, s.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
 		})
 		if err == nil {
 			out := wireWork(claimed)
-			enc := api.WorkSecret{SessionsToken: secret, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
+			enc := api.WorkSecret{SessionsToken: token, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
 			out.Secret = &enc
 			s.metrics.claims.WithLabelValues(env).Inc()
 			s.log.InfoContext(ctx, "work claimed", "environment_id", env, "work_id", claimed.ID,
@@ -248,7 +230,7 @@ func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Princip
 		ttl = min(max(n, api.MinLeaseTTLSeconds), api.MaxLeaseTTLSeconds)
 	}
 	ctx := r.Context()
-	if err := s.expire(ctx, env); err != nil {
+	if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
 		return err
 	}
 	got, err := s.store.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: env, WorkID: work, Expected: expected, TTL: time.Duration(ttl) * time.Second, TokenID: tokenID})
@@ -300,7 +282,7 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	ctx := r.Context()
-	if err := s.expire(ctx, env); err != nil {
+	if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
 		return err
 	}
 	if tokenID != "" {
@@ -324,7 +306,7 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	s.log.InfoContext(ctx, "work stop requested", "environment_id", env, "work_id", work,
 		"session_id", got.SessionID, "force", req.Force, "state", got.State)
 	if got.State == api.WorkStopped {
-		s.settle(ctx, got.SessionID)
+		s.app.Sessions.React(ctx, got.SessionID)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -380,7 +362,7 @@ func (s *Server) listWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		return err
 	}
 	ctx := r.Context()
-	if err := s.expire(ctx, env); err != nil {
+	if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
 		return err
 	}
 	list, err := s.store.ListWork(ctx, env, l.query(false))
@@ -396,25 +378,10 @@ func (s *Server) workStats(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err != nil {
 		return err
 	}
-	st, err := s.WorkQueueStats(r.Context(), env)
+	st, err := s.app.Work.QueueStats(r.Context(), env)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
-}
-
-// WorkQueueStats counts an environment's queue as the API reports it
-// (leases past their time expired first), with the workers that polled it
-// through any server sharing the database; the console shows the same.
-func (s *Server) WorkQueueStats(ctx context.Context, environmentID string) (api.WorkQueueStats, error) {
-	if err := s.expire(ctx, environmentID); err != nil {
-		return api.WorkQueueStats{}, err
-	}
-	st, err := s.store.WorkStats(ctx, environmentID)
-	if err != nil {
-		return api.WorkQueueStats{}, err
-	}
-	polling, err := s.workersPolling(ctx, environmentID)
-	return wireQueueStats(st, polling), err
 }

@@ -337,15 +337,12 @@ func TestWorkMetadataPatchAndList(t *testing.T) {
 }
 
 // waitForPoller returns once a long poll of env is waiting on the queue's
-// notifier (it registers before it looks at the queue, and looks again
+// wake-up (it registers before it looks at the queue, and looks again
 // after each wake, so a session created from here on is seen).
 func (f *leaseFixture) waitForPoller(env string) {
 	f.t.Helper()
 	for i := 0; ; i++ {
-		f.srv.cp.queues.mu.Lock()
-		_, waiting := f.srv.cp.queues.chans[env]
-		f.srv.cp.queues.mu.Unlock()
-		if waiting {
+		if f.app.Work.PollWaiting(env) {
 			return
 		}
 		if i == 10000 {

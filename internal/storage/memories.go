@@ -20,7 +20,7 @@ import (
 // the caller (internal/validate); a backend enforces only the rules that
 // need the current state and therefore atomicity, and reports them as the
 // typed errors below. Those rules live once, backend-neutral, in
-// memoryrules.go and memorywrites.go; a backend supplies the SQL.
+// memoryrules.go and memorywrites.go; package sqlstore supplies the SQL.
 //
 // Every method is one transaction. Methods addressing a memory or version
 // take its store id too and answer ErrNotFound when the object lives in

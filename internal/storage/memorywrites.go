@@ -8,11 +8,9 @@ import (
 	"github.com/memstore/memstore/internal/ids"
 )
 
-// The memory writes, decided once for every backend: each runs inside the
-// backend's write transaction and reaches the database only through
-// MemoryTx, so a backend's CreateMemory, UpdateMemory, DeleteMemory and
-// RedactMemoryVersion are a transaction around these and the SQL behind
-// MemoryTx.
+// The memory writes, decided once for every backend: each runs inside one
+// write transaction and reaches the database only through MemoryTx, which
+// package sqlstore implements in SQL.
 
 // MemoryTx is what the memory writes need from a backend inside one write
 // transaction: reads and writes of rows, with no rule of its own.

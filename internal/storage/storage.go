@@ -1,14 +1,15 @@
 // Package storage is the persistence boundary of the server: one interface,
-// Store, implemented by every backend (sqlite/ and postgres/) and checked by
-// one conformance suite (storagetest/).
+// Store, implemented once over SQL (sqlstore/) for every backend (sqlite/
+// and postgres/) and checked by one conformance suite (storagetest/).
 //
 // Each method is one transaction. Rules that need atomicity (a path is free,
 // a precondition still holds, a store is not full) are enforced inside the
-// backend's transaction and reported as the typed errors below, so every
-// backend behaves the same and the HTTP layer only translates. The rules
-// themselves are written once, backend-neutral (here and in package
-// workqueue; the memory writes in memorywrites.go); a backend offers
-// transactions, rows, locks and its SQL.
+// transaction and reported as the typed errors below, so every backend
+// behaves the same and the HTTP layer only translates. The rules are
+// written once: those that need no SQL here and in package workqueue (the
+// memory writes in memorywrites.go), the rest with their SQL in package
+// sqlstore. A backend offers only what its database does its own way:
+// connections, transactions, placeholders, locks, errors, notifications.
 //
 // Which types are storage's. What a backend stores as columns is a row of
 // storage's own: a memory store, memory and version (MemoryStoreRow,

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,15 +18,34 @@ import (
 // starts a local server and sets it; without it those tests skip.
 const PostgresVar = "MEMSTORE_TEST_POSTGRES_URL"
 
-// PostgresURL returns the test database's URL, or skips t saying how to
-// provide one.
+// RequirePostgresVar, set to 1, turns a PostgreSQL test's skip into a
+// failure: CI sets it, so that a lost PostgresVar cannot silently leave
+// the second storage backend unchecked.
+const RequirePostgresVar = "MEMSTORE_REQUIRE_POSTGRES"
+
+// noPostgres says once per test binary (a package) that its PostgreSQL
+// tests do not run: a local run without a database otherwise passes as if
+// the second backend had been checked.
+var noPostgres sync.Once
+
+// noPostgresLine is that one line.
+var noPostgresLine = fmt.Sprintf("PostgreSQL tests SKIPPED: set %s=postgres://user:password@localhost:5432/db?sslmode=disable (a database the tests may create schemas in; see docs/testing.md) to run them", PostgresVar)
+
+// PostgresURL returns the test database's URL. Without one it skips t, or
+// fails it when RequirePostgresVar is 1.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv(PostgresVar)
-	if u == "" {
-		t.Skipf("PostgreSQL test: set %s=postgres://user:password@localhost:5432/db?sslmode=disable (a database the tests may create schemas in; see docs/testing.md)", PostgresVar)
+	if u != "" {
+		return u
 	}
-	return u
+	if os.Getenv(RequirePostgresVar) == "1" {
+		t.Fatalf("%s=1 but %s is not set: this run must check the PostgreSQL backend", RequirePostgresVar, PostgresVar)
+		return ""
+	}
+	noPostgres.Do(func() { fmt.Fprintln(os.Stderr, noPostgresLine) })
+	t.Skip(noPostgresLine)
+	return ""
 }
 
 var schemaSeq atomic.Int64

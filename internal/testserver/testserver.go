@@ -27,6 +27,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
@@ -55,14 +56,14 @@ type Options struct {
 	Console bool
 	// Webhooks, when set, configures webhook delivery and runs the
 	// dispatcher for the whole test, as serve does.
-	Webhooks *server.WebhooksConfig
+	Webhooks *app.WebhooksConfig
 	// WebhookInterval is how often that dispatcher looks for due
 	// deliveries besides when a change stores some; 0 is 50 ms.
 	WebhookInterval time.Duration
-	// Configure, when set, changes the server's configuration before it
-	// starts: a limit, or a layer around the store to watch what is asked
-	// of it (the console is given the same store).
-	Configure func(*server.Config)
+	// Configure, when set, changes the app's configuration before the
+	// server starts: a limit, or a layer around the store to watch what is
+	// asked of it (the API and the console both use it).
+	Configure func(*app.Config)
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -99,30 +100,28 @@ func Start(t testing.TB, o Options) *Server {
 		h.ServeHTTP(w, r)
 	}))
 	s.URL = "http://" + hs.Listener.Addr().String()
-	cfg := server.Config{
-		Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now,
-		PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, Model: o.Model,
-	}
+	cfg := app.Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: o.Now, Model: o.Model}
 	if o.Webhooks != nil {
 		cfg.Webhooks = *o.Webhooks
 	}
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	srv := server.New(cfg)
+	a := app.New(cfg)
+	srv := server.New(server.Config{App: a, PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive})
 	stopWebhooks := func() {}
 	if o.Webhooks != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			srv.RunWebhooks(ctx, cmp.Or(o.WebhookInterval, 50*time.Millisecond))
+			a.RunWebhooks(ctx, cmp.Or(o.WebhookInterval, 50*time.Millisecond))
 			close(done)
 		}()
 		stopWebhooks = func() { cancel(); <-done }
 	}
 	var con http.Handler
 	if o.Console {
-		c, err := console.New(console.Config{Store: cfg.Store, Logger: slog.New(slog.DiscardHandler), Now: o.Now, API: srv})
+		c, err := console.New(console.Config{App: a, Now: o.Now, Closing: srv.Closing()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +129,7 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	h = srv.HandlerWithConsole(con)
 	s.Metrics = srv.MetricsHandler()
-	if _, _, err := srv.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
+	if _, _, err := a.Credentials.BootstrapAdminKey(ctx, s.AdminKey); err != nil {
 		t.Fatal(err)
 	}
 	hs.Start()
@@ -138,7 +137,7 @@ func Start(t testing.TB, o Options) *Server {
 		hs.CloseClientConnections()
 		hs.Close()
 		stopWebhooks()
-		srv.Close()
+		a.Close()
 		db.Close()
 	})
 	return s

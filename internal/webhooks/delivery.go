@@ -144,10 +144,10 @@ func (p Policy) Claim(d Delivery, token string, now time.Time) Delivery {
 	return d
 }
 
-// Settle folds an attempt's outcome into d: delivered on 2xx; otherwise
+// AfterAttempt folds an attempt's outcome into d: delivered on 2xx; otherwise
 // due again after the backoff, or failed once the retry window is over,
 // in which case disable is the reason to disable the endpoint with.
-func (p Policy) Settle(d Delivery, a Attempt) (next Delivery, disable string) {
+func (p Policy) AfterAttempt(d Delivery, a Attempt) (next Delivery, disable string) {
 	d.Attempts++
 	d.LeaseUntil, d.LeaseToken = nil, ""
 	if a.Accepted() {
@@ -165,7 +165,7 @@ func (p Policy) Settle(d Delivery, a Attempt) (next Delivery, disable string) {
 }
 
 // Finish is what recording r changes of d, the delivery as stored now,
-// claimed under token. Only the holder of the lease settles a delivery:
+// claimed under token. Only the holder of the lease records an outcome:
 // when the lease lapsed and another dispatcher took over (or the delivery
 // settled meanwhile), save is false and the attempt only goes on record.
 // A delivery given back (r.Attempt nil) is due again at once, nothing
@@ -179,7 +179,7 @@ func (p Policy) Finish(d Delivery, token string, r Result) (next Delivery, save 
 		d.LeaseUntil, d.LeaseToken = nil, ""
 		return d, true, ""
 	}
-	next, disable = p.Settle(d, *r.Attempt)
+	next, disable = p.AfterAttempt(d, *r.Attempt)
 	return next, true, disable
 }
 

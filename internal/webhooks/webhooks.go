@@ -162,6 +162,17 @@ type Endpoint struct {
 	Secret string
 }
 
+// Shown is e as the API and the console show it: never its secret, and
+// always a list of events.
+func (e Endpoint) Shown() api.WebhookEndpoint {
+	out := e.WebhookEndpoint
+	out.Type = "webhook_endpoint"
+	if out.EnabledEvents == nil {
+		out.EnabledEvents = []string{}
+	}
+	return out
+}
+
 // Disable disables e by memstore's own decision, saying why, at at. An
 // operator's update that enables it again clears the reason.
 func (e *Endpoint) Disable(reason string, at time.Time) {

@@ -121,22 +121,22 @@ func TestPickSendsOnlyEachGroupsDueUnleasedHead(t *testing.T) {
 	}
 }
 
-func TestSettle(t *testing.T) {
+func TestAfterAttempt(t *testing.T) {
 	p := Policy{FirstBackoff: time.Second, MaxBackoff: time.Minute, RetryFor: 10 * time.Second}.WithDefaults()
 	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	lease := created.Add(time.Minute)
 	d := Delivery{EventID: "wevt_1", State: Pending, CreatedAt: created, LeaseUntil: &lease, LeaseToken: "t"}
 
-	ok, disable := p.Settle(d, Attempt{AttemptedAt: created, StatusCode: 204})
+	ok, disable := p.AfterAttempt(d, Attempt{AttemptedAt: created, StatusCode: 204})
 	if ok.State != Delivered || ok.Attempts != 1 || ok.LeaseUntil != nil || ok.LeaseToken != "" || disable != "" {
 		t.Fatalf("a 2xx settles to %+v, %q", ok, disable)
 	}
-	retry, disable := p.Settle(d, Attempt{AttemptedAt: created.Add(2 * time.Second), StatusCode: 502})
+	retry, disable := p.AfterAttempt(d, Attempt{AttemptedAt: created.Add(2 * time.Second), StatusCode: 502})
 	if retry.State != Pending || !retry.NextAttemptAt.Equal(created.Add(3*time.Second)) || disable != "" {
 		t.Fatalf("a 502 settles to %+v, %q", retry, disable)
 	}
 	d.Attempts = 3 // the next wait is 8 s: past the 10 s window from 5 s on
-	failed, disable := p.Settle(d, Attempt{AttemptedAt: created.Add(5 * time.Second), Error: "connection refused"})
+	failed, disable := p.AfterAttempt(d, Attempt{AttemptedAt: created.Add(5 * time.Second), Error: "connection refused"})
 	if failed.State != Failed || !strings.Contains(disable, "wevt_1") || !strings.Contains(disable, "connection refused") || !strings.Contains(disable, "set state to enabled") {
 		t.Fatalf("past the window: %+v, %q", failed, disable)
 	}

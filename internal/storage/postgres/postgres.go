@@ -2,6 +2,11 @@
 // replicas: every replica opens the same PostgreSQL database, and nothing
 // a request depends on stays in one process.
 //
+// The store's rules and SQL are package sqlstore's; this package is what
+// is PostgreSQL's own: the pool and its migrations, numbered placeholders,
+// row locks, retries, the errors that mean the database is away, wake-ups
+// through NOTIFY, and turns held as advisory locks.
+//
 // Concurrency is handled with row locks under READ COMMITTED rather than
 // SERIALIZABLE: a memory write locks its store's row (FOR UPDATE), which
 // orders every write to one store — preconditions, path uniqueness, the
@@ -19,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -42,12 +49,13 @@ type Options struct {
 
 // DB is the PostgreSQL implementation of storage.Store.
 type DB struct {
+	*sqlstore.Store
 	pool  *pgxpool.Pool
 	clock func() time.Time
 	turns turnLocks
-	// outbox wakes the webhook dispatchers when a transaction that stored
-	// deliveries commits (emit marks it).
-	outbox storage.Outbox
+	// queries holds each query's text with numbered placeholders, by its
+	// text with "?" (see numbered).
+	queries sync.Map
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -84,6 +92,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.Now != nil {
 		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
 	}
+	s.Store = sqlstore.New(backend{s})
 	if err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate PostgreSQL database at %s: %w", where, err)
@@ -149,13 +158,6 @@ func (m migrationTx) Apply(ctx context.Context, mig storage.Migration) error {
 	return err
 }
 
-// querier is what both the pool and a transaction offer.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // maxAttempts bounds the retries of a transaction that lost a
 // serialization race or a deadlock.
 const maxAttempts = 10
@@ -176,14 +178,7 @@ func (s *DB) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 func (s *DB) txWith(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		var tx pgx.Tx
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(t pgx.Tx) error {
-			tx = t
-			return fn(t)
-		})
-		if tx != nil {
-			s.outbox.Ended(tx, err == nil)
-		}
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
 		if err == nil || attempt == maxAttempts || !retryable(err) {
 			return unavailable(err)
 		}
@@ -217,53 +212,6 @@ func unavailable(err error) error {
 		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 	}
 	return err
-}
-
-// now returns the time to stamp rows and decide leases with: the injected
-// clock, or the database's, read through q.
-func (s *DB) now(ctx context.Context, q querier) (time.Time, error) {
-	if s.clock != nil {
-		return s.clock(), nil
-	}
-	var t time.Time
-	if err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
-		return time.Time{}, err
-	}
-	return t.UTC().Truncate(time.Microsecond), nil
-}
-
-// queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		x, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
-}
-
-func notFound(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.ErrNotFound
-	}
-	return err
-}
-
-// limitArg turns a page size into a LIMIT argument, where 0 (NULL) means
-// no limit.
-func limitArg(n int) *int {
-	if n <= 0 {
-		return nil
-	}
-	return &n
 }
 
 // Redact returns url with its password removed, for logs and messages.

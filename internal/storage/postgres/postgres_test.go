@@ -298,3 +298,41 @@ func twoReplicas(t *testing.T) (a, b *postgres.DB) {
 	}
 	return open(), open()
 }
+
+// Two replicas appending to one session in turn: each keeps the decoded
+// log of the sessions it appended to (package sqlstore's log cache) and
+// still hands the runtime every event the other replica appended since.
+func TestCachedLogsSeeAppendsFromAnotherReplica(t *testing.T) {
+	a, b := twoReplicas(t)
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := a.CreateEnvironment(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		seen []api.Event
+		want []string
+	)
+	record := func(v storage.SessionView) error {
+		seen = v.Log
+		return nil
+	}
+	for i, r := range []*postgres.DB{a, a, b, a, b, b, a} {
+		text := fmt.Sprintf("message %d", i)
+		if _, err := r.AppendEvents(t.Context(), sess.ID, []api.Event{api.UserMessage(text)}, record); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range seen {
+			got = append(got, e.Text())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("append %d saw the log %q, want %q", i, got, want)
+		}
+		want = append(want, text)
+	}
+}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -82,20 +81,4 @@ func (t *turnLocks) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closeLocked()
-}
-
-// TurnCandidates implements storage.Turns. An idle session costs one
-// lookup of its newest event in the session_events_session index.
-func (s *DB) TurnCandidates(ctx context.Context, after string, limit int) ([]storage.TurnCandidate, error) {
-	out, err := queryAll(ctx, s.pool, scanTurnCandidate, `SELECT s.id, s.status, coalesce(l.seq, 0) FROM sessions s
-		LEFT JOIN LATERAL (SELECT seq, type FROM session_events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) l ON true
-		WHERE s.id > $1 AND s.archived_at IS NULL AND (s.status = ANY($2) OR (s.status = $3 AND starts_with(l.type, $4)))
-		ORDER BY s.id LIMIT $5`, after, storage.MidTurn, api.SessionIdle, storage.ClientEventPrefix, limitArg(limit))
-	return out, unavailable(err)
-}
-
-func scanTurnCandidate(r pgx.Row) (storage.TurnCandidate, error) {
-	var c storage.TurnCandidate
-	err := r.Scan(&c.SessionID, &c.Status, &c.Seq)
-	return c, err
 }

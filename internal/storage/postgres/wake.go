@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
 // wakeChannel is the NOTIFY channel of every change other servers wait
@@ -17,8 +18,8 @@ const wakeChannel = "memstore_wake"
 
 // notifyWake sends a wake-up through q. Inside a transaction PostgreSQL
 // delivers it at commit, and never for a rollback.
-func notifyWake(ctx context.Context, q querier, topic, key string) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, wakeChannel, topic+":"+key)
+func notifyWake(ctx context.Context, q sqlstore.Conn, topic, key string) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify(?, ?)`, wakeChannel, topic+":"+key)
 	return err
 }
 

@@ -1,6 +1,12 @@
 // Package sqlite is the embedded storage backend: one SQLite file in WAL
 // mode, opened through a pure-Go driver (no cgo), so `memstore serve` needs
 // no setup at all.
+//
+// The store's rules and SQL are package sqlstore's; this package is what
+// is SQLite's own: the file's settings and migrations, times kept as text,
+// one writer at a time (a Go mutex in front of the file lock), prepared
+// statements kept per connection, and the group commit that runs the
+// memory writes waiting at one moment in one transaction.
 package sqlite
 
 import (
@@ -9,12 +15,14 @@ import (
 	"embed"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -28,12 +36,11 @@ type Options struct {
 
 // DB is the SQLite implementation of storage.Store.
 type DB struct {
+	*sqlstore.Store
 	db  *sql.DB
 	now func() time.Time
 	// stmts caches prepared statements by query text (see cachedQ).
 	stmts sync.Map
-	// logs caches the decoded logs of the sessions appended to last.
-	logs logCache
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
 	// turns are the sessions' turns taken: one process owns the file, so
@@ -45,9 +52,6 @@ type DB struct {
 	// lost every round until busy_timeout failed them with SQLITE_BUSY; a
 	// Go mutex turns fair once a waiter has waited a millisecond.
 	writer sync.Mutex
-	// outbox wakes the webhook dispatchers when a transaction that stored
-	// deliveries commits (emit marks it).
-	outbox storage.Outbox
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -69,6 +73,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		now = time.Now
 	}
 	s := &DB{db: db, now: func() time.Time { return now().UTC() }}
+	s.Store = sqlstore.New(backend{s})
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate sqlite database %s: %w", path, err)
@@ -97,6 +102,10 @@ func DSN(path string) string {
 	// API acknowledged survives a power cut too; NORMAL (the usual WAL
 	// choice) survives only a crash of the process. See docs/configuration.md.
 	q.Add("_pragma", "synchronous(FULL)")
+	// After a long reader ends, the next checkpoint can copy the whole
+	// WAL back, but SQLite reuses the file at its largest size unless
+	// told otherwise: this truncates it back to 16 MiB once it restarts.
+	q.Add("_pragma", "journal_size_limit(16777216)")
 	// Write transactions take the write lock at BEGIN, so two writers queue
 	// on busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")
@@ -151,12 +160,60 @@ func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		s.outbox.Ended(tx, false)
 		return err
 	}
-	err = tx.Commit()
-	s.outbox.Ended(tx, err == nil)
-	return err
+	return tx.Commit()
+}
+
+// readTx runs fn in a read-only transaction: one consistent snapshot for a
+// listing that takes several queries, without taking the write lock (WAL
+// readers never block the writer).
+func (s *DB) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// backend is sqlstore.Backend on SQLite.
+type backend struct{ s *DB }
+
+func (b backend) DB() sqlstore.Conn { return conn{b.s.cached(nil)} }
+
+// Write runs its statements unprepared: preparing one on the transaction's
+// connection costs more than parsing it for the control plane's writes,
+// each of which runs a statement once or twice. The hot reads and the
+// memory writes run prepared.
+func (b backend) Write(ctx context.Context, fn func(sqlstore.Conn) error) error {
+	return b.s.tx(ctx, func(tx *sql.Tx) error { return fn(conn{tx}) })
+}
+
+func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
+	return b.s.readTx(ctx, func(tx *sql.Tx) error { return fn(conn{b.s.cached(tx)}) })
+}
+
+// WriteMemory implements sqlstore.MemoryWriter with group commit.
+func (b backend) WriteMemory(ctx context.Context, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
+	return b.s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
+		return fn(ctx, conn{tx}, batchCounters{tx})
+	})
+}
+
+func (b backend) Now(context.Context, sqlstore.Conn) (time.Time, error) { return b.s.now(), nil }
+
+// Notify does nothing: one process owns the file.
+func (b backend) Notify(context.Context, sqlstore.Conn, string, string) error { return nil }
+
+func (b backend) Duplicate(err error, table, column string) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+"."+column)
+}
+
+func (b backend) Dialect() sqlstore.Dialect {
+	// No row locks: the transaction holds the file's write lock. Webhook
+	// attempts have no id of their own; the rowid is their order.
+	return sqlstore.Dialect{SingleWriter: true, AttemptOrder: "rowid"}
 }
 
 // Timestamps are stored as fixed-width RFC 3339 text with nanoseconds, so
@@ -166,15 +223,3 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z"
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 func parseTime(s string) (time.Time, error) { return time.Parse(timeLayout, s) }
-
-// nullTime converts a nullable column.
-func nullTime(ns sql.NullString) (*time.Time, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	t, err := parseTime(ns.String)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}

@@ -60,18 +60,6 @@ func (c storeCounters) load(ctx context.Context, q queryer, storeID string) (sto
 	return r, nil
 }
 
-// writable checks that a store exists and is not archived.
-func (c storeCounters) writable(ctx context.Context, q queryer, storeID string) error {
-	r, err := c.load(ctx, q, storeID)
-	if err != nil {
-		return err
-	}
-	if r.archived {
-		return storage.ErrStoreArchived
-	}
-	return nil
-}
-
 // take claims a store's next change-feed sequence for the running write and
 // moves its memory count by delta, returning the row after the change. The
 // claim counts only if the write succeeds.
@@ -96,6 +84,20 @@ func (c storeCounters) settle(succeeded bool) {
 		}
 		delete(c.pending, id)
 	}
+}
+
+// batchCounters are sqlstore.StoreCounters on a batch: the committer runs
+// writes one after another, so "locking" a store is reading its counters.
+type batchCounters struct{ tx *batchTx }
+
+func (c batchCounters) Lock(ctx context.Context, storeID string) (storage.StoreState, error) {
+	r, err := c.tx.stores.load(ctx, c.tx, storeID)
+	return storage.StoreState{Archived: r.archived, Memories: r.count}, err
+}
+
+func (c batchCounters) Next(ctx context.Context, storeID string, delta int) (int64, error) {
+	r, err := c.tx.stores.take(ctx, c.tx, storeID, delta)
+	return r.seq, err
 }
 
 // flush writes the rows the batch changed, before its COMMIT.

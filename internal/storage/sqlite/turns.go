@@ -1,30 +1,9 @@
 package sqlite
 
-import (
-	"context"
+import "context"
 
-	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/storage"
-)
-
-// TryTurn implements storage.Turns.
+// TryTurn implements storage.Turns: one process owns the file, so the
+// turns it holds are all there are.
 func (s *DB) TryTurn(ctx context.Context, sessionID string) (func(), bool, error) {
 	return s.turns.TryTurn(ctx, sessionID)
-}
-
-// TurnCandidates implements storage.Turns. An idle session costs one
-// lookup of its newest event in the session_events_session index.
-func (s *DB) TurnCandidates(ctx context.Context, after string, limit int) ([]storage.TurnCandidate, error) {
-	marks, midTurn := inList(storage.MidTurn)
-	args := append(append([]any{after}, midTurn...), api.SessionIdle, storage.ClientEventPrefix, limitArg(limit))
-	return queryAll(ctx, s.db, scanTurnCandidate, `SELECT s.id, s.status, coalesce(l.seq, 0) FROM sessions s
-		LEFT JOIN session_events l ON l.seq = (SELECT max(seq) FROM session_events WHERE session_id = s.id)
-		WHERE s.id > ? AND s.archived_at IS NULL AND (s.status IN `+marks+` OR (s.status = ? AND l.type LIKE ? || '%'))
-		ORDER BY s.id LIMIT ?`, args...)
-}
-
-func scanTurnCandidate(r rowScanner) (storage.TurnCandidate, error) {
-	var c storage.TurnCandidate
-	err := r.Scan(&c.SessionID, &c.Status, &c.Seq)
-	return c, err
 }

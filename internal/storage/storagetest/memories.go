@@ -813,6 +813,26 @@ func modelList(paths []string, prefix string, depth int) []string {
 }
 
 func testMemoryVersions(t *testing.T, open Factory) {
+	// "Newest first" is the order the writes committed in, as the change
+	// feed numbers them, even when the clock steps back between two writes
+	// (an NTP correction) and the later version has the earlier time.
+	t.Run("NewestFirstIsCommitOrder", func(t *testing.T) {
+		f := newFixture(t, open)
+		st := f.store("s")
+		a := f.create(st.ID, "/a", "a1")
+		f.clock.Advance(-time.Hour)
+		if _, _, err := f.s.UpdateMemory(f.ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: a.ID, Content: ptr("a2"), By: sessionActor}); err != nil {
+			t.Fatal(err)
+		}
+		f.create(st.ID, "/b", "b1")
+		var got []string
+		for _, v := range f.versions(storage.MemoryVersionQuery{StoreID: st.ID, Limit: 1}) {
+			got = append(got, string(v.Operation)+" "+v.Path)
+		}
+		if want := []string{"created /b", "modified /a", "created /a"}; !slices.Equal(got, want) {
+			t.Fatalf("newest first, one per page = %v, want %v", got, want)
+		}
+	})
 	t.Run("ListFilters", func(t *testing.T) {
 		f := newFixture(t, open)
 		st := f.store("s")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
@@ -28,7 +29,7 @@ func BenchmarkDeliver(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Egress: Egress{AllowPrivate: true}})
+	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Egress: egress.Policy{AllowPrivate: true}})
 	b.ResetTimer()
 	sent := 0
 	for sent < b.N {

@@ -2,7 +2,8 @@
 // their outbox: it leases what package webhooks says is due, signs each
 // body the Standard Webhooks way (webhook-id, webhook-timestamp,
 // webhook-signature, as the official SDK's Unwrap verifies), posts it, and
-// records the attempt, which settles the delivery by the retry policy.
+// records the attempt, from which the retry policy decides what becomes of
+// the delivery.
 package dispatcher
 
 import (
@@ -14,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
@@ -35,7 +36,9 @@ type Config struct {
 	// Now is the clock of due times, leases and signatures; nil is time.Now.
 	Now    func() time.Time
 	Policy webhooks.Policy
-	Egress Egress
+	// Egress is where deliveries may connect; the zero value allows only
+	// globally reachable addresses over HTTPS.
+	Egress egress.Policy
 	// Timeout bounds one attempt (default 10 s); a receiver that takes
 	// longer has failed it.
 	Timeout time.Duration
@@ -71,7 +74,7 @@ func New(cfg Config) *Dispatcher {
 		cfg.Batch = 16
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: cfg.Egress.control}
+	dialer := cfg.Egress.Dialer(cfg.Timeout)
 	transport := &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: cfg.Timeout, MaxIdleConnsPerHost: 4}
 	d := &Dispatcher{
 		cfg: cfg,
@@ -138,7 +141,7 @@ func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
 }
 
 // RunOnce claims the deliveries due now and sends them, returning how many
-// it attempted. Each delivery is settled on its own: one whose endpoint
+// it attempted. Each delivery is handled on its own: one whose endpoint
 // cannot be read is given back unattempted, due again at the next round,
 // while the others go out.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,46 +13,12 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 	"github.com/memstore/memstore/internal/webhooks"
 )
-
-func TestCheckURL(t *testing.T) {
-	ctx := context.Background()
-	strict, open := Egress{}, Egress{AllowPrivate: true}
-	for _, c := range []struct {
-		url     string
-		strict  string // "" accepted, else part of the refusal
-		allowed bool   // accepted under AllowPrivate
-	}{
-		{"https://93.184.215.14/hook", "", true},
-		{"http://93.184.215.14/hook", "plain HTTP", true},
-		{"https://127.0.0.1/hook", "loopback", true},
-		{"https://[::ffff:127.0.0.1]/hook", "loopback", true},
-		{"https://169.254.169.254/latest/meta-data", "link-local", true},
-		{"https://[fe80::1]/hook", "link-local", true},
-		{"https://192.168.1.10/hook", "private", true},
-		{"https://172.16.0.1/hook", "private", true},
-		{"https://[fd00::1]/hook", "private", true},
-		{"https://0.0.0.0/hook", "private", true},
-		{"ftp://93.184.215.14/hook", "not an absolute http(s) URL", false},
-		{"/relative", "not an absolute http(s) URL", false},
-		{"https://user:pw@93.184.215.14/hook", "credentials", false},
-	} {
-		err := strict.CheckURL(ctx, c.url)
-		if (c.strict == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.strict)) {
-			t.Errorf("strict CheckURL(%s) = %v, want %q", c.url, err, c.strict)
-		}
-		if err := open.CheckURL(ctx, c.url); (err == nil) != c.allowed {
-			t.Errorf("allow-private CheckURL(%s) = %v, want accepted=%v", c.url, err, c.allowed)
-		}
-	}
-	if err := checkAddr(netip.MustParseAddr("8.8.8.8")); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // fixture is a real SQLite store with one endpoint subscribed to
 // environment.created, pointing at url.
@@ -114,7 +79,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	recv := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusTemporaryRedirect))
 	defer recv.Close()
 	db, e := fixture(t, recv.URL)
-	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Egress: Egress{AllowPrivate: true}})
+	d := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Egress: egress.Policy{AllowPrivate: true}})
 	if _, err := d.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +123,7 @@ func TestAnUnreadableEndpointHoldsBackOnlyItsOwnDeliveries(t *testing.T) {
 		CreatedAt: now, UpdatedAt: now}); err != nil { // one more to each
 		t.Fatal(err)
 	}
-	cfg := Config{Store: unreadable{db, broken.ID}, Logger: slog.New(slog.DiscardHandler), Egress: Egress{AllowPrivate: true}}
+	cfg := Config{Store: unreadable{db, broken.ID}, Logger: slog.New(slog.DiscardHandler), Egress: egress.Policy{AllowPrivate: true}}
 	if n, err := New(cfg).RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("RunOnce with %s unreadable = %d, %v; want the other endpoint's 1 delivery sent", broken.ID, n, err)
 	}

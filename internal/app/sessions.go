@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Sessions drives the sessions' agent runtimes and wakes whoever follows a
+// session's log (the API's event streams, the console's live page).
+type Sessions struct {
+	app    *App
+	runner *agent.Runner
+	// streams wakes, by session id, the followers of a session's log.
+	streams waiters
+}
+
+func newSessions(a *App) *Sessions {
+	s := &Sessions{app: a, streams: newWaiters()}
+	s.runner = agent.NewRunner(a.store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(a.cfg.Model)}, agent.RunnerConfig{
+		Log: a.log, TurnRetry: a.cfg.TurnRetry, Appended: s.streams.wake})
+	return s
+}
+
+// WaitForLog returns a channel closed at the next change of a session's
+// event log; a follower takes it before it reads the log.
+func (s *Sessions) WaitForLog(sessionID string) <-chan struct{} {
+	return s.streams.wait(sessionID)
+}
+
+// LogChanged wakes the followers of a session's log, after a write the
+// runtime need not react to before the writer answers.
+func (s *Sessions) LogChanged(sessionID string) { s.streams.wake(sessionID) }
+
+// Ended wakes a session archived or deleted: its followers, and its
+// runtime, which abandons a model call in flight.
+func (s *Sessions) Ended(sessionID string) {
+	s.streams.wake(sessionID)
+	s.runner.Wake(sessionID)
+}
+
+// React lets the runtime react to a session's log and waits for its
+// reaction: after the session's events or its work changed (a work item
+// stopped: its call may now need a worker, and its token's streams must
+// end). A model call goes on after it returns.
+func (s *Sessions) React(ctx context.Context, sessionID string) {
+	s.streams.wake(sessionID)
+	if err := s.runner.React(ctx, sessionID); err != nil && ctx.Err() == nil {
+		s.app.log.ErrorContext(ctx, "the session's agent did not react", "session_id", sessionID, "err", err)
+	}
+}
+
+// Resume lets the runtime react to every session that is not terminated,
+// at startup: a turn cut short by a restart (a model call in flight, a work
+// item stopped just before the crash) goes on from the session's log.
+func (s *Sessions) Resume(ctx context.Context) error {
+	q := storage.SessionQuery{ListQuery: storage.ListQuery{Limit: 100}, Asc: true, Statuses: []string{api.SessionRescheduling, api.SessionRunning, api.SessionIdle}}
+	for {
+		list, err := s.app.store.ListSessions(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, sess := range list {
+			if err := s.runner.React(ctx, sess.ID); err != nil {
+				return fmt.Errorf("session %s: %w", sess.ID, err)
+			}
+		}
+		if len(list) < q.Limit {
+			return nil
+		}
+		q.After = list[len(list)-1].ID
+	}
+}

@@ -1,0 +1,142 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Work is the side of the work queue both roads share: expiring lapsed
+// leases (and letting the runtime react to items that stopped), the queue
+// stats, who polls, and the wake-ups of waiting polls.
+type Work struct {
+	app *App
+	// queues wakes long polls, by environment id, when its queue gains an
+	// item.
+	queues  waiters
+	pollers pollers
+	// leaseExpiries counts leases that lapsed, by environment and what
+	// became of the item.
+	leaseExpiries *prometheus.CounterVec
+}
+
+func newWork(a *App) *Work {
+	w := &Work{app: a, queues: newWaiters(), pollers: pollers{seen: map[string]map[string]time.Time{}},
+		leaseExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memstore_work_lease_expiries_total",
+			Help: "Work item leases that lapsed (the worker stopped beating), by environment and what became of the item: queued again or stopped.",
+		}, []string{"environment_id", "state"})}
+	a.metrics.MustRegister(w.leaseExpiries)
+	return w
+}
+
+// WaitQueued returns a channel closed when env's queue next gains an item
+// through this process (or another sharing the database; see Start). A
+// long poll takes it before it looks at the queue.
+func (w *Work) WaitQueued(env string) <-chan struct{} { return w.queues.wait(env) }
+
+// Queued wakes the long polls of env: an item was queued there.
+func (w *Work) Queued(env string) { w.queues.wake(env) }
+
+// PollWaiting reports whether a long poll of env waits now (for tests that
+// must know one is parked before they queue an item).
+func (w *Work) PollWaiting(env string) bool { return w.queues.waiting(env) }
+
+// ExpireLeases expires env's lapsed leases before a queue operation reads
+// them, and lets the runtime react for every item that stopped on the way.
+func (w *Work) ExpireLeases(ctx context.Context, env string) error {
+	lapsed, err := w.app.store.ExpireLeases(ctx, env)
+	if err != nil {
+		return err
+	}
+	for _, x := range lapsed {
+		w.leaseExpiries.WithLabelValues(env, string(x.State)).Inc()
+		if x.State != api.WorkStopped {
+			continue
+		}
+		w.app.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", x.ID, "session_id", x.SessionID)
+		w.app.Sessions.React(ctx, x.SessionID)
+	}
+	return nil
+}
+
+// QueueStats counts an environment's queue as the API reports it (leases
+// past their time expired first), with the workers that polled it through
+// any server sharing the database.
+func (w *Work) QueueStats(ctx context.Context, env string) (api.WorkQueueStats, error) {
+	if err := w.ExpireLeases(ctx, env); err != nil {
+		return api.WorkQueueStats{}, err
+	}
+	st, err := w.app.store.WorkStats(ctx, env)
+	if err != nil {
+		return api.WorkQueueStats{}, err
+	}
+	polling, err := w.workersPolling(ctx, env)
+	return api.WorkQueueStats{Type: "work_queue_stats", Depth: st.Depth, Pending: st.Pending,
+		OldestQueuedAt: st.OldestQueuedAt, WorkersPolling: polling}, err
+}
+
+// SawPoll notes a worker's poll (Anthropic-Worker-ID; "" notes nothing):
+// in the database when several servers share it (storage.PollLog), in
+// memory otherwise.
+func (w *Work) SawPoll(ctx context.Context, env, worker string) error {
+	if worker == "" {
+		return nil
+	}
+	if log, ok := w.app.store.(storage.PollLog); ok {
+		return log.RecordPoll(ctx, env, worker, w.app.now())
+	}
+	w.pollers.saw(env, worker, w.app.now())
+	return nil
+}
+
+// workersPolling counts the workers that polled env in the last
+// api.WorkersPollingWindow, wherever SawPoll noted them.
+func (w *Work) workersPolling(ctx context.Context, env string) (int64, error) {
+	if log, ok := w.app.store.(storage.PollLog); ok {
+		return log.CountPollers(ctx, env, w.app.now().Add(-api.WorkersPollingWindow))
+	}
+	return w.pollers.count(env, w.app.now()), nil
+}
+
+// pollers remembers when each worker (Anthropic-Worker-ID) last polled each
+// environment, for workers_polling in the queue stats, when one server
+// owns the database. It lives in memory: it only covers the last 30
+// seconds, so a restart loses at most that much of it, and it spares the
+// database a write per poll.
+type pollers struct {
+	mu   sync.Mutex
+	seen map[string]map[string]time.Time // environment → worker → last poll
+}
+
+func (p *pollers) saw(env, worker string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.seen[env]
+	if m == nil {
+		m = map[string]time.Time{}
+		p.seen[env] = m
+	}
+	m[worker] = now
+}
+
+// count returns how many workers polled env in the window before now,
+// forgetting the older ones.
+func (p *pollers) count(env string, now time.Time) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for w, t := range p.seen[env] {
+		if now.Sub(t) > api.WorkersPollingWindow {
+			delete(p.seen[env], w)
+			continue
+		}
+		n++
+	}
+	return n
+}

@@ -1,0 +1,100 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/memstore/memstore/api"
+)
+
+// eventLog is a prefix of a session's log, oldest first: every event up to
+// and including sequence number seq.
+type eventLog struct {
+	seq    int64
+	events []api.Event
+}
+
+// maxCachedLogs bounds logCache: the sessions being worked on at one time,
+// with room to spare. A session that falls out is read whole once more.
+const maxCachedLogs = 64
+
+// logCache keeps the decoded logs of the sessions appended to last.
+// AppendEvents hands the runtime a session's whole log, and decoding it from
+// the database on every append made the cost of a session grow with the
+// square of its length (a script of 1,000 tool calls took 20 s of appends).
+// With the cache, an append decodes only what was committed since.
+//
+// An entry is only ever put after the transaction that read it committed,
+// and a reader still asks the database for every event after the entry's
+// seq: an entry that is behind (another process appended, or a put lost a
+// race) costs a longer query, never a missing or a doubled event. That
+// holds across servers too: a session's events are appended under its row
+// lock, so their sequence numbers grow in commit order.
+type logCache struct {
+	mu      sync.Mutex
+	entries map[string]eventLog
+}
+
+// get returns the cached prefix of a session's log (empty when none). Its
+// slice is clipped, so a caller's append copies instead of writing into
+// the cached array.
+func (c *logCache) get(sessionID string) eventLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.entries[sessionID]
+	l.events = slices.Clip(l.events)
+	return l
+}
+
+// put remembers a committed log unless a longer one is already cached.
+// When full, it forgets an arbitrary other session.
+func (c *logCache) put(sessionID string, l eventLog) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]eventLog{}
+	}
+	old, ok := c.entries[sessionID]
+	if ok && old.seq >= l.seq {
+		return
+	}
+	if !ok && len(c.entries) >= maxCachedLogs {
+		for id := range c.entries {
+			delete(c.entries, id)
+			break
+		}
+	}
+	c.entries[sessionID] = l
+}
+
+// drop forgets a session (deleted, or terminated: it will not react again).
+func (c *logCache) drop(sessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, sessionID)
+}
+
+// sessionLog returns a session's whole log: the cached prefix and whatever
+// q sees after it.
+func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string) (eventLog, error) {
+	l := s.logs.get(sessionID)
+	rows, err := q.Query(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
+	if err != nil {
+		return eventLog{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&l.seq, &body); err != nil {
+			return eventLog{}, err
+		}
+		var e api.Event
+		if err := json.Unmarshal([]byte(body), &e); err != nil {
+			return eventLog{}, err
+		}
+		l.events = append(l.events, e)
+	}
+	return l, rows.Err()
+}

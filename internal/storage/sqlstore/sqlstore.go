@@ -1,0 +1,261 @@
+// Package sqlstore is storage.Store written once, over any SQL database: every
+// rule of the storage layer (memory writes and listings, sessions and their
+// logs, the work queue, the webhook outbox and its settling, credentials,
+// users) lives here, in SQL both backends run. A backend (package sqlite,
+// package postgres) is only what differs between databases: how a
+// statement reaches the driver (placeholders, time columns, errors), how a
+// transaction begins, retries and commits, which rows it locks, and whom it
+// notifies. That is the Backend interface below.
+//
+// The SQL here is written with "?" placeholders; a backend whose driver
+// numbers them rewrites the text. Times are passed and scanned as
+// time.Time (and *time.Time for a nullable column); a backend that stores
+// them otherwise converts in its Conn.
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Row is one result row: Scan reports storage.ErrNotFound when the query
+// found none. Scan may replace the elements of dest (with scanners that
+// convert a column), so a dest slice is built afresh for each Scan.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result set, read with Next and Scan, then closed.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Conn runs statements: on the database itself, or inside one
+// transaction. It may replace the elements of args (converting a value to
+// the database's form), so an args slice is passed to one call only.
+type Conn interface {
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// Backend is what a database offers the store: connections, transactions,
+// a clock, notifications and the few clauses its SQL spells its own way.
+type Backend interface {
+	// DB runs statements outside any transaction.
+	DB() Conn
+	// Write runs fn in one write transaction and commits when fn returns
+	// nil. fn may run more than once (a backend retries a transaction the
+	// database aborted), so it sets its results on each run.
+	Write(ctx context.Context, fn func(tx Conn) error) error
+	// Read runs fn in one read-only snapshot: a listing that takes several
+	// queries sees one state.
+	Read(ctx context.Context, fn func(tx Conn) error) error
+	// Now is the time to stamp rows and decide leases with, read through q
+	// when it is the database's clock.
+	Now(ctx context.Context, q Conn) (time.Time, error)
+	// Notify tells the other servers that share the database of a change
+	// to topic/key when the transaction q commits (see storage.Waker); a
+	// database only one process opens does nothing.
+	Notify(ctx context.Context, q Conn, topic, key string) error
+	// Duplicate reports err as a violation of the unique index on
+	// table.column.
+	Duplicate(err error, table, column string) bool
+	// Dialect returns the clauses that differ.
+	Dialect() Dialect
+}
+
+// Dialect is the SQL a database spells its own way.
+type Dialect struct {
+	// ForUpdate, ForShare and SkipLocked follow a SELECT that locks the
+	// rows it reads until commit ("" where the transaction itself orders
+	// writers: SQLite has one writer at a time).
+	ForUpdate, ForShare, SkipLocked string
+	// SingleWriter: write transactions queue on one database-wide lock.
+	// A write that will most often change nothing (a poll of an empty
+	// queue, an expiry with no lease lapsed, a webhook claim with nothing
+	// due) then looks with a read first, so it does not hold every other
+	// writer up for nothing.
+	SingleWriter bool
+	// AttemptOrder is the column webhook attempts are ordered by: the
+	// order they were inserted in.
+	AttemptOrder string
+}
+
+// MemoryWriter is offered by a backend that runs memory writes its own way
+// (SQLite's group commit runs many in one transaction). fn makes one write
+// in tx, with the store's sequence and count kept by counters. A backend
+// without it runs each memory write in Write, ordered by the store's row
+// lock.
+type MemoryWriter interface {
+	WriteMemory(ctx context.Context, fn func(ctx context.Context, tx Conn, counters StoreCounters) error) error
+}
+
+// StoreCounters are the columns of a memory store's row that every memory
+// write moves.
+type StoreCounters interface {
+	// Lock reads what a write needs of the store and orders the write after
+	// every earlier write to it; storage.ErrNotFound when there is none.
+	Lock(ctx context.Context, storeID string) (storage.StoreState, error)
+	// Next takes the store's next change-feed sequence and moves its live
+	// memory count by delta.
+	Next(ctx context.Context, storeID string, delta int) (int64, error)
+}
+
+// Store is storage.Store (less storage.Turns, which a backend adds: who
+// holds a turn is a lock of the database's own kind) over a Backend.
+type Store struct {
+	b Backend
+	d Dialect
+	// outbox wakes the webhook dispatchers when a transaction that stored
+	// deliveries commits (emit marks it).
+	outbox storage.Outbox
+	// logs caches the decoded logs of the sessions appended to last.
+	logs logCache
+}
+
+// New returns the store over b.
+func New(b Backend) *Store { return &Store{b: b, d: b.Dialect()} }
+
+// tx is one write transaction as the store's rules see it.
+type tx struct {
+	Conn
+	s *Store
+}
+
+// write runs fn in one write transaction; a transaction that wrote outbox
+// rows wakes the dispatchers when it commits.
+func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
+	t := &tx{s: s}
+	err := s.b.Write(ctx, func(c Conn) error {
+		t.Conn = c
+		return fn(t)
+	})
+	s.outbox.Ended(t, err == nil)
+	return err
+}
+
+// read runs fn in one read snapshot.
+func (s *Store) read(ctx context.Context, fn func(q Conn) error) error {
+	return s.b.Read(ctx, fn)
+}
+
+func (s *Store) db() Conn { return s.b.DB() }
+
+func (s *Store) lock(lock bool) string {
+	if lock {
+		return s.d.ForUpdate
+	}
+	return ""
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q Conn, scan func(Row) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// exists reports whether a query finds a row.
+func exists(ctx context.Context, q Conn, query string, args ...any) (bool, error) {
+	var one int
+	err := q.QueryRow(ctx, query, args...).Scan(&one)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// inList is the "(?, ?, …)" of an IN with one placeholder per value, and
+// the values as query arguments.
+func inList[T any](vals []T) (marks string, args []any) {
+	args = make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
+}
+
+// limitArg turns a page size into a LIMIT, where 0 means no limit.
+func limitArg(n int) int {
+	if n <= 0 {
+		return math.MaxInt32
+	}
+	return n
+}
+
+// args collects the arguments of a query whose WHERE clause depends on the
+// request.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "?"
+}
+
+func toJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only documents and metadata maps reach here; they always marshal.
+		panic(fmt.Sprintf("sqlstore: marshal %T: %v", v, err))
+	}
+	return string(b)
+}
+
+func metadataJSON(m map[string]string) string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	return toJSON(m)
+}
+
+// scanJSON reads a row of one JSON column (the body of a stored object).
+func scanJSON[T any](r Row) (T, error) {
+	var (
+		body string
+		v    T
+	)
+	if err := r.Scan(&body); err != nil {
+		return v, err
+	}
+	err := json.Unmarshal([]byte(body), &v)
+	return v, err
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Each session works in a room of its own: a fresh folder under the
+// worker's Workdir that is its working directory and its HOME, the only
+// place it may write besides its stores, removed when the session ends. A
+// shared working directory let one session read another's files and plant
+// dotfiles that every later session's tools would meet.
+
+// roomSuffix ends a room's name, <workdir>/<session id>.room: a session's
+// sandboxed mount folder is <mount root>/<session id>, and the two roots
+// may be one folder.
+const roomSuffix = ".room"
+
+// openRoom makes the session's room, empty and owner-only. A folder of
+// that name is a leftover of a worker that was killed while serving the
+// session: the room is fresh every time, so it is removed first.
+func (w *Worker) openRoom(sessionID string, log *slog.Logger) (string, error) {
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || strings.HasPrefix(sessionID, ".") {
+		return "", fmt.Errorf("session id %q cannot name a folder", sessionID)
+	}
+	dir := filepath.Join(w.cfg.Workdir, sessionID+roomSuffix)
+	if _, err := os.Lstat(dir); err == nil {
+		log.Info("removing the session's room a killed worker left behind; each session starts in an empty one", "path", dir)
+		if err := removeTree(dir); err != nil {
+			return "", fmt.Errorf("remove the room %s a killed worker left (%v); remove it by hand", dir, err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create the session's room %s (%v); give the worker's user write access to --workdir %s", dir, err, w.cfg.Workdir)
+	}
+	return dir, nil
+}
+
+// closeRoom removes the room, or keeps it with Config.KeepWorkdirs.
+func (w *Worker) closeRoom(dir string, log *slog.Logger) {
+	if w.cfg.KeepWorkdirs {
+		log.Info("the session's room is kept for inspection (--keep-workdirs)", "path", dir)
+		return
+	}
+	if err := removeTree(dir); err != nil {
+		log.Warn("the session's room could not be removed", "path", dir, "err", err, "fix", "remove it by hand")
+	}
+}
+
+// removeTree removes dir and everything in it, folders the agent made
+// unreadable or unwritable (chmod 000) included.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	// WalkDir calls the func on a folder before it reads it: made
+	// readable then, it can be listed and emptied.
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// holdFolders waits until no other session of this worker holds any of
+// dirs, then holds them until the returned func is called. Without a
+// sandbox a store lives in one folder per mount root, so two sessions of
+// one store on one worker take turns: the second waits (its lease beating)
+// instead of being refused. It returns ctx's cause when ctx ends first.
+func (w *Worker) holdFolders(ctx context.Context, dirs []string, log *slog.Logger) (release func(), err error) {
+	dirs = slices.Sorted(slices.Values(dirs)) // one order, so two sessions never wait on each other
+	var held []string
+	release = func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, d := range held {
+			close(w.folders[d])
+			delete(w.folders, d)
+		}
+	}
+	logged := false
+	for _, d := range dirs {
+		for {
+			w.mu.Lock()
+			busy, ok := w.folders[d]
+			if !ok {
+				w.folders[d] = make(chan struct{})
+				held = append(held, d)
+			}
+			w.mu.Unlock()
+			if !ok {
+				break
+			}
+			if !logged {
+				log.Info("another session of this worker has this store mounted in the same folder; waiting for it to end (a sandbox gives each session a folder of its own)", "path", d)
+				logged = true
+			}
+			select {
+			case <-busy:
+			case <-ctx.Done():
+				release()
+				return nil, context.Cause(ctx)
+			}
+		}
+	}
+	return release, nil
+}
