@@ -550,3 +550,35 @@ func wantPhases(t *testing.T, when string, got []string, want ...string) {
 		t.Fatalf("%s: %v, want %v", when, got, want)
 	}
 }
+
+// A killed worker's folder is listed with the files only it holds; a
+// folder a running session serves is listed as held; FindLeftovers
+// changes nothing.
+func TestFindLeftoversListsTheEditsAKillLeft(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	crashed := crashedMount(t, e, root)
+	must(t, os.Mkdir(filepath.Join(root, "sesn_2"), 0o700))
+	live := e.mount(filepath.Join(root, "sesn_2"), sessionID("sesn_2"))
+	defer live.End(e.ctx, false)
+	before := folder(t, crashed.dir)
+
+	got, err := memsync.FindLeftovers(root)
+	must(t, err)
+	if len(got) != 2 {
+		t.Fatalf("found %d leftovers, want the crashed folder and the served one: %+v", len(got), got)
+	}
+	byDir := map[string]memsync.Leftover{}
+	for _, l := range got {
+		byDir[l.Dir] = l
+	}
+	c := byDir[crashed.dir]
+	if c.Held || c.SessionID != "sesn_1" || c.MemoryStoreID != e.storeID || c.Problem != "" ||
+		!slices.Equal(c.Edits, []string{"/edit.md", "/new/note.md"}) {
+		t.Fatalf("the crashed folder: %+v", c)
+	}
+	if l := byDir[live.dir]; !l.Held || l.SessionID != "sesn_2" || len(l.Edits) != 0 {
+		t.Fatalf("the served folder: %+v", l)
+	}
+	equal(t, "the crashed folder after the look", folder(t, crashed.dir), before)
+}

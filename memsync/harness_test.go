@@ -240,6 +240,10 @@ func reports(mu *sync.Mutex, got *[]memsync.SyncReport) mountOption {
 	}
 }
 
+// noWatch turns the folder's watch off: what a test writes without Wrote
+// (as bash does) then waits for the next periodic sync.
+func noWatch(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.WatchQuiet = -1 }
+
 func deletions(d memsync.DeletionMode) mountOption {
 	return func(c *memsync.SessionConfig, _ *memsync.StoreMount) { c.Deletions = d }
 }

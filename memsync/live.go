@@ -19,7 +19,9 @@ import (
 // call never waits for a sync. Against a memstore server a successful
 // write or edit is uploaded at once (Wrote: one request, no scan), and each
 // store's change feed is followed with a long poll, so a change made
-// elsewhere reaches the folder in well under a second. The background
+// elsewhere reaches the folder in well under a second. Each writable
+// folder is watched (watch.go), so what bash writes is uploaded within
+// about a second too. The background
 // sync is the same cycle as ever: apply re-checks each file right before
 // it touches it, so a file the agent is changing is never overwritten
 // unseen. Only End waits, for the sync in progress and then the final one.
@@ -68,6 +70,11 @@ func (s *Session) StartLive(ctx context.Context) {
 		if st.feed.on {
 			st.followerWake = make(chan struct{}, 1)
 			l.wg.Go(func() { s.follow(fctx, l, st) })
+		}
+		if !st.mount.ReadOnly && s.watchQuiet > 0 {
+			if w := st.startWatch(fctx); w != nil {
+				l.wg.Go(func() { st.watch(fctx, w, s.watchQuiet, func() { l.queueSync(st) }) })
+			}
 		}
 	}
 }
@@ -123,6 +130,15 @@ func (s *Session) liveState() *live {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	return s.live
+}
+
+// queueSync queues a sync of one store: its change feed or its folder's
+// watch saw it change.
+func (l *live) queueSync(st *store) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.changed[st] = true
+	l.wakeBackground()
 }
 
 // wakeBackground tells the background goroutine there is work queued.
@@ -201,10 +217,7 @@ func (s *Session) follow(ctx context.Context, l *live, st *store) {
 		if len(ch.Data) == 0 {
 			continue
 		}
-		l.mu.Lock()
-		l.changed[st] = true
-		l.wakeBackground()
-		l.mu.Unlock()
+		l.queueSync(st)
 		select {
 		case <-st.followerWake:
 		case <-ctx.Done():

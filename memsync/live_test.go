@@ -97,7 +97,10 @@ func TestTwoLiveSessionsSeeEachOthersWrites(t *testing.T) {
 	e := newFeedEnv(t)
 	e.put("/shared.md", "v0")
 	a := e.mount(t.TempDir())
-	b := e.mount(t.TempDir())
+	// B's edit below must still be only on B's disk when A's upload lands:
+	// B's folder is not watched, so the edit waits for a sync B has no
+	// reason to run until the feed reports A's change.
+	b := e.mount(t.TempDir(), noWatch)
 	a.StartLive(e.ctx)
 	b.StartLive(e.ctx)
 	defer a.End(e.ctx, false)
@@ -119,6 +122,28 @@ func TestTwoLiveSessionsSeeEachOthersWrites(t *testing.T) {
 	})
 	if recs := e.logs.Records(t, slog.LevelWarn, ""); !logsMention(recs, "/shared.md") {
 		t.Fatalf("B's losing edit was overwritten without a warning naming the path")
+	}
+}
+
+// What bash writes (no Wrote) reaches the server without waiting for the
+// periodic sync: the folder's watch queues a sync once it goes quiet.
+func TestBashWriteReachesTheServerWithinTwoSeconds(t *testing.T) {
+	e := newFeedEnv(t)
+	m := e.mount(t.TempDir())
+	m.StartLive(e.ctx)
+	defer m.End(e.ctx, false)
+
+	if err := os.MkdirAll(filepath.Join(m.dir, "logs", "today"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	writeFile(t, m.dir, "logs/today/run.md", "written by bash")
+	deadline := start.Add(2 * time.Second)
+	for e.server()["/logs/today/run.md"] != "written by bash" {
+		if time.Now().After(deadline) {
+			t.Fatalf("a file written without the write tool was not on the server 2 s later; the server holds %v", e.server())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

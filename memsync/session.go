@@ -78,6 +78,11 @@ type SessionConfig struct {
 	// slog.Default(). Each line about a store carries memory_store_id,
 	// folder (Dir) and mount_path, and path when it is about one memory.
 	Logger *slog.Logger
+	// WatchQuiet is how long a store's folder must go without a change, in
+	// live mode, before what bash changed in it is synced; 0 means
+	// [DefaultWatchQuiet], and a negative value turns the watch off (bash's
+	// changes then wait for the periodic sync).
+	WatchQuiet time.Duration
 	// EndTimeout bounds each of End's steps; 0 means [DefaultEndTimeout].
 	// Tests shorten it.
 	EndTimeout time.Duration
@@ -135,6 +140,7 @@ type SyncReport struct {
 type Session struct {
 	interval   time.Duration
 	endTimeout time.Duration
+	watchQuiet time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 	disabled   bool
@@ -158,6 +164,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	s := &Session{
 		interval:   cfg.Interval,
 		endTimeout: cfg.EndTimeout,
+		watchQuiet: cfg.WatchQuiet,
 		now:        cfg.Now,
 		log:        cfg.Logger,
 	}
@@ -169,6 +176,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	if s.endTimeout <= 0 {
 		s.endTimeout = DefaultEndTimeout
+	}
+	if s.watchQuiet == 0 {
+		s.watchQuiet = DefaultWatchQuiet
 	}
 	switch {
 	case cfg.Interval < 0:

@@ -28,6 +28,7 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	mountDuration   prometheus.Histogram
+	leftovers       leftoverMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -83,10 +84,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to mount a session's memory stores (all of them, downloads included) before its agent runs.",
 			Buckets: prometheus.DefBuckets,
 		}),
+		leftovers: newLeftoverMetrics(),
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.itemsActive, m.itemsLimit, m.toolCalls, m.syncs, m.syncDuration, m.syncChanges, m.syncConflicts,
-			m.syncBytes, m.requests, m.requestDuration, m.mountDuration)
+			m.syncBytes, m.requests, m.requestDuration, m.mountDuration, m.leftovers.folders, m.leftovers.files)
 	}
 	return m
 }

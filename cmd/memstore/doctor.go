@@ -21,6 +21,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/confined"
+	"github.com/memstore/memstore/memsync"
 	"github.com/memstore/memstore/sandbox"
 )
 
@@ -152,7 +153,40 @@ func (d doctor) mountChecks() []finding {
 	default:
 		out = append(out, ok("letter case", "names that differ in case are different files"))
 	}
-	return append(out, symlinkFinding(r, scratch))
+	return append(out, symlinkFinding(r, scratch), leftoverFinding(abs))
+}
+
+// leftoverFinding lists the store folders killed workers left in the
+// mount root whose files hold edits the server does not have: today such
+// a folder is adopted only when its own session is served again here.
+func leftoverFinding(root string) finding {
+	const name = "leftovers"
+	found, err := memsync.FindLeftovers(root)
+	if err != nil {
+		return warn(name, fmt.Sprintf("the mount root cannot be listed: %v", err), "give the worker's user read access to it")
+	}
+	var lines []string
+	edits, held := 0, 0
+	for _, l := range found {
+		switch {
+		case l.Held:
+			held++
+		case l.Problem != "":
+			lines = append(lines, fmt.Sprintf("%s: %s", l.Dir, l.Problem))
+		case len(l.Edits) > 0:
+			edits += len(l.Edits)
+			lines = append(lines, fmt.Sprintf("%s (memory store %s, session %s): %d file(s) not on the server: %s",
+				l.Dir, l.MemoryStoreID, l.SessionID, len(l.Edits), strings.Join(l.Edits, ", ")))
+		default:
+			lines = append(lines, fmt.Sprintf("%s (memory store %s, session %s): nothing unsaved", l.Dir, l.MemoryStoreID, l.SessionID))
+		}
+	}
+	if len(lines) == 0 {
+		return ok(name, fmt.Sprintf("no folder left by a stopped worker (%d served by a running one)", held))
+	}
+	return warn(name, fmt.Sprintf("%d folder(s) left by a stopped worker, %d file(s) in them not on the server:\n    %s",
+		len(lines), edits, strings.Join(lines, "\n    ")),
+		"serve the session again on this host (it adopts and uploads the folder); or copy the files you need into the store, then remove the folder and the .<name>.memstore folder beside it")
 }
 
 // ownerFinding says who owns the mount root: a worker that does not own

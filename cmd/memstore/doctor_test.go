@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/sandbox"
 )
 
@@ -155,5 +160,106 @@ func TestDoctorSaysWhoTheSandboxedShellRunsAs(t *testing.T) {
 	want := shellUserFinding(l.ShellUID(), os.Geteuid())
 	if line := want.mark + " sandbox user     " + want.detail; !strings.Contains(out, line) {
 		t.Errorf("the report lacks %q:\n%s", line, out)
+	}
+}
+
+// A worker killed with SIGKILL mid-session leaves its store folder behind;
+// doctor lists it with the files whose only copy it holds (one written by
+// the write tool, one by bash, neither synced yet) and the session, and
+// the host stays ready.
+func TestDoctorListsTheFoldersAKilledWorkerLeft(t *testing.T) {
+	bin := memstoreBinary(t)
+	s := newWorkerSetup(t)
+	workdir, mountRoot := t.TempDir(), t.TempDir()
+	key, err := s.admin.CreateEnvironmentKey(context.Background(), s.env.ID, api.CreateEnvironmentKeyRequest{Name: "doctor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := s.admin.CreateMemoryStore(context.Background(), api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker runs bash in the sandbox (bubblewrap is installed here),
+	// which shows the store at its mount path; on disk it is in the
+	// session's own folder.
+	sess := s.session(t, `{"tool_calls":[`+
+		`{"name":"write","input":{"file_path":"/mnt/memory/notes/draft.md","content":"half-way\n"}},`+
+		`{"name":"bash","input":{"command":"printf shell > /mnt/memory/notes/from-bash.md && touch started && sleep 120","timeout_ms":300000}}]}`,
+		api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: store.ID})
+	notes := filepath.Join(mountRoot, sess.ID, "notes")
+
+	var out testlog.Buffer
+	// Inline sync: nothing is uploaded before the kill.
+	cmd := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--memory-sync-live=false", "--sandbox", "bwrap")
+	cmd.Env = s.workerEnv(workdir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitUntil(t, "the bash call to write its file", func() bool {
+		results, _ := s.results(t, sess.ID)
+		_, err := os.Stat(filepath.Join(notes, "from-bash.md"))
+		return len(results) == 1 && err == nil
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	h := doctorHost{base: s.rs.baseURL, env: s.env.ID, key: key.Key, mountRoot: mountRoot}
+	code, report := runDoctor(t, h.args())
+	if code != 0 {
+		t.Fatalf("exit %d: a leftover is worth a warning, not a refusal:\n%s", code, report)
+	}
+	for _, want := range []string{"! leftovers", "1 folder(s) left by a stopped worker, 2 file(s) in them not on the server",
+		notes + " (memory store " + store.ID + ", session " + sess.ID + "): 2 file(s) not on the server: /draft.md, /from-bash.md",
+		"fix: serve the session again on this host"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(notes, "from-bash.md")); err != nil || string(got) != "shell" {
+		t.Errorf("doctor changed the leftover: %q, %v", got, err)
+	}
+
+	// A worker started on the root says so in its log and its /metrics. It
+	// polls another environment, so it never claims the session (which
+	// would adopt the folder: the session is served again at its path).
+	env2, err := s.admin.CreateEnvironment(context.Background(), api.CreateEnvironmentRequest{Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2, err := s.admin.CreateEnvironmentKey(context.Background(), env2.ID, api.CreateEnvironmentKeyRequest{Name: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	var out2 testlog.Buffer
+	again := exec.Command(bin, "worker", "poll", "--mount-root", mountRoot, "--metrics-addr", metricsAddr)
+	again.Env = append(s.workerEnv(t.TempDir()), "ANTHROPIC_ENVIRONMENT_ID="+env2.ID, "ANTHROPIC_ENVIRONMENT_KEY="+key2.Key)
+	again.Stdout, again.Stderr = &out2, &out2
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Process.Kill(); again.Wait() })
+	var scraped string
+	waitUntil(t, "the worker's /metrics to count the leftover", func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		scraped = string(b)
+		return strings.Contains(scraped, "memstore_worker_leftover_folders 1") && strings.Contains(scraped, "memstore_worker_leftover_files 2")
+	})
+	if !strings.Contains(out2.String(), "found a store folder a stopped worker left") || !strings.Contains(out2.String(), sess.ID) {
+		t.Errorf("the worker's log does not name the leftover:\n%s", out2.String())
 	}
 }
