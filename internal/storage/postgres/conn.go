@@ -95,9 +95,17 @@ func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
 	return b.s.readTx(ctx, func(tx pgx.Tx) error { return fn(conn{b.s, tx}) })
 }
 
+// WriteMemory implements sqlstore.MemoryWriter with group commit.
+func (b backend) WriteMemory(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
+	return b.s.writeMemory(ctx, storeID, fn)
+}
+
 // Now returns the injected clock, or the database's, which every replica
-// shares.
+// shares; a memory write's, the clock of its batch.
 func (b backend) Now(ctx context.Context, q sqlstore.Conn) (time.Time, error) {
+	if c, ok := q.(*batchConn); ok {
+		return c.now(), nil
+	}
 	if b.s.clock != nil {
 		return b.s.clock(), nil
 	}

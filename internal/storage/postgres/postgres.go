@@ -53,6 +53,8 @@ type DB struct {
 	pool  *pgxpool.Pool
 	clock func() time.Time
 	turns turnLocks
+	// commits batches memory writes (groupcommit.go).
+	commits committer
 	// queries holds each query's text with numbered placeholders, by its
 	// text with "?" (see numbered).
 	queries sync.Map

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -171,7 +170,7 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		w.changed = false
 		b.own[i] = runWrite(ctx, w, b.reqs[i])
-		if b.own[i] != nil && (w.changed || !isRefusal(b.own[i])) {
+		if b.own[i] != nil && (w.changed || !storage.IsRefusal(b.own[i])) {
 			tx.Rollback()
 			b.settled[i] = true
 			return true, nil
@@ -193,20 +192,6 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		return false, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	return false, nil
-}
-
-// isRefusal tells a write's own refusal, decided by reading the database,
-// from a failure of the database (which SQLite may answer by rolling the
-// whole transaction back): only the former lets the batch go on.
-func isRefusal(err error) bool {
-	var (
-		conflict     *storage.PathConflictError
-		precondition *storage.PreconditionFailedError
-		full         *storage.StoreFullError
-	)
-	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrStoreArchived) ||
-		errors.As(err, &conflict) || errors.As(err, &precondition) || errors.As(err, &full) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runWrite runs r's write unless its caller gave up while it waited,

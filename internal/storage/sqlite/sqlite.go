@@ -195,7 +195,7 @@ func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
 }
 
 // WriteMemory implements sqlstore.MemoryWriter with group commit.
-func (b backend) WriteMemory(ctx context.Context, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
+func (b backend) WriteMemory(ctx context.Context, _ string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
 	return b.s.batch(ctx, func(ctx context.Context, tx *batchTx) error {
 		return fn(ctx, conn{tx}, batchCounters{tx})
 	})

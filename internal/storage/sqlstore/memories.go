@@ -243,9 +243,9 @@ func getMemory(ctx context.Context, q Conn, storeID, memoryID string, withConten
 
 // writeMemory runs one memory write: through the backend's own way of
 // running them, or in a write transaction ordered by the store's row lock.
-func (s *Store) writeMemory(ctx context.Context, fn func(storage.MemoryTx) error) error {
+func (s *Store) writeMemory(ctx context.Context, storeID string, fn func(storage.MemoryTx) error) error {
 	if w, ok := s.b.(MemoryWriter); ok {
-		return w.WriteMemory(ctx, func(ctx context.Context, tx Conn, c StoreCounters) error {
+		return w.WriteMemory(ctx, storeID, func(ctx context.Context, tx Conn, c StoreCounters) error {
 			return fn(memoryTx{s: s, tx: tx, counters: c})
 		})
 	}
@@ -393,7 +393,7 @@ func (t memoryTx) Redact(ctx context.Context, versionID string, at time.Time, by
 func (s *Store) CreateMemory(ctx context.Context, in storage.NewMemory) (storage.MemoryRow, error) {
 	sha := in.ContentSHA256()
 	var m storage.MemoryRow
-	err := s.writeMemory(ctx, func(tx storage.MemoryTx) (err error) {
+	err := s.writeMemory(ctx, in.StoreID, func(tx storage.MemoryTx) (err error) {
 		m, err = storage.CreateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
@@ -412,7 +412,7 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 		m       storage.MemoryRow
 		changed bool
 	)
-	err := s.writeMemory(ctx, func(tx storage.MemoryTx) (err error) {
+	err := s.writeMemory(ctx, in.StoreID, func(tx storage.MemoryTx) (err error) {
 		m, changed, err = storage.UpdateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
@@ -421,7 +421,7 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 
 // DeleteMemory implements storage.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by storage.Actor) error {
-	return s.writeMemory(ctx, func(tx storage.MemoryTx) error {
+	return s.writeMemory(ctx, storeID, func(tx storage.MemoryTx) error {
 		return storage.DeleteMemoryIn(ctx, tx, storeID, memoryID, expectedSHA256, by)
 	})
 }
@@ -575,7 +575,7 @@ func (s *Store) ListMemoryVersions(ctx context.Context, q storage.MemoryVersionQ
 // RedactMemoryVersion implements storage.MemoryVersions.
 func (s *Store) RedactMemoryVersion(ctx context.Context, storeID, versionID string, by storage.Actor) (storage.VersionRow, error) {
 	var v storage.VersionRow
-	err := s.writeMemory(ctx, func(tx storage.MemoryTx) (err error) {
+	err := s.writeMemory(ctx, storeID, func(tx storage.MemoryTx) (err error) {
 		v, err = storage.RedactVersionIn(ctx, tx, storeID, versionID, by)
 		return err
 	})

@@ -94,12 +94,13 @@ type Dialect struct {
 }
 
 // MemoryWriter is offered by a backend that runs memory writes its own way
-// (SQLite's group commit runs many in one transaction). fn makes one write
-// in tx, with the store's sequence and count kept by counters. A backend
-// without it runs each memory write in Write, ordered by the store's row
-// lock.
+// (group commit: many in one transaction, sharing one COMMIT). fn makes one
+// write to the store storeID in tx, with the store's sequence and count kept
+// by counters; the store is named up front so a backend can batch the writes
+// of one store together and lock its stores in one order. A backend without
+// it runs each memory write in Write, ordered by the store's row lock.
 type MemoryWriter interface {
-	WriteMemory(ctx context.Context, fn func(ctx context.Context, tx Conn, counters StoreCounters) error) error
+	WriteMemory(ctx context.Context, storeID string, fn func(ctx context.Context, tx Conn, counters StoreCounters) error) error
 }
 
 // StoreCounters are the columns of a memory store's row that every memory

@@ -1,0 +1,160 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/server"
+	"github.com/memstore/memstore/internal/storage/postgres"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// BenchmarkPostgresWriteThroughput is BenchmarkWriteThroughput on
+// PostgreSQL: memory creates and guarded updates over HTTP through the real
+// handler, beside raw single-row INSERT transactions of the same 4 KB on
+// the same database (a table with a unique (store_id, path) index), with 8
+// and 64 clients, on one store and spread over 100. Raw and API rounds
+// alternate, so the shared machine's load weighs on both alike. Run it with
+//
+//	go test -run '^$' -bench PostgresWriteThroughput -benchtime 1x ./internal/server/
+func BenchmarkPostgresWriteThroughput(b *testing.B) {
+	for _, clients := range []int{8, 64} {
+		for _, stores := range []int{1, 100} {
+			b.Run(fmt.Sprintf("clients=%d/stores=%d", clients, stores), func(b *testing.B) {
+				benchPostgresWrites(b, clients, stores)
+			})
+		}
+	}
+}
+
+func benchPostgresWrites(b *testing.B, clients, stores int) {
+	const rounds = 4
+	writes := testenv.Scale(max(400, clients*4), 2000) / rounds
+	body := strings.Repeat("memory ", 4096/7)
+	ctx := context.Background()
+	// Both pools together stay within PostgreSQL's default 100 connections.
+	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
+	var raw, creates, updates throughput
+	for b.Loop() {
+		raw, creates, updates = throughput{}, throughput{}, throughput{}
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS raw_rows (id bigserial PRIMARY KEY, store_id text NOT NULL, path text NOT NULL, content text NOT NULL, UNIQUE (store_id, path))`); err != nil {
+			b.Fatal(err)
+		}
+		c := newPostgresBenchClient(b, url, clients)
+		sts := make([]api.MemoryStore, stores)
+		for i := range sts {
+			c.must("POST", "/v1/memory_stores", map[string]any{"name": fmt.Sprint("bench-", i)}, &sts[i])
+		}
+		// Each client updates memories of its own, one per store it
+		// writes to (client c, store c%stores), guarded by its last hash.
+		mems := make([]api.Memory, clients)
+		for k := range mems {
+			c.must("POST", "/v1/memory_stores/"+sts[k%stores].ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/hot/%d.md", k), Content: "v0"}, &mems[k])
+		}
+		for round := range rounds {
+			raw.add(concurrently(clients, writes, func(cl, i int) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `INSERT INTO raw_rows (store_id, path, content) VALUES ($1, $2, $3)`, fmt.Sprint("store-", (cl+i)%stores), fmt.Sprintf("/c%d/r%d/m%d.md", cl, round, i), body)
+					return err
+				})
+			}))
+			creates.add(concurrently(clients, writes, func(cl, i int) error {
+				return c.do("POST", "/v1/memory_stores/"+sts[(cl+i)%stores].ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/c%d/r%d/m%d.md", cl, round, i), Content: body}, nil)
+			}))
+			updates.add(concurrently(clients, writes, func(cl, i int) error {
+				m := &mems[cl]
+				return c.do("POST", "/v1/memory_stores/"+m.MemoryStoreID+"/memories/"+m.ID, map[string]any{
+					"content":      fmt.Sprintf("version %d.%d\n%s", round, i, body),
+					"precondition": map[string]string{"type": "content_sha256", "content_sha256": m.ContentSHA256},
+				}, m)
+			}))
+		}
+	}
+	b.ReportMetric(raw.perSecond(), "raw_postgres_inserts/s")
+	b.ReportMetric(creates.perSecond(), "creates/s")
+	b.ReportMetric(updates.perSecond(), "guarded_updates/s")
+	b.ReportMetric(creates.perSecond()/raw.perSecond(), "creates/raw")
+	b.ReportMetric(updates.perSecond()/raw.perSecond(), "updates/raw")
+}
+
+// postgresBenchClient calls a server on PostgreSQL with the admin key.
+type postgresBenchClient struct {
+	b    *testing.B
+	url  string
+	key  string
+	http *http.Client
+}
+
+func newPostgresBenchClient(b *testing.B, url string, clients int) *postgresBenchClient {
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := app.New(app.Config{Store: db, Logger: slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "sk-memstore-bench-admin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(server.New(server.Config{App: a}).Handler())
+	b.Cleanup(func() {
+		ts.Close()
+		a.Close()
+		db.Close()
+	})
+	// One kept-alive connection per client.
+	return &postgresBenchClient{b: b, url: ts.URL, key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}}
+}
+
+func (c *postgresBenchClient) do(method, path string, body, out any) error {
+	j, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(method, c.url+path, bytes.NewReader(j))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", c.key)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d: %s", method, path, res.StatusCode, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (c *postgresBenchClient) must(method, path string, body, out any) {
+	if err := c.do(method, path, body, out); err != nil {
+		c.b.Fatal(err)
+	}
+}

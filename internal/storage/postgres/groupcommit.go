@@ -1,0 +1,386 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
+)
+
+// Group commit of memory writes. Every write to a store must take the
+// store's row lock (it orders the change feed, the preconditions, the path
+// checks and the memory limit), and a transaction holds that lock until its
+// COMMIT has reached the disk: one transaction per write made a store's
+// writers queue, each paying its own BEGIN, lock, counter update, COMMIT
+// and flush of the WAL, about eight round trips with the lock held.
+//
+// Instead the writes waiting for a shard of stores run together in one
+// transaction: it locks their stores' rows once, in id order (so two
+// batches never deadlock), keeps the stores' sequences and counts in
+// memory, writes the changed counters once, and answers each write only
+// after the COMMIT returned. A write refused by its own checks changed
+// nothing and the others go on; a write that failed after changing
+// something rolls the transaction back, gets its error, and the others run
+// again in a new one (the same rules as SQLite's committer).
+//
+// Stores hash onto commitShards shards; each shard runs one batch at a
+// time, so writes to one store batch together while writes to stores of
+// other shards commit in parallel on their own connections.
+
+// commitShards is how many batches may commit at once.
+const commitShards = 16
+
+// maxBatch bounds the writes of one transaction, so one batch does not
+// hold its stores' locks for long.
+const maxBatch = 64
+
+type memoryWrite struct {
+	ctx     context.Context
+	storeID string
+	fn      func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error
+	done    chan error
+}
+
+// commitShard queues the writes of its stores; the writer that finds it
+// idle leads: it runs the batch, then hands the shard on to a new leader
+// if more writes arrived meanwhile.
+type commitShard struct {
+	mu      sync.Mutex
+	pending []*memoryWrite
+	leading bool
+}
+
+type committer struct{ shards [commitShards]commitShard }
+
+// writeMemory runs fn as a write transaction of its own, from the caller's
+// view, sharing the actual transaction with the writes that wait with it.
+// Once queued, the write runs to its end whatever ctx says, so its outcome
+// is known when writeMemory returns.
+func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
+	h := fnv.New32a()
+	h.Write([]byte(storeID))
+	sh := &s.commits.shards[h.Sum32()%commitShards]
+	w := &memoryWrite{ctx: ctx, storeID: storeID, fn: fn, done: make(chan error, 1)}
+	sh.mu.Lock()
+	sh.pending = append(sh.pending, w)
+	lead := !sh.leading
+	sh.leading = true
+	sh.mu.Unlock()
+	if lead {
+		s.lead(sh)
+	}
+	return <-w.done
+}
+
+// lead commits one batch of the shard's waiting writes, then passes the
+// lead to a new goroutine when more wait: the caller that led returns with
+// its own answer rather than serving others for as long as they come.
+func (s *DB) lead(sh *commitShard) {
+	sh.mu.Lock()
+	n := min(len(sh.pending), maxBatch)
+	writes := slices.Clone(sh.pending[:n])
+	sh.pending = slices.Delete(sh.pending, 0, n)
+	sh.mu.Unlock()
+
+	s.commitBatch(writes)
+
+	sh.mu.Lock()
+	if len(sh.pending) > 0 {
+		go s.lead(sh)
+	} else {
+		sh.leading = false
+	}
+	sh.mu.Unlock()
+}
+
+// pendingBatch is the writes of one batch and what is known of each.
+type pendingBatch struct {
+	writes []*memoryWrite
+	// own[i] is what writes[i] did on its own when it last ran; settled[i]:
+	// that outcome stands whatever the transaction does.
+	own     []error
+	settled []bool
+}
+
+// commitBatch runs the writes to one COMMIT and answers each: with its own
+// error, or the transaction's when it has none.
+func (s *DB) commitBatch(writes []*memoryWrite) {
+	b := &pendingBatch{writes: writes, own: make([]error, len(writes)), settled: make([]bool, len(writes))}
+	ctx := context.Background()
+	var err error
+	for attempt := 1; ; attempt++ {
+		var again bool
+		again, err = s.runBatch(ctx, b)
+		if again {
+			attempt--
+			continue
+		}
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			break
+		}
+	}
+	for i, w := range b.writes {
+		werr := unavailable(err)
+		if b.own[i] != nil {
+			werr = b.own[i]
+		}
+		w.done <- werr
+	}
+}
+
+// runBatch runs the batch's unsettled writes in one transaction and commits.
+// again reports a write that failed halfway: the transaction was rolled
+// back, that write settled with its error, and the batch must run again.
+func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer pc.Release()
+	committed := false
+	defer func() {
+		if !committed {
+			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
+				pc.Conn().Close(ctx) // the pool drops it rather than reuse a connection in an unknown state
+			}
+		}
+	}()
+	var ids []string
+	for i, w := range b.writes {
+		if !b.settled[i] {
+			ids = append(ids, w.storeID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	c := &batchConn{conn: conn{s, pc}, stores: map[string]*storeRow{}}
+	if err := c.begin(ctx, pc, ids); err != nil {
+		return false, err
+	}
+	if s.clock != nil {
+		c.clock = s.clock
+	}
+	for i, w := range b.writes {
+		if b.settled[i] {
+			continue
+		}
+		b.own[i] = nil
+		if err := w.ctx.Err(); err != nil {
+			b.own[i], b.settled[i] = err, true // given up while waiting: never run
+			continue
+		}
+		c.changed, c.broken = false, false
+		b.own[i] = runWrite(ctx, c, w)
+		if b.own[i] != nil && (c.changed || c.broken || !storage.IsRefusal(b.own[i])) {
+			if retryable(b.own[i]) {
+				return false, b.own[i]
+			}
+			b.own[i] = unavailable(b.own[i])
+			b.settled[i] = true
+			return true, nil
+		}
+		c.settle(b.own[i] == nil)
+	}
+	if err := c.commit(ctx, pc); err != nil {
+		return false, err
+	}
+	committed = true
+	return false, nil
+}
+
+// runWrite runs w, turning a panic into an error so one bad write cannot
+// take down the writers that share its batch.
+func runWrite(ctx context.Context, c *batchConn, w *memoryWrite) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("postgres: memory write panicked: %v", p)
+		}
+	}()
+	return w.fn(ctx, c, batchCounters{c})
+}
+
+// storeRow is what a batch keeps of a locked memory_stores row.
+type storeRow struct {
+	seq      int64
+	count    int
+	archived bool
+	changed  bool
+	// pending is the running write's change, kept if it succeeds.
+	pendingSeq   int64
+	pendingCount int
+	pending      bool
+}
+
+// batchConn is the batch's transaction as one write sees it: it notes
+// whether the write changed anything or hit a database error (PostgreSQL
+// then refuses every later statement of the transaction), and holds the
+// stores the batch locked.
+type batchConn struct {
+	conn
+	changed, broken bool
+	stores          map[string]*storeRow
+	// base is the database's clock when the batch locked its stores, at
+	// local monotonic time start: the writes of a batch are stamped with
+	// base plus the time since, one clock read per batch.
+	base, start time.Time
+	clock       func() time.Time
+}
+
+// begin opens the transaction, locks the stores' rows in id order and reads
+// their counters and the database's clock, in one round trip.
+func (c *batchConn) begin(ctx context.Context, pc *pgxpool.Conn, ids []string) error {
+	var bt pgx.Batch
+	bt.Queue("BEGIN")
+	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	br := pc.SendBatch(ctx, &bt)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	rs, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			id string
+			r  storeRow
+			at time.Time
+		)
+		if err := rs.Scan(&id, &r.seq, &r.count, &r.archived, &at); err != nil {
+			return err
+		}
+		c.stores[id] = &r
+		c.base = at
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	c.start = time.Now()
+	if c.base.IsZero() { // no store found: every write will be refused
+		c.base = c.start
+	}
+	return nil
+}
+
+// now is the time a write of the batch is stamped with.
+func (c *batchConn) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return c.base.Add(time.Since(c.start)).UTC().Truncate(time.Microsecond)
+}
+
+// commit writes the counters the batch moved and commits, in one round
+// trip.
+func (c *batchConn) commit(ctx context.Context, pc *pgxpool.Conn) error {
+	var (
+		bt     pgx.Batch
+		ids    []string
+		seqs   []int64
+		counts []int64
+	)
+	for id, r := range c.stores {
+		if r.changed {
+			ids, seqs, counts = append(ids, id), append(seqs, r.seq), append(counts, int64(r.count))
+		}
+	}
+	if len(ids) > 0 {
+		bt.Queue(`UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`, ids, seqs, counts)
+	}
+	bt.Queue("COMMIT")
+	if err := pc.SendBatch(ctx, &bt).Close(); err != nil {
+		return fmt.Errorf("postgres: commit memory writes: %w", err)
+	}
+	return nil
+}
+
+// settle ends the running write: its counter claims are kept when it
+// succeeded and forgotten when it was refused.
+func (c *batchConn) settle(succeeded bool) {
+	for _, r := range c.stores {
+		if r.pending && succeeded {
+			r.seq, r.count, r.changed = r.pendingSeq, r.pendingCount, true
+		}
+		r.pending = false
+	}
+}
+
+func (c *batchConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	c.changed = true
+	return c.conn.Exec(ctx, query, args...)
+}
+
+func (c *batchConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rs, err := c.conn.Query(ctx, query, args...)
+	if err != nil {
+		c.broken = true
+	}
+	return rs, err
+}
+
+func (c *batchConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return batchRow{c, c.conn.QueryRow(ctx, query, args...)}
+}
+
+type batchRow struct {
+	c *batchConn
+	r sqlstore.Row
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	var pe *pgconn.PgError
+	if err != nil && (errors.As(err, &pe) || errors.Is(err, storage.ErrUnavailable)) {
+		r.c.broken = true
+	}
+	return err
+}
+
+// batchCounters are sqlstore.StoreCounters on a batch: the batch locked its
+// stores' rows when it began, so a write reads and moves them in memory.
+type batchCounters struct{ c *batchConn }
+
+func (bc batchCounters) row(storeID string) (*storeRow, error) {
+	r, ok := bc.c.stores[storeID]
+	if !ok {
+		return nil, storage.ErrNotFound
+	}
+	return r, nil
+}
+
+func (bc batchCounters) Lock(_ context.Context, storeID string) (storage.StoreState, error) {
+	r, err := bc.row(storeID)
+	if err != nil {
+		return storage.StoreState{}, err
+	}
+	count := r.count
+	if r.pending {
+		count = r.pendingCount
+	}
+	return storage.StoreState{Archived: r.archived, Memories: count}, nil
+}
+
+func (bc batchCounters) Next(_ context.Context, storeID string, delta int) (int64, error) {
+	r, err := bc.row(storeID)
+	if err != nil {
+		return 0, err
+	}
+	if !r.pending {
+		r.pendingSeq, r.pendingCount, r.pending = r.seq, r.count, true
+	}
+	r.pendingSeq++
+	r.pendingCount += delta
+	return r.pendingSeq, nil
+}

@@ -1,0 +1,90 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/memstore/memstore/internal/storage"
+)
+
+// Writes that share a commit answer each on its own: in a crowd of writers
+// on two replicas, the ones refused (a taken path, a stale hash) change
+// nothing, every other one lands, and the store's feed and count come out
+// exact and gap-free.
+func TestRefusedWritesInABatchLoseNothingElse(t *testing.T) {
+	rs := replicas(t, 2)
+	ctx := t.Context()
+	st, err := rs[0].CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "crowd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 32
+	var (
+		wg                     sync.WaitGroup
+		mu                     sync.Mutex
+		won, conflicts, stales int
+		others                 []error
+	)
+	for w := range writers {
+		wg.Go(func() {
+			db := rs[w%2]
+			note := func(err error) {
+				var (
+					conflict *storage.PathConflictError
+					stale    *storage.PreconditionFailedError
+				)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+				case errors.As(err, &conflict):
+					conflicts++
+				case errors.As(err, &stale):
+					stales++
+				default:
+					others = append(others, err)
+				}
+			}
+			_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/same.md", Content: fmt.Sprint("writer ", w), By: benchBy})
+			if err == nil {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+			note(err)
+			m, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/own/%d.md", w), Content: "v1", By: benchBy})
+			note(err)
+			if err != nil {
+				return
+			}
+			v2 := "v2"
+			_, _, err = db.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &v2, IfSHA256: "0000000000000000000000000000000000000000000000000000000000000000", By: benchBy})
+			note(err)
+			_, _, err = db.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &v2, IfSHA256: m.ContentSHA256, By: benchBy})
+			note(err)
+		})
+	}
+	wg.Wait()
+	if len(others) > 0 || won != 1 || conflicts != writers-1 || stales != writers {
+		t.Fatalf("won %d, conflicts %d, stale %d, other errors %v; want 1, %d, %d, none", won, conflicts, stales, others, writers-1, writers)
+	}
+	want := 1 + 2*writers // the one /same.md, and each writer's create and update
+	n, err := rs[1].CountMemories(ctx, st.ID)
+	if err != nil || n != 1+writers {
+		t.Fatalf("count = %d, %v; want %d", n, err, 1+writers)
+	}
+	page, err := rs[1].ListChanges(ctx, st.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Latest != int64(want) || len(page.Changes) != want {
+		t.Fatalf("%d changes up to %d, want %d", len(page.Changes), page.Latest, want)
+	}
+	for i, c := range page.Changes {
+		if c.Sequence != int64(i+1) {
+			t.Fatalf("change %d has sequence %d: the feed has a gap", i, c.Sequence)
+		}
+	}
+}
