@@ -129,4 +129,3 @@ func memoryAt(t *testing.T, admin *client.Client, storeID, p string) api.Memory 
 	t.Fatalf("the REST API lists no memory at %s", p)
 	return api.Memory{}
 }
-
