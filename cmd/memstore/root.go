@@ -73,6 +73,7 @@ The operator verbs find a local server and its admin key on their own
 		newChatCommand(s),
 		newUserCommand(s),
 		newWebhookCommand(s),
+		newMCPCommand(s),
 		newBenchCommand(s),
 		newBackupCommand(s),
 		newRestoreCommand(s),

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -30,11 +31,15 @@ func (p Principal) Actor() storage.Actor {
 }
 
 // credentialFrom reads the secret from x-api-key or Authorization: Bearer.
-func credentialFrom(r *http.Request) string {
-	if k := strings.TrimSpace(r.Header.Get("x-api-key")); k != "" {
+func credentialFrom(r *http.Request) string { return credentialFromHeader(r.Header) }
+
+// credentialFromHeader is credentialFrom over a request's headers alone
+// (the MCP tools see no more).
+func credentialFromHeader(hd http.Header) string {
+	if k := strings.TrimSpace(hd.Get("x-api-key")); k != "" {
 		return k
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
+	if h := hd.Get("Authorization"); h != "" {
 		if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(token)
 		}
@@ -45,11 +50,15 @@ func credentialFrom(r *http.Request) string {
 // authenticate resolves the request's credential. It answers 401 with a
 // message that says what to send when the credential is missing or unknown.
 func (s *Server) authenticate(r *http.Request) (Principal, error) {
-	secret := credentialFrom(r)
+	return s.authenticateSecret(r.Context(), credentialFrom(r))
+}
+
+// authenticateSecret is authenticate for a secret already read.
+func (s *Server) authenticateSecret(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" {
 		return Principal{}, apiErrorf(api.Authentication, "missing credentials: send an API key in the x-api-key header (or Authorization: Bearer <token>); `memstore serve` prints the admin key on first start and writes it to <data>/admin.key")
 	}
-	c, err := s.app.Credentials.Verify(r.Context(), secret)
+	c, err := s.app.Credentials.Verify(ctx, secret)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Principal{}, apiErrorf(api.Authentication, "invalid credentials: the key or token is unknown or revoked; check for a typo or mint a new one")
 	}
