@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -36,7 +37,7 @@ type SearchQuery struct {
 }
 
 // SearchHit is one found memory (without its content), with an excerpt
-// around the words found and its score: higher is better, comparable only
+// around the words found (see Snippet) and its score: higher is better, comparable only
 // within one search.
 type SearchHit struct {
 	Memory  MemoryRow
@@ -70,4 +71,60 @@ func SearchTerms(query string) []string {
 		}
 	}
 	return terms
+}
+
+// snippetWords is how many words a snippet shows.
+const snippetWords = 24
+
+// Snippet cuts the excerpt of content a hit shows: snippetWords words
+// from shortly before the first word of terms, each word of terms marked.
+// It is cut here, for the page only, rather than by each index: one rule
+// for both backends, and no snippet for matches that never reach a page.
+func Snippet(content string, terms []string) string {
+	type span struct{ from, to int }
+	var words []span
+	start := -1
+	for i, r := range content {
+		word := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case word && start < 0:
+			start = i
+		case !word && start >= 0:
+			words = append(words, span{start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		words = append(words, span{start, len(content)})
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	isTerm := func(s span) bool { return slices.Contains(terms, strings.ToLower(content[s.from:s.to])) }
+	first := 0
+	for i, w := range words {
+		if isTerm(w) {
+			first = max(0, i-snippetWords/4)
+			break
+		}
+	}
+	last := min(len(words), first+snippetWords)
+	var b strings.Builder
+	if first > 0 {
+		b.WriteString(SnippetEllipsis)
+	}
+	at := words[first].from
+	for _, w := range words[first:last] {
+		b.WriteString(content[at:w.from])
+		if isTerm(w) {
+			b.WriteString(SnippetOpen + content[w.from:w.to] + SnippetClose)
+		} else {
+			b.WriteString(content[w.from:w.to])
+		}
+		at = w.to
+	}
+	if last < len(words) {
+		b.WriteString(SnippetEllipsis)
+	}
+	return b.String()
 }

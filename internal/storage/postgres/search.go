@@ -2,22 +2,18 @@ package postgres
 
 import (
 	"strings"
-
-	"github.com/memstore/memstore/internal/storage"
 )
 
 // tsIndex is the tsvector column memories.search (migration 0008).
 type tsIndex struct{}
 
 // Query matches every term through plainto_tsquery (an AND of the words),
-// ranks the matches by ts_rank in the index's scan, and cuts a headline
-// from the content of only the page it returns: ts_headline re-parses the
-// whole text, too slow to run on every match.
+// ranks the matches by ts_rank, and reads the content of the page only.
 func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) {
 	var b strings.Builder
 	b.WriteString(`SELECT h.id, h.store_id, h.path, h.content_sha256, h.content_size_bytes, h.version_id, h.created_at, h.updated_at, ` +
-		`ts_headline('simple', memory_search_text(v.content), h.q, 'StartSel="` + storage.SnippetOpen + `", StopSel="` + storage.SnippetClose + `", MaxWords=24, MinWords=12, ShortWord=0, MaxFragments=1, FragmentDelimiter="` + storage.SnippetEllipsis + `"'), h.score ` +
-		`FROM (SELECT m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at, q, ts_rank(m.search, q)::float8 AS score ` +
+		`v.content, h.score ` +
+		`FROM (SELECT m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at, ts_rank(m.search, q)::float8 AS score ` +
 		`FROM memories m, plainto_tsquery('simple', ?) q WHERE m.search @@ q AND m.store_id IN (?`)
 	b.WriteString(strings.Repeat(", ?", stores-1))
 	b.WriteString(`)`)

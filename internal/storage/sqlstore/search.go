@@ -45,10 +45,12 @@ func (s *Store) SearchMemories(ctx context.Context, q storage.SearchQuery) (stor
 		defer rows.Close()
 		for rows.Next() {
 			var h storage.SearchHit
+			var content []byte
 			m := &h.Memory
-			if err := rows.Scan(&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &m.CreatedAt, &m.UpdatedAt, &h.Snippet, &h.Score); err != nil {
+			if err := rows.Scan(&m.ID, &m.StoreID, &m.Path, &m.ContentSHA256, &m.ContentSizeBytes, &m.VersionID, &m.CreatedAt, &m.UpdatedAt, &content, &h.Score); err != nil {
 				return err
 			}
+			h.Snippet = storage.Snippet(string(content), q.Terms)
 			page.Items = append(page.Items, h)
 		}
 		return rows.Err()

@@ -100,8 +100,8 @@ type Dialect struct {
 // triggers write it with each memory write).
 type SearchIndex interface {
 	// Query returns a statement and its first argument, the match
-	// expression for terms. The statement selects memoryColumns, a
-	// snippet and a score (higher is better) of the memories matching
+	// expression for terms. The statement selects memoryColumns, the
+	// head content and a score (higher is better) of the memories matching
 	// every term, best first, and takes after match: the stores (stores
 	// placeholders), the path range [lower, upper) when subtree, then
 	// limit and offset.
