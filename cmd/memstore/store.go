@@ -46,7 +46,7 @@ func storeIDs(cli *cliContext) cobra.CompletionFunc {
 }
 
 func newMemoryCommand(s streams) *cobra.Command {
-	return newAPINoun(s, "memory", "manage the memories of a store (create, list, get, update, delete, versions, version get, diff)", func(cli *cliContext) []*cobra.Command {
+	return newAPINoun(s, "memory", "manage the memories of a store (create, list, get, update, delete, search, versions, version get, diff)", func(cli *cliContext) []*cobra.Command {
 		ids := storeIDs(cli)
 		return []*cobra.Command{
 			memoryCreateVerb(cli, ids),
@@ -54,6 +54,7 @@ func newMemoryCommand(s streams) *cobra.Command {
 			memoryGetVerb(cli, ids),
 			memoryUpdateVerb(cli, ids),
 			memoryDeleteVerb(cli, ids),
+			memorySearchVerb(cli, ids),
 			memoryVersionsVerb(cli, ids),
 			newNoun("version", "one version of a memory: version get", memoryVersionGetVerb(cli, ids)),
 			memoryDiffVerb(cli, ids),

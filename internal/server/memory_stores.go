@@ -32,6 +32,7 @@ func (s *Server) memoryRoutes() {
 
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/changes", s.authed(s.listChanges))
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/snapshot", s.authed(s.snapshot))
+	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/search", s.authed(s.searchMemories))
 
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions", s.authed(s.listMemoryVersions))
 	s.mux.HandleFunc("GET /v1/memory_stores/{store_id}/memory_versions/{version_id}", s.authed(s.getMemoryVersion))

@@ -49,6 +49,7 @@ type MemoryStores interface {
 
 	Memories
 	MemoryVersions
+	Search
 }
 
 // Memories persists the live memories of the stores; each write also

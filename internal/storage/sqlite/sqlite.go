@@ -213,7 +213,7 @@ func (b backend) Duplicate(err error, table, column string) bool {
 func (b backend) Dialect() sqlstore.Dialect {
 	// No row locks: the transaction holds the file's write lock. Webhook
 	// attempts have no id of their own; the rowid is their order.
-	return sqlstore.Dialect{SingleWriter: true, AttemptOrder: "rowid"}
+	return sqlstore.Dialect{SingleWriter: true, AttemptOrder: "rowid", Search: ftsIndex{}}
 }
 
 // Timestamps are stored as fixed-width RFC 3339 text with nanoseconds, so

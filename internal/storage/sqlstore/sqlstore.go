@@ -91,6 +91,21 @@ type Dialect struct {
 	// AttemptOrder is the column webhook attempts are ordered by: the
 	// order they were inserted in.
 	AttemptOrder string
+	// Search is the backend's full-text index of current memories.
+	Search SearchIndex
+}
+
+// SearchIndex is the full-text index a backend keeps of every live
+// memory's path and head content (its migrations create it and their
+// triggers write it with each memory write).
+type SearchIndex interface {
+	// Query returns a statement and its first argument, the match
+	// expression for terms. The statement selects memoryColumns, the
+	// head content and a score (higher is better) of the memories matching
+	// every term, best first, and takes after match: the stores (stores
+	// placeholders), the path range [lower, upper) when subtree, then
+	// limit and offset.
+	Query(terms []string, stores int, subtree bool) (query, match string)
 }
 
 // MemoryWriter is offered by a backend that runs memory writes its own way

@@ -32,6 +32,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("MemoryListing", func(t *testing.T) { testMemoryListing(t, open) })
 	t.Run("MemoryVersions", func(t *testing.T) { testMemoryVersions(t, open) })
 	t.Run("MemoryStoreUsage", func(t *testing.T) { testMemoryStoreUsage(t, open) })
+	t.Run("Search", func(t *testing.T) { testSearch(t, open) })
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })

@@ -1,0 +1,130 @@
+package storage
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// Search finds memories by the words of their current content and path.
+// Each backend keeps its own full-text index (SQLite FTS5, PostgreSQL
+// tsvector), written in the transaction of every memory write, so a hit is
+// always a live memory's head version: deleted memories and older (and so
+// redacted) versions are never found.
+type Search interface {
+	// SearchMemories returns the memories of q.StoreIDs holding every term
+	// of q.Terms, best match first. A store that does not exist is
+	// skipped; the caller decides who may read which store.
+	SearchMemories(ctx context.Context, q SearchQuery) (Page[SearchHit], error)
+}
+
+// SearchCursor is the kind of a search's page cursors: its key is the
+// offset of the next page. Ranked results have no stable key to resume
+// after, so a page is an offset into the ranking as it is when asked.
+const SearchCursor = "search"
+
+// SearchQuery is the input of SearchMemories.
+type SearchQuery struct {
+	// StoreIDs are the stores to search, at least one.
+	StoreIDs []string
+	// Terms are the words every hit holds, from SearchTerms.
+	Terms []string
+	// PathPrefix limits hits to the subtree under it ("" or "/" for all).
+	PathPrefix string
+	Limit      int
+	Cursor     string // a Page.Next from the same search, or ""
+}
+
+// SearchHit is one found memory (without its content), with an excerpt
+// around the words found (see Snippet) and its score: higher is better, comparable only
+// within one search.
+type SearchHit struct {
+	Memory  MemoryRow
+	Snippet string
+	Score   float64
+}
+
+// SnippetOpen and SnippetClose surround each matched word in a snippet
+// (Markdown bold, which most memories are written in), and SnippetEllipsis
+// marks text cut from either end.
+const (
+	SnippetOpen     = "**"
+	SnippetClose    = "**"
+	SnippetEllipsis = "…"
+)
+
+// SearchTerms splits a query into the words a full-text index knows:
+// runs of letters and digits, lower-cased. Punctuation separates words and
+// is not searchable, in both backends' indexes alike, so a query is never
+// a syntax the index could misread.
+func SearchTerms(query string) []string {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	seen := make(map[string]bool, len(words))
+	terms := words[:0]
+	for _, w := range words {
+		if !seen[w] {
+			seen[w] = true
+			terms = append(terms, w)
+		}
+	}
+	return terms
+}
+
+// snippetWords is how many words a snippet shows.
+const snippetWords = 24
+
+// Snippet cuts the excerpt of content a hit shows: snippetWords words
+// from shortly before the first word of terms, each word of terms marked.
+// It is cut here, for the page only, rather than by each index: one rule
+// for both backends, and no snippet for matches that never reach a page.
+func Snippet(content string, terms []string) string {
+	type span struct{ from, to int }
+	var words []span
+	start := -1
+	for i, r := range content {
+		word := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case word && start < 0:
+			start = i
+		case !word && start >= 0:
+			words = append(words, span{start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		words = append(words, span{start, len(content)})
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	isTerm := func(s span) bool { return slices.Contains(terms, strings.ToLower(content[s.from:s.to])) }
+	first := 0
+	for i, w := range words {
+		if isTerm(w) {
+			first = max(0, i-snippetWords/4)
+			break
+		}
+	}
+	last := min(len(words), first+snippetWords)
+	var b strings.Builder
+	if first > 0 {
+		b.WriteString(SnippetEllipsis)
+	}
+	at := words[first].from
+	for _, w := range words[first:last] {
+		b.WriteString(content[at:w.from])
+		if isTerm(w) {
+			b.WriteString(SnippetOpen + content[w.from:w.to] + SnippetClose)
+		} else {
+			b.WriteString(content[w.from:w.to])
+		}
+		at = w.to
+	}
+	if last < len(words) {
+		b.WriteString(SnippetEllipsis)
+	}
+	return b.String()
+}
