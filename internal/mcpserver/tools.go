@@ -24,8 +24,6 @@ type tools struct {
 const (
 	maxListedStores   = 200
 	maxListedEntries  = 500
-	maxSearchScanned  = 10000
-	maxSearchResults  = 20
 	maxStoreNameMatch = 1000
 )
 
@@ -306,9 +304,6 @@ func (t *tools) search(ctx context.Context, acc Access, in searchIn) (string, er
 	if q == "" {
 		return "", errors.New("query is empty: give a word or phrase to look for")
 	}
-	if len(q) > 200 {
-		return "", fmt.Errorf("query is %d bytes long; the limit is 200: search for a distinctive word or phrase", len(q))
-	}
 	var stores []storage.MemoryStoreRow
 	if in.Store != "" {
 		st, err := t.store(ctx, acc, in.Store, false)
@@ -324,68 +319,29 @@ func (t *tools) search(ctx context.Context, acc Access, in searchIn) (string, er
 	}); err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	found := 0
+	// The credential's reach is the stores it was just allowed to read;
+	// the full-text index (app.Search) ranks their memories.
+	names := make(map[string]string, len(stores))
+	reach := app.Reach{}
 	for _, st := range stores {
-		hits, err := scanForSubstring(ctx, t.app.Store(), st.ID, q, maxSearchResults-found)
-		if err != nil {
-			return "", err
-		}
-		for _, h := range hits {
-			fmt.Fprintf(&b, "- store %s  %s  line %d: %s\n", st.Name, h.path, h.line, oneLine(h.text, 160))
-		}
-		found += len(hits)
-		if found >= maxSearchResults {
-			fmt.Fprintf(&b, "(stopped at %d results; narrow the query or pass a store)\n", maxSearchResults)
-			break
-		}
+		names[st.ID] = st.Name
+		reach.StoreIDs = append(reach.StoreIDs, st.ID)
 	}
-	if found == 0 {
-		return fmt.Sprintf("No memory in %d store(s) contains %q.", len(stores), q), nil
+	if len(stores) == 0 {
+		return "No memory store is readable with this credential: nothing to search.", nil
 	}
-	return fmt.Sprintf("%d match(es) for %q (memory_view a path to read it):\n%s", found, q, b.String()), nil
-}
-
-// searchHit is a memory that matched, with its first matching line (0 when
-// only the path matched).
-type searchHit struct {
-	path, text string
-	line       int
-}
-
-// scanForSubstring finds up to limit memories of storeID whose path or
-// content contains q, case-insensitively, reading at most maxSearchScanned
-// memories. It is the stand-in for full-text search: the lead will switch
-// memory_search to app.Search (internal/app/search.go) when that merges.
-func scanForSubstring(ctx context.Context, store storage.Store, storeID, q string, limit int) ([]searchHit, error) {
-	needle := strings.ToLower(q)
-	var hits []searchHit
-	scanned := 0
-	errEnough := errors.New("enough")
-	err := store.Snapshot(ctx, storeID, "/", func(int64) error { return nil }, func(m storage.MemoryRow) error {
-		scanned++
-		if len(hits) >= limit || scanned > maxSearchScanned {
-			return errEnough
-		}
-		content := ""
-		if m.Content != nil {
-			content = *m.Content
-		}
-		for i, line := range strings.Split(content, "\n") {
-			if strings.Contains(strings.ToLower(line), needle) {
-				hits = append(hits, searchHit{path: m.Path, line: i + 1, text: line})
-				return nil
-			}
-		}
-		if strings.Contains(strings.ToLower(m.Path), needle) {
-			hits = append(hits, searchHit{path: m.Path, text: "(path matches)"})
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errEnough) {
-		return nil, err
+	hits, err := t.app.Search(ctx, reach, q)
+	if err != nil {
+		return "", err
 	}
-	return hits, nil
+	if len(hits) == 0 {
+		return fmt.Sprintf("No memory in %d store(s) holds every word of %q.", len(stores), q), nil
+	}
+	var b strings.Builder
+	for _, h := range hits {
+		fmt.Fprintf(&b, "- store %s  %s: %s\n", names[h.Memory.StoreID], h.Memory.Path, oneLine(h.Snippet, 160))
+	}
+	return fmt.Sprintf("%d match(es) for %q, best first (memory_view a path to read it):\n%s", len(hits), q, b.String()), nil
 }
 
 // store resolves a store id or name and checks the credential may use it.
