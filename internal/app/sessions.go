@@ -7,6 +7,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Sessions drives the sessions' agent runtimes and wakes whoever follows a
@@ -73,4 +74,78 @@ func (s *Sessions) Resume(ctx context.Context) error {
 		}
 		q.After = list[len(list)-1].ID
 	}
+}
+
+// maxSessionTitleChars bounds a session's title.
+const maxSessionTitleChars = 1000
+
+// Update checks and applies a patch to a session's title and metadata.
+// A missing session is storage.ErrNotFound.
+func (s *Sessions) Update(ctx context.Context, id string, req api.UpdateSessionRequest, by Caller) (api.Session, error) {
+	if req.Title.Set && !req.Title.Null {
+		if err := validate.Text("title", req.Title.Value, maxSessionTitleChars); err != nil {
+			return api.Session{}, err
+		}
+	}
+	sess, err := s.app.store.UpdateSession(ctx, id, func(x *api.Session) error {
+		if req.Title.Set {
+			if req.Title.Null {
+				x.Title = nil
+			} else {
+				t := req.Title.Value
+				x.Title = &t
+			}
+		}
+		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
+		x.Metadata = md
+		x.UpdatedAt = s.app.now()
+		return err
+	})
+	if err != nil {
+		return sess, err
+	}
+	s.app.log.InfoContext(ctx, "session updated", "session_id", id, by.attr())
+	return sess, nil
+}
+
+// Archive terminates a session (so its worker winds down, with its final
+// sync), hides it from default listings, and abandons a model call in
+// flight. Irreversible; archiving again changes nothing.
+func (s *Sessions) Archive(ctx context.Context, id string, by Caller) (api.Session, error) {
+	sess, err := s.app.store.GetSession(ctx, id)
+	if err != nil {
+		return sess, err
+	}
+	if sess.Status != api.SessionTerminated {
+		if _, err := s.app.store.AppendEvents(ctx, id, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
+			return sess, err
+		}
+	}
+	sess, err = s.app.store.UpdateSession(ctx, id, func(x *api.Session) error {
+		if x.ArchivedAt == nil {
+			now := s.app.now()
+			x.ArchivedAt, x.UpdatedAt = &now, now
+		}
+		return nil
+	})
+	if err != nil {
+		return sess, err
+	}
+	s.Ended(id)
+	s.app.log.InfoContext(ctx, "session archived", "session_id", id, by.attr())
+	return sess, nil
+}
+
+// Delete removes a session and its events; its work items stop, their
+// sessions tokens stop working at once, and a model call in flight is
+// abandoned. A missing session is storage.ErrNotFound.
+func (s *Sessions) Delete(ctx context.Context, id string, by Caller) error {
+	err := s.app.store.DeleteSession(ctx, id)
+	s.app.Credentials.Revoked() // its tokens are revoked
+	if err != nil {
+		return err
+	}
+	s.Ended(id)
+	s.app.log.InfoContext(ctx, "session deleted", "session_id", id, by.attr())
+	return nil
 }
