@@ -6,6 +6,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
 )
@@ -148,4 +149,47 @@ func (s *Sessions) Delete(ctx context.Context, id string, by Caller) error {
 	s.Ended(id)
 	s.app.log.InfoContext(ctx, "session deleted", "session_id", id, by.attr())
 	return nil
+}
+
+// maxEventsPerSend bounds the events of one send.
+const maxEventsPerSend = 50
+
+// Send appends a client's events to a session's log — user messages, tool
+// results, confirmations, interrupts — refused whole when the runtime's
+// rules (agent.Check, run against the log they are appended to) refuse
+// one. A message or an interrupt for a session no worker serves queues a
+// work item, so a worker picks the session up again. Then the runtime
+// reacts. A missing session is storage.ErrNotFound.
+func (s *Sessions) Send(ctx context.Context, sessionID string, events []api.Event, by Caller) ([]api.Event, error) {
+	if len(events) == 0 {
+		return nil, api.Errorf(api.InvalidRequest, "events is required: send {\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"…\"}]}]}")
+	}
+	if len(events) > maxEventsPerSend {
+		return nil, api.Errorf(api.InvalidRequest, "events has %d entries; send at most %d per request", len(events), maxEventsPerSend)
+	}
+	wake := false
+	for i := range events {
+		events[i].ID, events[i].ProcessedAt = "", nil
+		if t := events[i].Type; t == api.EventUserMessage || t == api.EventUserInterrupt {
+			wake = true
+		}
+	}
+	stored, err := s.app.store.AppendEvents(ctx, sessionID, events, func(v storage.SessionView) error { return agent.Check(v, events) })
+	if err != nil {
+		return nil, err
+	}
+	s.LogChanged(sessionID)
+	if wake {
+		now := s.app.now()
+		work, queued, err := s.app.store.EnsureWork(ctx, sessionID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
+		if err != nil {
+			return nil, err
+		}
+		if queued {
+			s.app.log.InfoContext(ctx, "work re-queued for session", "session_id", sessionID, "environment_id", work.EnvironmentID, "work_id", work.ID, by.attr())
+			s.app.Work.Queued(work.EnvironmentID)
+		}
+	}
+	s.React(ctx, sessionID)
+	return stored, nil
 }
