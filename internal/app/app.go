@@ -87,6 +87,7 @@ type App struct {
 	MemoryStores *MemoryStores
 	Memories     *Memories
 	Environments *Environments
+	Agents       *Agents
 	Work         *Work
 	Sessions     *Sessions
 	Webhooks     *Webhooks
@@ -123,6 +124,7 @@ func New(cfg Config) *App {
 	a.MemoryStores = &MemoryStores{app: a}
 	a.Memories = newMemories(a)
 	a.Environments = &Environments{app: a}
+	a.Agents = &Agents{app: a}
 	a.Sessions = newSessions(a)
 	a.Work = newWork(a)
 	a.Webhooks = newWebhooks(a)

@@ -6,7 +6,9 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
+	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Sessions drives the sessions' agent runtimes and wakes whoever follows a
@@ -73,4 +75,121 @@ func (s *Sessions) Resume(ctx context.Context) error {
 		}
 		q.After = list[len(list)-1].ID
 	}
+}
+
+// maxSessionTitleChars bounds a session's title.
+const maxSessionTitleChars = 1000
+
+// Update checks and applies a patch to a session's title and metadata.
+// A missing session is storage.ErrNotFound.
+func (s *Sessions) Update(ctx context.Context, id string, req api.UpdateSessionRequest, by Caller) (api.Session, error) {
+	if req.Title.Set && !req.Title.Null {
+		if err := validate.Text("title", req.Title.Value, maxSessionTitleChars); err != nil {
+			return api.Session{}, err
+		}
+	}
+	sess, err := s.app.store.UpdateSession(ctx, id, func(x *api.Session) error {
+		if req.Title.Set {
+			if req.Title.Null {
+				x.Title = nil
+			} else {
+				t := req.Title.Value
+				x.Title = &t
+			}
+		}
+		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
+		x.Metadata = md
+		x.UpdatedAt = s.app.now()
+		return err
+	})
+	if err != nil {
+		return sess, err
+	}
+	s.app.log.InfoContext(ctx, "session updated", "session_id", id, by.attr())
+	return sess, nil
+}
+
+// Archive terminates a session (so its worker winds down, with its final
+// sync), hides it from default listings, and abandons a model call in
+// flight. Irreversible; archiving again changes nothing.
+func (s *Sessions) Archive(ctx context.Context, id string, by Caller) (api.Session, error) {
+	sess, err := s.app.store.GetSession(ctx, id)
+	if err != nil {
+		return sess, err
+	}
+	if sess.Status != api.SessionTerminated {
+		if _, err := s.app.store.AppendEvents(ctx, id, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
+			return sess, err
+		}
+	}
+	sess, err = s.app.store.UpdateSession(ctx, id, func(x *api.Session) error {
+		if x.ArchivedAt == nil {
+			now := s.app.now()
+			x.ArchivedAt, x.UpdatedAt = &now, now
+		}
+		return nil
+	})
+	if err != nil {
+		return sess, err
+	}
+	s.Ended(id)
+	s.app.log.InfoContext(ctx, "session archived", "session_id", id, by.attr())
+	return sess, nil
+}
+
+// Delete removes a session and its events; its work items stop, their
+// sessions tokens stop working at once, and a model call in flight is
+// abandoned. A missing session is storage.ErrNotFound.
+func (s *Sessions) Delete(ctx context.Context, id string, by Caller) error {
+	err := s.app.store.DeleteSession(ctx, id)
+	s.app.Credentials.Revoked() // its tokens are revoked
+	if err != nil {
+		return err
+	}
+	s.Ended(id)
+	s.app.log.InfoContext(ctx, "session deleted", "session_id", id, by.attr())
+	return nil
+}
+
+// maxEventsPerSend bounds the events of one send.
+const maxEventsPerSend = 50
+
+// Send appends a client's events to a session's log — user messages, tool
+// results, confirmations, interrupts — refused whole when the runtime's
+// rules (agent.Check, run against the log they are appended to) refuse
+// one. A message or an interrupt for a session no worker serves queues a
+// work item, so a worker picks the session up again. Then the runtime
+// reacts. A missing session is storage.ErrNotFound.
+func (s *Sessions) Send(ctx context.Context, sessionID string, events []api.Event, by Caller) ([]api.Event, error) {
+	if len(events) == 0 {
+		return nil, api.Errorf(api.InvalidRequest, "events is required: send {\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"…\"}]}]}")
+	}
+	if len(events) > maxEventsPerSend {
+		return nil, api.Errorf(api.InvalidRequest, "events has %d entries; send at most %d per request", len(events), maxEventsPerSend)
+	}
+	wake := false
+	for i := range events {
+		events[i].ID, events[i].ProcessedAt = "", nil
+		if t := events[i].Type; t == api.EventUserMessage || t == api.EventUserInterrupt {
+			wake = true
+		}
+	}
+	stored, err := s.app.store.AppendEvents(ctx, sessionID, events, func(v storage.SessionView) error { return agent.Check(v, events) })
+	if err != nil {
+		return nil, err
+	}
+	s.LogChanged(sessionID)
+	if wake {
+		now := s.app.now()
+		work, queued, err := s.app.store.EnsureWork(ctx, sessionID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
+		if err != nil {
+			return nil, err
+		}
+		if queued {
+			s.app.log.InfoContext(ctx, "work re-queued for session", "session_id", sessionID, "environment_id", work.EnvironmentID, "work_id", work.ID, by.attr())
+			s.app.Work.Queued(work.EnvironmentID)
+		}
+	}
+	s.React(ctx, sessionID)
+	return stored, nil
 }

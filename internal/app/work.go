@@ -140,3 +140,48 @@ func (p *pollers) count(env string, now time.Time) int64 {
 	}
 	return n
 }
+
+// Update merges a metadata patch into a work item's metadata, checked
+// whole. A missing item is storage.ErrNotFound.
+func (w *Work) Update(ctx context.Context, env, work string, metadata map[string]*string, by Caller) (storage.Work, error) {
+	got, err := w.app.store.UpdateWork(ctx, env, work, func(x *storage.Work) error {
+		md, err := patchMetadata("metadata", x.Metadata, metadata)
+		x.Metadata = md
+		return err
+	})
+	if err != nil {
+		return got, err
+	}
+	w.app.log.InfoContext(ctx, "work updated", "environment_id", env, "work_id", work, by.attr())
+	return got, nil
+}
+
+// Stop asks a work item to stop: gracefully (stopping, which its worker
+// sees on its next heartbeat) or, with force, at once; an item that
+// stopped lets its session's runtime react. tokenID, when a sessions token
+// asks, must be the current claim's. A missing item is storage.ErrNotFound,
+// one already stopped storage.ErrWorkStopped.
+func (w *Work) Stop(ctx context.Context, env, work, tokenID string, force bool, by Caller) (storage.Work, error) {
+	if err := w.ExpireLeases(ctx, env); err != nil {
+		return storage.Work{}, err
+	}
+	if tokenID != "" {
+		cur, err := w.app.store.GetWork(ctx, env, work)
+		if err != nil {
+			return cur, err
+		}
+		if cur.State != api.WorkStopped && cur.TokenID != tokenID {
+			return cur, api.Errorf(api.Permission, "this sessions token belongs to an earlier claim of work item %s (its lease lapsed or it was reclaimed); it cannot stop the item now", work)
+		}
+	}
+	got, err := w.app.store.StopWork(ctx, env, work, force)
+	if err != nil {
+		return got, err
+	}
+	w.app.log.InfoContext(ctx, "work stop requested", "environment_id", env, "work_id", work,
+		"session_id", got.SessionID, "force", force, "state", got.State, by.attr())
+	if got.State == api.WorkStopped {
+		w.app.Sessions.React(ctx, got.SessionID)
+	}
+	return got, nil
+}

@@ -1,19 +1,12 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/validate"
-)
-
-const (
-	maxAgentDescriptionChars = 2048
-	maxModelIDChars          = 256
 )
 
 func (s *Server) agentRoutes() {
@@ -28,23 +21,6 @@ func agentID(r *http.Request) (string, error) {
 	return id, checkID(ids.Agent, "agent", id)
 }
 
-// wireAgent fills the fields an agent always shows.
-func wireAgent(a api.Agent) api.Agent {
-	a.Type = "agent"
-	for _, f := range []*[]json.RawMessage{&a.Tools, &a.Skills, &a.MCPServers} {
-		if *f == nil {
-			*f = []json.RawMessage{}
-		}
-	}
-	if a.Metadata == nil {
-		a.Metadata = map[string]string{}
-	}
-	if a.ExecutionIdentity.Type == "" {
-		a.ExecutionIdentity.Type = "service_account"
-	}
-	return a
-}
-
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := requireAPIKey(p); err != nil {
 		return err
@@ -53,49 +29,10 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := validate.Name("name", req.Name); err != nil {
+	a, err := s.app.Agents.Create(r.Context(), req, p.Caller())
+	if err != nil {
 		return err
 	}
-	if req.Model.ID == "" {
-		return apiErrorf(invalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
-	}
-	if err := validate.Text("model.id", req.Model.ID, maxModelIDChars); err != nil {
-		return err
-	}
-	if _, err := req.Model.Settings(); err != nil {
-		return err
-	}
-	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools}, Metadata: req.Metadata}
-	if req.Description != nil {
-		if err := validate.Text("description", *req.Description, maxAgentDescriptionChars); err != nil {
-			return err
-		}
-		a.Description = *req.Description
-	}
-	if req.System != nil {
-		if err := validate.Text("system", *req.System, api.MaxAgentSystemChars); err != nil {
-			return err
-		}
-		a.System = *req.System
-	}
-	for i, t := range req.Tools {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if len(bytes.TrimSpace(t)) == 0 || bytes.TrimSpace(t)[0] != '{' || json.Unmarshal(t, &head) != nil || head.Type == "" {
-			return apiErrorf(invalidRequest, "tools[%d] must be an object with a type, such as {\"type\":\"agent_toolset_20260401\"}", i)
-		}
-	}
-	if err := validate.Metadata("metadata", req.Metadata); err != nil {
-		return err
-	}
-	now := s.now()
-	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = ids.NewAt(ids.Agent, now), 1, now, now
-	a = wireAgent(a)
-	if err := s.store.CreateAgent(r.Context(), a); err != nil {
-		return err
-	}
-	s.log.InfoContext(r.Context(), "agent created", "agent_id", a.ID, "model", a.Model.ID)
 	writeJSON(w, http.StatusOK, a)
 	return nil
 }
@@ -117,7 +54,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p Principal) e
 			return apiErrorf(notFound, "agent %s has no version %s; its current version is %d", id, v, a.Version)
 		}
 	}
-	writeJSON(w, http.StatusOK, wireAgent(a))
+	writeJSON(w, http.StatusOK, app.WireAgent(a))
 	return nil
 }
 
@@ -138,7 +75,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, cutPage(l, list, func(a api.Agent) string { return a.ID }, wireAgent))
+	writeJSON(w, http.StatusOK, cutPage(l, list, func(a api.Agent) string { return a.ID }, app.WireAgent))
 	return nil
 }
 
@@ -152,16 +89,10 @@ func (s *Server) archiveAgent(w http.ResponseWriter, r *http.Request, p Principa
 	if err != nil {
 		return err
 	}
-	a, err := s.store.UpdateAgent(r.Context(), id, func(a *api.Agent) error {
-		if a.ArchivedAt == nil {
-			now := s.now()
-			a.ArchivedAt, a.UpdatedAt = &now, now
-		}
-		return nil
-	})
+	a, err := s.app.Agents.Archive(r.Context(), id, p.Caller())
 	if err != nil {
 		return orMissing(err, "agent", id, listAgents)
 	}
-	writeJSON(w, http.StatusOK, wireAgent(a))
+	writeJSON(w, http.StatusOK, app.WireAgent(a))
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/validate"
 )
 
 func (s *Server) environmentRoutes() {
@@ -35,24 +34,6 @@ func (s *Server) environment(ctx context.Context, id string) (storage.Environmen
 	return e, orMissing(err, "environment", id, listEnvironments)
 }
 
-func checkEnvironmentConfig(c *api.EnvironmentConfig) error {
-	if c == nil || c.Type == api.EnvironmentConfigSelfHosted {
-		return nil
-	}
-	if c.Type == "cloud" {
-		return apiErrorf(invalidRequest, "config.type \"cloud\" is Anthropic's hosted sandbox; memstore runs self-hosted environments only, so send {\"type\":\"self_hosted\"}")
-	}
-	return apiErrorf(invalidRequest, "config.type %q is unknown; send {\"type\":\"self_hosted\"}", c.Type)
-}
-
-func checkScope(scope string) error {
-	switch scope {
-	case "", "organization", "account":
-		return nil
-	}
-	return apiErrorf(invalidRequest, "scope must be \"organization\" or \"account\", got %q", scope)
-}
-
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := requireAPIKey(p); err != nil {
 		return err
@@ -61,36 +42,10 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if err := validate.Name("name", req.Name); err != nil {
+	e, err := s.app.Environments.Create(r.Context(), req, p.Caller())
+	if err != nil {
 		return err
 	}
-	if req.Description != nil {
-		if err := validate.Description("description", *req.Description); err != nil {
-			return err
-		}
-	}
-	if err := checkEnvironmentConfig(req.Config); err != nil {
-		return err
-	}
-	if err := checkScope(req.Scope); err != nil {
-		return err
-	}
-	if err := validate.Metadata("metadata", req.Metadata); err != nil {
-		return err
-	}
-	now := s.now()
-	e := storage.Environment{
-		ID: ids.NewAt(ids.Environment, now), Name: req.Name, Description: req.Description,
-		ConfigType: api.EnvironmentConfigSelfHosted, Scope: req.Scope, Metadata: req.Metadata,
-		CreatedAt: now, UpdatedAt: now,
-	}
-	if e.Scope == "" {
-		e.Scope = "organization"
-	}
-	if err := s.store.CreateEnvironment(r.Context(), e); err != nil {
-		return err
-	}
-	s.log.InfoContext(r.Context(), "environment created", "environment_id", e.ID)
 	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
@@ -144,45 +99,7 @@ func (s *Server) updateEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if req.Name != nil {
-		if err := validate.Name("name", *req.Name); err != nil {
-			return err
-		}
-	}
-	if req.Description.Set && !req.Description.Null {
-		if err := validate.Description("description", req.Description.Value); err != nil {
-			return err
-		}
-	}
-	if err := checkEnvironmentConfig(req.Config); err != nil {
-		return err
-	}
-	if err := checkScope(req.Scope); err != nil {
-		return err
-	}
-	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *storage.Environment) error {
-		if req.Name != nil {
-			e.Name = *req.Name
-		}
-		if req.Description.Set {
-			if req.Description.Null {
-				e.Description = nil
-			} else {
-				d := req.Description.Value
-				e.Description = &d
-			}
-		}
-		if req.Scope != "" {
-			e.Scope = req.Scope
-		}
-		md, err := patchMetadata("metadata", e.Metadata, req.Metadata)
-		if err != nil {
-			return err
-		}
-		e.Metadata = md
-		e.UpdatedAt = s.now()
-		return nil
-	})
+	e, err := s.app.Environments.Update(r.Context(), id, req, p.Caller())
 	if err != nil {
 		return orMissing(err, "environment", id, listEnvironments)
 	}
@@ -198,17 +115,10 @@ func (s *Server) archiveEnvironment(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return err
 	}
-	e, err := s.store.UpdateEnvironment(r.Context(), id, func(e *storage.Environment) error {
-		if e.ArchivedAt == nil {
-			now := s.now()
-			e.ArchivedAt, e.UpdatedAt = &now, now
-		}
-		return nil
-	})
+	e, err := s.app.Environments.Archive(r.Context(), id, p.Caller())
 	if err != nil {
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment archived", "environment_id", id)
 	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
@@ -221,15 +131,12 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request, p Pri
 	if err != nil {
 		return err
 	}
-	err = s.store.DeleteEnvironment(r.Context(), id)
-	s.app.Credentials.Revoked() // its keys are revoked
-	switch {
+	switch err := s.app.Environments.Delete(r.Context(), id, p.Caller()); {
 	case errors.Is(err, storage.ErrEnvironmentInUse):
 		return apiErrorf(api.Conflict, "environment %s still has sessions; delete them first (GET /v1/sessions?environment_id=%s lists them), or archive the environment instead", id, id)
 	case err != nil:
 		return orMissing(err, "environment", id, listEnvironments)
 	}
-	s.log.InfoContext(r.Context(), "environment deleted", "environment_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.EnvironmentDeletedType})
 	return nil
 }

@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
 
 const (
-	maxEventsPerSend = 50
 	// streamBatch is how many events a stream reads per query while it
 	// catches up.
 	streamBatch = 500
@@ -71,10 +69,8 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	return nil
 }
 
-// sendEvents appends the client's events (refused atomically with the log
-// they were checked against), then lets the agent react. A message or an
-// interrupt for a session that no worker serves queues a work item, so the
-// session is picked up again.
+// sendEvents appends the client's events through app.Sessions.Send, which
+// checks them against the log, queues work and lets the agent react.
 func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
 	sess, err := s.loadSession(r, p)
 	if err != nil {
@@ -84,37 +80,10 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if len(req.Events) == 0 {
-		return apiErrorf(invalidRequest, "events is required: send {\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"…\"}]}]}")
-	}
-	if len(req.Events) > maxEventsPerSend {
-		return apiErrorf(invalidRequest, "events has %d entries; send at most %d per request", len(req.Events), maxEventsPerSend)
-	}
-	wake := false
-	for i := range req.Events {
-		req.Events[i].ID, req.Events[i].ProcessedAt = "", nil
-		if t := req.Events[i].Type; t == api.EventUserMessage || t == api.EventUserInterrupt {
-			wake = true
-		}
-	}
-	ctx := r.Context()
-	stored, err := s.store.AppendEvents(ctx, sess.ID, req.Events, func(v storage.SessionView) error { return agent.Check(v, req.Events) })
+	stored, err := s.app.Sessions.Send(r.Context(), sess.ID, req.Events, p.Caller())
 	if err != nil {
 		return orMissing(err, "session", sess.ID, listSessions)
 	}
-	s.app.Sessions.LogChanged(sess.ID)
-	if wake {
-		now := s.now()
-		work, queued, err := s.store.EnsureWork(ctx, sess.ID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
-		if err != nil {
-			return err
-		}
-		if queued {
-			s.log.InfoContext(ctx, "work re-queued for session", "session_id", sess.ID, "environment_id", work.EnvironmentID, "work_id", work.ID)
-			s.app.Work.Queued(work.EnvironmentID)
-		}
-	}
-	s.app.Sessions.React(ctx, sess.ID)
 	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
 	return nil
 }

@@ -341,25 +341,7 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if req.Title.Set && !req.Title.Null {
-		if err := validate.Text("title", req.Title.Value, maxSessionTitleChars); err != nil {
-			return err
-		}
-	}
-	sess, err := s.store.UpdateSession(r.Context(), id, func(x *api.Session) error {
-		if req.Title.Set {
-			if req.Title.Null {
-				x.Title = nil
-			} else {
-				t := req.Title.Value
-				x.Title = &t
-			}
-		}
-		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
-		x.Metadata = md
-		x.UpdatedAt = s.now()
-		return err
-	})
+	sess, err := s.app.Sessions.Update(r.Context(), id, req, p.Caller())
 	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
@@ -377,28 +359,10 @@ func (s *Server) archiveSession(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	sess, err := s.store.GetSession(ctx, id)
+	sess, err := s.app.Sessions.Archive(r.Context(), id, p.Caller())
 	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
-	if sess.Status != api.SessionTerminated {
-		if _, err := s.store.AppendEvents(ctx, id, []api.Event{{Type: api.EventSessionStatusTerminated}}, nil); err != nil {
-			return err
-		}
-	}
-	sess, err = s.store.UpdateSession(ctx, id, func(x *api.Session) error {
-		if x.ArchivedAt == nil {
-			now := s.now()
-			x.ArchivedAt, x.UpdatedAt = &now, now
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	s.app.Sessions.Ended(id) // a model call in flight is abandoned
-	s.log.InfoContext(ctx, "session archived", "session_id", id)
 	writeJSON(w, http.StatusOK, s.wireSession(sess))
 	return nil
 }
@@ -413,13 +377,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	err = s.store.DeleteSession(r.Context(), id)
-	s.app.Credentials.Revoked() // its tokens are revoked
-	if err != nil {
+	if err := s.app.Sessions.Delete(r.Context(), id, p.Caller()); err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
-	s.app.Sessions.Ended(id) // a model call in flight is abandoned
-	s.log.InfoContext(r.Context(), "session deleted", "session_id", id)
 	writeJSON(w, http.StatusOK, api.Deleted{ID: id, Type: api.SessionDeletedType})
 	return nil
 }

@@ -281,20 +281,7 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		return err
 	}
-	ctx := r.Context()
-	if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
-		return err
-	}
-	if tokenID != "" {
-		cur, err := s.store.GetWork(ctx, env, work)
-		if err != nil {
-			return err
-		}
-		if cur.State != api.WorkStopped && cur.TokenID != tokenID {
-			return apiErrorf(permission, "this sessions token belongs to an earlier claim of work item %s (its lease lapsed or it was reclaimed); it cannot stop the item now", work)
-		}
-	}
-	got, err := s.store.StopWork(ctx, env, work, req.Force)
+	_, err = s.app.Work.Stop(r.Context(), env, work, tokenID, req.Force, p.Caller())
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return workNotFound(env, work)
@@ -302,11 +289,6 @@ func (s *Server) stopWork(w http.ResponseWriter, r *http.Request, p Principal) e
 		return apiErrorf(api.Conflict, "work item %s is already stopped", work)
 	case err != nil:
 		return err
-	}
-	s.log.InfoContext(ctx, "work stop requested", "environment_id", env, "work_id", work,
-		"session_id", got.SessionID, "force", req.Force, "state", got.State)
-	if got.State == api.WorkStopped {
-		s.app.Sessions.React(ctx, got.SessionID)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -337,11 +319,7 @@ func (s *Server) updateWork(w http.ResponseWriter, r *http.Request, p Principal)
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	got, err := s.store.UpdateWork(r.Context(), env, work, func(x *storage.Work) error {
-		md, err := patchMetadata("metadata", x.Metadata, req.Metadata)
-		x.Metadata = md
-		return err
-	})
+	got, err := s.app.Work.Update(r.Context(), env, work, req.Metadata, p.Caller())
 	if errors.Is(err, storage.ErrNotFound) {
 		return workNotFound(env, work)
 	}
