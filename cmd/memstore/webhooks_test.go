@@ -53,7 +53,14 @@ func TestServeKilledBeforeDeliveryDeliversAfterRestart(t *testing.T) {
 	p.must(t, "POST", "/v1/organizations/webhooks", key, map[string]any{"url": recv.URL, "enabled_events": []string{webhooks.EnvironmentCreated}}, &ep)
 	var env api.Environment
 	p.must(t, "POST", "/v1/environments", key, map[string]any{"name": "hooked"}, &env)
-	waitUntil(t, "the first attempt to be refused", func() bool { mu.Lock(); defer mu.Unlock(); return refused > 0 })
+	// The kill comes once the refused attempt is recorded: killed between
+	// the receiver's answer and that record, the delivery would wait out
+	// its claim's lease (a minute) before the next server retries it.
+	waitUntil(t, "the first attempt to be refused and recorded", func() bool {
+		var page api.Page[api.WebhookDelivery]
+		p.must(t, "GET", "/v1/organizations/webhooks/"+ep.ID+"/deliveries", key, nil, &page)
+		return len(page.Data) == 1 && len(page.Data[0].Attempts) > 0
+	})
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 
@@ -69,8 +76,8 @@ func TestServeKilledBeforeDeliveryDeliversAfterRestart(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	id := page.Data[0].ID
-	if accepted[id] != 1 || types[id] != webhooks.EnvironmentCreated+" "+env.ID || len(accepted) != 1 {
-		t.Fatalf("accepted %v (%v), want %s once", accepted, types, id)
+	if refused == 0 || accepted[id] != 1 || types[id] != webhooks.EnvironmentCreated+" "+env.ID || len(accepted) != 1 {
+		t.Fatalf("refused %d, accepted %v (%v), want a refusal then %s once", refused, accepted, types, id)
 	}
 	p.stop(t, syscall.SIGTERM)
 }
