@@ -168,6 +168,7 @@ func (s *Server) routes() {
 	s.sessionRoutes()
 	s.eventRoutes()
 	s.webhookRoutes()
+	s.skillRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
