@@ -1,7 +1,9 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -265,4 +267,58 @@ func (s *Skills) Delete(ctx context.Context, skillID string, by Caller) error {
 		s.app.log.InfoContext(ctx, "skill deleted", "skill_id", skillID, by.attr())
 	}
 	return err
+}
+
+// MaxAgentSkills bounds the skills one agent names.
+const MaxAgentSkills = 20
+
+// agentSkill is an entry of an agent's skills, as the SDK sends it.
+type agentSkill struct {
+	Type    string `json:"type"`
+	SkillID string `json:"skill_id"`
+	Version string `json:"version,omitempty"`
+}
+
+// CheckAgentSkills validates an agent's skills entries: each names a
+// custom skill of this server, and the version it pins (if any) exists.
+// An anthropic skill is refused: its files are Anthropic's, and a
+// self-hosted server has no way to provide them. The entries are returned
+// as stored: type, skill_id and the version as given ("latest" or none
+// follows the skill's newest).
+func (s *Skills) CheckAgentSkills(ctx context.Context, entries []json.RawMessage) ([]json.RawMessage, error) {
+	if len(entries) > MaxAgentSkills {
+		return nil, api.Errorf(api.InvalidRequest, "skills: %d entries; an agent may have at most %d", len(entries), MaxAgentSkills)
+	}
+	out := make([]json.RawMessage, 0, len(entries))
+	seen := map[string]bool{}
+	for i, raw := range entries {
+		field := fmt.Sprintf("skills[%d]", i)
+		var e agentSkill
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, api.Errorf(api.InvalidRequest, "%s must be an object like {\"type\":\"custom\",\"skill_id\":\"skill_…\",\"version\":\"latest\"}", field)
+		}
+		switch e.Type {
+		case "custom":
+		case "anthropic":
+			return nil, api.Errorf(api.InvalidRequest, "%s: anthropic skills (%q) are provided by Anthropic's API; a self-hosted memstore server cannot provide them. Upload the skill's files as a custom skill (POST /v1/skills) and reference it with type custom", field, e.SkillID)
+		default:
+			return nil, api.Errorf(api.InvalidRequest, "%s.type must be \"custom\", not %q", field, e.Type)
+		}
+		if e.SkillID == "" {
+			return nil, api.Errorf(api.InvalidRequest, "%s.skill_id is required: the id of a skill (GET /v1/skills lists them)", field)
+		}
+		if seen[e.SkillID] {
+			return nil, api.Errorf(api.InvalidRequest, "%s: skill %s is listed twice; name each skill once", field, e.SkillID)
+		}
+		seen[e.SkillID] = true
+		if _, err := s.ResolveVersion(ctx, e.SkillID, e.Version); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil, api.Errorf(api.InvalidRequest, "%s: skill %s has no version %q: the skill or the version does not exist; GET /v1/skills/%s/versions lists them", field, e.SkillID, cmp.Or(e.Version, "latest"), e.SkillID)
+			}
+			return nil, err
+		}
+		b, _ := json.Marshal(e) // a struct of strings always encodes
+		out = append(out, b)
+	}
+	return out, nil
 }

@@ -86,6 +86,11 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p Principal
 	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return err
 	}
+	skills, err := s.app.Skills.CheckAgentSkills(r.Context(), req.Skills)
+	if err != nil {
+		return err
+	}
+	a.Skills = skills
 	now := s.now()
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = ids.NewAt(ids.Agent, now), 1, now, now
 	a = wireAgent(a)

@@ -250,3 +250,51 @@ func TestSkillUploadsRefusedStoreNothing(t *testing.T) {
 		t.Fatalf("JSON body: status %d, want 400", res.StatusCode)
 	}
 }
+
+func TestAgentSkillsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	s := newSDKServer(t)
+	c := s.client
+	sk, err := c.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{Files: skillFiles(map[string]string{"notes/SKILL.md": skillMD("notes", "Takes notes.", "")})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAgent := func(skills ...anthropic.BetaManagedAgentsSkillParamsUnion) (*anthropic.BetaManagedAgentsAgent, error) {
+		return c.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "with-skills", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: api.ScriptedModel}, Skills: skills})
+	}
+	custom := func(id, version string) anthropic.BetaManagedAgentsSkillParamsUnion {
+		p := &anthropic.BetaManagedAgentsCustomSkillParams{SkillID: id}
+		if version != "" {
+			p.Version = param.NewOpt(version)
+		}
+		return anthropic.BetaManagedAgentsSkillParamsUnion{OfCustom: p}
+	}
+
+	agent, err := newAgent(custom(sk.ID, sk.LatestVersionID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(agent.Skills) != 1 || agent.Skills[0].SkillID != sk.ID || agent.Skills[0].Version != sk.LatestVersionID {
+		t.Fatalf("agent's skills = %s; want the pinned version", agent.RawJSON())
+	}
+
+	refusals := []struct {
+		name  string
+		skill anthropic.BetaManagedAgentsSkillParamsUnion
+		want  string
+	}{
+		{"an anthropic skill", anthropic.BetaManagedAgentsSkillParamsUnion{OfAnthropic: &anthropic.BetaManagedAgentsAnthropicSkillParams{SkillID: "pdf"}}, "self-hosted memstore server cannot provide"},
+		{"a missing skill", custom("skill_01JZZZZZZZZZZZZZZZZZZZZZZZ", ""), "does not exist"},
+		{"a missing version", custom(sk.ID, "skillver_01JZZZZZZZZZZZZZZZZZZZZZZZ"), "does not exist"},
+	}
+	for _, tc := range refusals {
+		_, err := newAgent(tc.skill)
+		if e := sdkError(t, err, 400, api.InvalidRequest); !strings.Contains(e.Message, tc.want) {
+			t.Fatalf("%s: message %q; want it to say %q", tc.name, e.Message, tc.want)
+		}
+	}
+	agents, err := c.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
+	if err != nil || len(agents.Data) != 1 || agents.Data[0].ID != agent.ID {
+		t.Fatalf("agents after the refusals: %v, %v; want only the first", agents, err)
+	}
+}
