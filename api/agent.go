@@ -72,6 +72,7 @@ type CreateAgentRequest struct {
 	Description *string           `json:"description,omitempty"`
 	System      *string           `json:"system,omitempty"`
 	Tools       []json.RawMessage `json:"tools,omitempty"`
+	Skills      []json.RawMessage `json:"skills,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 

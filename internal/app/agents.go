@@ -58,6 +58,11 @@ func (s *Agents) Create(ctx context.Context, req api.CreateAgentRequest, by Call
 	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return api.Agent{}, err
 	}
+	skills, err := s.app.Skills.CheckAgentSkills(ctx, req.Skills)
+	if err != nil {
+		return api.Agent{}, err
+	}
+	a.Skills = skills
 	now := s.app.now()
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = ids.NewAt(ids.Agent, now), 1, now, now
 	a = WireAgent(a)

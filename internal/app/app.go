@@ -93,6 +93,7 @@ type App struct {
 	Webhooks     *Webhooks
 	Users        *Users
 	Credentials  *Credentials
+	Skills       *Skills
 
 	cfg     Config
 	store   storage.Store
@@ -128,6 +129,7 @@ func New(cfg Config) *App {
 	a.Sessions = newSessions(a)
 	a.Work = newWork(a)
 	a.Webhooks = newWebhooks(a)
+	a.Skills = &Skills{app: a}
 	a.Users = NewUsers(cfg.Store, a.log, a.now)
 	return a
 }

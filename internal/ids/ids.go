@@ -29,6 +29,8 @@ const (
 	ConsoleSession = "csess_"
 	Webhook        = "whep_"
 	WebhookEvent   = "wevt_"
+	Skill          = "skill_"
+	SkillVersion   = "skillver_"
 )
 
 // Crockford's base32: sortable as ASCII, no ambiguous letters.

@@ -154,7 +154,11 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 func (s *Server) withBodyCap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+			limit := s.cfg.MaxBodyBytes
+			if upload, ok := skillUploadCap(r); ok {
+				limit = max(limit, upload)
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		next.ServeHTTP(w, r)
 	})

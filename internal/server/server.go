@@ -169,6 +169,7 @@ func (s *Server) routes() {
 	s.eventRoutes()
 	s.webhookRoutes()
 	s.mcpRoutes()
+	s.skillRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

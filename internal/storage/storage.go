@@ -48,6 +48,7 @@ type Store interface {
 	Users
 	Turns
 	Webhooks
+	Skills
 	// Close releases the backend's connections.
 	Close() error
 }
