@@ -112,7 +112,7 @@ func storeError(err error, storeID string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, storage.ErrNotFound):
-		return missing("", "memory store", storeID, listMemoryStores)
+		return validate.Missing("", "memory store", storeID, listMemoryStores)
 	case errors.Is(err, storage.ErrStoreArchived):
 		return apiErrorf(api.Conflict, "memory store %s is archived and therefore read-only: its memories can be read and deleted and their versions redacted, but nothing can be created or changed; copy what you need into a new store", storeID)
 	case errors.Is(err, storage.ErrBadCursor):

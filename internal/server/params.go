@@ -4,66 +4,26 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // Query and body helpers shared by the list and write endpoints. Every
 // refusal names the parameter and the accepted values.
 
 // checkID answers 404 for an id in the URL that is not of the expected
-// kind, before storage is asked: a memory id where a store id belongs is a
-// typo the caller should see named, not a generic "not found".
-func checkID(prefix, kind, id string) error { return checkIDIn("", prefix, kind, id) }
-
-// checkIDIn is checkID for an id sent in field of the body ("" for the URL).
-func checkIDIn(field, prefix, kind, id string) error {
-	if ids.Valid(prefix, id) {
-		return nil
-	}
-	lead, fix := "", "check the URL"
-	if field != "" {
-		lead, fix = field+": ", "check "+field
-	}
-	for _, other := range []struct{ prefix, kind string }{
-		{ids.MemoryStore, "memory store"}, {ids.Memory, "memory"}, {ids.MemoryVersion, "memory version"},
-		{ids.Session, "session"}, {ids.Environment, "environment"}, {ids.Work, "work item"}, {ids.Agent, "agent"},
-	} {
-		if other.prefix != prefix && strings.HasPrefix(id, other.prefix) {
-			return apiErrorf(notFound, "%s%q is %s id, not %s id (%s ids start with %q); %s", lead, id, withArticle(other.kind), withArticle(kind), kind, prefix, fix)
-		}
-	}
-	return apiErrorf(notFound, "%s%s %q not found: %s ids look like %s…; %s", lead, kind, id, kind, prefix, fix)
-}
-
-// withArticle puts "a" or "an" before a noun.
-func withArticle(noun string) string {
-	if strings.ContainsRune("aeiou", rune(noun[0])) {
-		return "an " + noun
-	}
-	return "a " + noun
-}
-
-// missing is the 404 for a well-formed id, in field ("" for the URL), that
-// names nothing; list is the request that lists what does exist.
-func missing(field, kind, id, list string) *api.Error {
-	lead := ""
-	if field != "" {
-		lead = field + ": "
-	}
-	return apiErrorf(notFound, "%sno %s %s: it does not exist or was deleted; check the id (%s lists them)", lead, kind, id, list)
-}
+// kind, before storage is asked (validate.ID).
+func checkID(prefix, kind, id string) error { return validate.ID("", prefix, kind, id) }
 
 // orMissing answers storage.ErrNotFound with missing(…) for the object
 // of the URL, and passes any other error through.
 func orMissing(err error, kind, id, list string) error {
 	if errors.Is(err, storage.ErrNotFound) {
-		return missing("", kind, id, list)
+		return validate.Missing("", kind, id, list)
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/validate"
 )
 
 // SessionsTokenPrefix starts every sessions token.
@@ -48,7 +49,7 @@ func workPath(r *http.Request) (env, work string, err error) {
 }
 
 func workNotFound(env, work string) error {
-	return missing("", "work item", work, "GET /v1/environments/"+env+"/work")
+	return validate.Missing("", "work item", work, "GET /v1/environments/"+env+"/work")
 }
 
 // queueScope reads {env} for the endpoints of a whole queue: p may use

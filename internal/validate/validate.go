@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
 )
 
 // MaxPathSegments is the deepest a memory path may be. The official API
@@ -271,4 +272,46 @@ func SHA256(field, h string) error {
 		}
 	}
 	return nil
+}
+
+// ID refuses, as not_found, an id that is not of the expected kind, before
+// storage is asked: a memory id where a store id belongs is a typo the
+// caller should see named, not a generic "not found". field is where the
+// body sent it ("" for the URL).
+func ID(field, prefix, kind, id string) error {
+	if ids.Valid(prefix, id) {
+		return nil
+	}
+	lead, fix := "", "check the URL"
+	if field != "" {
+		lead, fix = field+": ", "check "+field
+	}
+	for _, other := range []struct{ prefix, kind string }{
+		{ids.MemoryStore, "memory store"}, {ids.Memory, "memory"}, {ids.MemoryVersion, "memory version"},
+		{ids.Session, "session"}, {ids.Environment, "environment"}, {ids.Work, "work item"}, {ids.Agent, "agent"},
+	} {
+		if other.prefix != prefix && strings.HasPrefix(id, other.prefix) {
+			return api.Errorf(api.NotFound, "%s%q is %s id, not %s id (%s ids start with %q); %s", lead, id, withArticle(other.kind), withArticle(kind), kind, prefix, fix)
+		}
+	}
+	return api.Errorf(api.NotFound, "%s%s %q not found: %s ids look like %s…; %s", lead, kind, id, kind, prefix, fix)
+}
+
+// withArticle puts "a" or "an" before a noun.
+func withArticle(noun string) string {
+	if strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// Missing is the not_found refusal of a well-formed id, in field ("" for
+// the URL), that names nothing; list is the request that lists what does
+// exist.
+func Missing(field, kind, id, list string) *api.Error {
+	lead := ""
+	if field != "" {
+		lead = field + ": "
+	}
+	return api.Errorf(api.NotFound, "%sno %s %s: it does not exist or was deleted; check the id (%s lists them)", lead, kind, id, list)
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
 )
 
 func TestPath(t *testing.T) {
@@ -222,4 +223,12 @@ func FuzzPath(f *testing.F) {
 			t.Fatalf("memory %q accepted but its directory %q refused as a prefix", p, dir+"/")
 		}
 	})
+}
+
+func TestIDAndMissing(t *testing.T) {
+	good := ids.New(ids.MemoryStore)
+	checkErr(t, ID("resources[0].memory_store_id", ids.MemoryStore, "memory store", good), "", "", "")
+	checkErr(t, ID("agent", ids.Agent, "agent", good), "is a memory store id, not an agent id", api.NotFound, "agent: ")
+	checkErr(t, ID("", ids.Session, "session", "nonsense"), "session \"nonsense\" not found: session ids look like "+ids.Session, api.NotFound, "session")
+	checkErr(t, Missing("environment_id", "environment", "env_x", "GET /v1/environments"), "no environment env_x: it does not exist or was deleted; check the id (GET /v1/environments lists them)", api.NotFound, "environment_id: ")
 }
