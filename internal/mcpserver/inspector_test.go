@@ -10,6 +10,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -21,6 +22,9 @@ const inspectorVar = "MEMSTORE_MCP_INSPECTOR"
 // saying how to get it, or fails t under CI, which must run it.
 func inspector(t *testing.T) string {
 	t.Helper()
+	// Each Inspector call starts Node (seconds each): the long run, which
+	// .ci/run makes with the Inspector installed, runs it.
+	testenv.Long(t)
 	if bin := os.Getenv(inspectorVar); bin != "" {
 		return bin
 	}
