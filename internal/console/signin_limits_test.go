@@ -17,6 +17,7 @@ import (
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
 	"github.com/memstore/memstore/internal/testclock"
+	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
 )
 
@@ -111,6 +112,8 @@ func (b *signInBench) signIn(addr, name, password string) int {
 // its documented rate of password checks, and the log holds one line per
 // minute.
 func TestSignInLimitsHoldUnder100000JunkNames(t *testing.T) {
+	// A flood of junk names (tens of seconds under -race): a long test.
+	testenv.Long(t)
 	b := newSignInBench(t)
 	const attacker = "198.51.100.7"
 	start := b.clock.Now()

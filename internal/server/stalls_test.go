@@ -22,6 +22,7 @@ import (
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/testenv"
 )
 
 // Issue 25: a client that opened a snapshot and stopped reading was never
@@ -31,6 +32,8 @@ import (
 // the snapshot holds no read transaction while it is sent, and the WAL
 // stays under 64 MiB while 72 MB is written.
 func TestAStalledSnapshotReaderIsCutAndTheWALStaysSmall(t *testing.T) {
+	// 72 MB written under a stalled reader (half a minute under -race): a long test.
+	testenv.Long(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "memstore.db")
