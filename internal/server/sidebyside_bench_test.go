@@ -365,7 +365,10 @@ func propagation(b *testing.B) (p50, p95 time.Duration) {
 		roots[i] = b.TempDir()
 		wc, _ := client.New(hs.URL)
 		w, err := worker.New(worker.Config{Client: wc, EnvironmentID: env.ID, EnvironmentKey: ek.Key, WorkerID: fmt.Sprint("w", i),
-			Workdir: b.TempDir(), MountRoot: roots[i], MaxIdle: -1, Logger: slog.New(slog.DiscardHandler)})
+			// One session each: the two sessions are to run on two hosts
+			// (mount roots), not both on the first worker that polls.
+			MaxSessions: 1,
+			Workdir:     b.TempDir(), MountRoot: roots[i], MaxIdle: -1, Logger: slog.New(slog.DiscardHandler)})
 		must(err)
 		sess, err := c.CreateSession(ctx, api.CreateSessionRequest{Agent: api.AgentRef{ID: agent.ID}, EnvironmentID: env.ID,
 			Resources:     []api.SessionResourceParams{{Type: api.ResourceMemoryStore, MemoryStoreID: st.ID}},
