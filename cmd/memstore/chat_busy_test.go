@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testclock"
-	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
 )
 
@@ -47,25 +45,7 @@ func TestChatTellsABusyWorkerFromAMissingOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, typed := io.Pipe()
-	defer typed.Close()
-	out := &testlog.Buffer{}
-	ctrlC, waited := make(chan struct{}), make(chan time.Time)
-	armed := make(chan struct{}, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- runChatSession(ctx, admin, sess.ID, chatTerminal{in: in, out: out, interrupts: ctrlC,
-			workerWait: func() <-chan time.Time { armed <- struct{}{}; return waited }})
-	}()
-	io.WriteString(typed, `{"tool_calls":[{"name":"bash","input":{"command":"echo hi"}}],"end":"idle"}`+"\n")
-	<-armed
-	waited <- time.Now()
-	ctrlC <- struct{}{}
-	waitUntil(t, "the prompt after the interrupt", func() bool { return strings.Count(out.String(), "you> ") == 2 })
-	ctrlC <- struct{}{}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	out := chatUntilWorkerCheck(t, ctx, admin, sess.ID)
 	busy := "the worker of environment " + ws.Env.ID + " is busy with 1 other session(s) (" + first.ID + ") and polls for no more"
 	if !strings.Contains(out.String(), busy) {
 		t.Errorf("the chat does not say %q:\n%s", busy, out)

@@ -187,29 +187,39 @@ func TestChatSaysWhenNoWorkerPolls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, typed := io.Pipe()
-			defer typed.Close()
-			out := &testlog.Buffer{}
-			ctrlC, waited := make(chan struct{}), make(chan time.Time)
-			armed := make(chan struct{}, 1)
-			done := make(chan error, 1)
-			go func() {
-				done <- runChatSession(ctx, admin, sess.ID, chatTerminal{in: in, out: out, interrupts: ctrlC,
-					workerWait: func() <-chan time.Time { armed <- struct{}{}; return waited }})
-			}()
-			io.WriteString(typed, `{"tool_calls":[{"name":"bash","input":{"command":"echo hi"}}],"end":"idle"}`+"\n")
-			<-armed
-			waited <- time.Now() // the wait is over; the check runs before Ctrl-C is read
-			ctrlC <- struct{}{}  // interrupts the turn, which waits for its call
-			waitUntil(t, "the prompt after the interrupt", func() bool { return strings.Count(out.String(), "you> ") == 2 })
-			ctrlC <- struct{}{} // at the prompt: ends the chat
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			out := chatUntilWorkerCheck(t, ctx, admin, sess.ID)
 			line := "no worker is polling environment " + ws.Env.ID + ", so the tool calls wait: start one with `memstore worker poll --environment-id " + ws.Env.ID
 			if got := strings.Contains(out.String(), line); got == polling {
 				t.Errorf("the chat says %q: %v, want %v:\n%s", line, got, !polling, out)
 			}
 		})
 	}
+}
+
+// chatUntilWorkerCheck chats in sessionID: it sends one bash call, lets the
+// chat's wait for a worker run out (its check of the environment's workers
+// runs then), interrupts the turn and ends the chat at the next prompt. It
+// returns what the chat printed.
+func chatUntilWorkerCheck(t *testing.T, ctx context.Context, admin *client.Client, sessionID string) *testlog.Buffer {
+	t.Helper()
+	in, typed := io.Pipe()
+	defer typed.Close()
+	out := &testlog.Buffer{}
+	ctrlC, waited := make(chan struct{}), make(chan time.Time)
+	armed := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runChatSession(ctx, admin, sessionID, chatTerminal{in: in, out: out, interrupts: ctrlC,
+			workerWait: func() <-chan time.Time { armed <- struct{}{}; return waited }})
+	}()
+	io.WriteString(typed, `{"tool_calls":[{"name":"bash","input":{"command":"echo hi"}}],"end":"idle"}`+"\n")
+	<-armed
+	waited <- time.Now() // the wait is over; the check runs before Ctrl-C is read
+	ctrlC <- struct{}{}  // interrupts the turn, which waits for its call
+	waitUntil(t, "the prompt after the interrupt", func() bool { return strings.Count(out.String(), "you> ") == 2 })
+	ctrlC <- struct{}{} // at the prompt: ends the chat
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
