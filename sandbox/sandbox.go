@@ -13,6 +13,10 @@
 // bubblewrap is what Flatpak and Anthropic's sandbox runtime use on Linux.
 // It works as root and, where the kernel allows user namespaces, as any
 // user; [New] checks that it works here before any session relies on it.
+//
+// It is a public package, unlike the file tools and confined I/O under
+// internal/, because an embedder configures it: worker.Config.Sandbox is a
+// [Config].
 package sandbox
 
 import (
