@@ -15,8 +15,19 @@ import (
 )
 
 // replicas starts n servers on one PostgreSQL database, each with its own
-// handle and the real clock (the database's), as separate processes are.
+// handle and the real clock (the database's), as separate processes are,
+// each following the others' changes and sweeping for dropped turns.
 func replicas(t testing.TB, n int, opts ...func(*cpConfig)) []*cpEnv {
+	rs := quietReplicas(t, n, opts...)
+	for _, r := range rs {
+		r.listen(t)
+	}
+	return rs
+}
+
+// quietReplicas is replicas before each listens: a replica that does not
+// listen yet neither hears of the others' changes nor sweeps for turns.
+func quietReplicas(t testing.TB, n int, opts ...func(*cpConfig)) []*cpEnv {
 	url := testenv.PostgresSchema(t)
 	out := make([]*cpEnv, n)
 	for i := range out {
@@ -29,11 +40,16 @@ func replicas(t testing.TB, n int, opts ...func(*cpConfig)) []*cpEnv {
 		if i > 0 {
 			out[i].apiKey = out[0].apiKey // bootstrapped once, in the shared database
 		}
-		if err := out[i].app.ListenForWakes(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return out
+}
+
+// listen starts e following the changes the other replicas commit, and
+// sweeping for the turns a dead replica dropped.
+func (e *cpEnv) listen(t testing.TB) {
+	if err := e.app.ListenForWakes(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The queue statistics, workers_polling included, are the database's: a
@@ -103,21 +119,30 @@ func TestAnInterruptThroughAnotherReplicaReachesTheTurnsHolder(t *testing.T) {
 // A replica that dies in the middle of a model call drops the session's
 // turn; another replica, which no request about the session reached, finds
 // it in its sweep, makes the call again, and the tool call is emitted once.
+// Replica b starts listening only once a holds the turn: listening from the
+// start, b's sweep could take the turn first, and a's death would drop
+// nothing.
 func TestATurnDroppedByADeadReplicaIsTakenUp(t *testing.T) {
 	u := modeltest.New(t)
 	cancelled := make(chan struct{})
 	u.Hang(cancelled)
 	u.Reply(anthropic.StopReasonToolUse, modeltest.Usage(1, 1, 0, 0), modeltest.ToolUse("toolu_1", "glob", `{"pattern":"**"}`))
-	rs := replicas(t, 2, func(c *cpConfig) {
+	rs := quietReplicas(t, 2, func(c *cpConfig) {
 		c.App.Model = agent.ClaudeConfig{BaseURL: u.URL, APIKey: "sk-upstream-test"}
 		c.App.TurnSweep, c.App.TurnRetry = 20*time.Millisecond, 20*time.Millisecond
 	})
 	a, b := rs[0], rs[1]
+	a.listen(t)
 	sess := startModelTurn(a, "look")
-	<-u.Arrived   // replica a holds the turn, its model call in flight
+	<-u.Arrived // replica a holds the turn, its model call in flight
+	b.listen(t)
 	a.app.Close() // replica a dies: its runner stops, its connections end
 	a.db.Close()
-	<-cancelled
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second): // a safety bound, not a timing
+		t.Fatal("replica a's model call went on after its server closed")
+	}
 	want := "user.message session.status_running span.model_request_start agent.tool_use span.model_request_end"
 	if got := logUntil(b, sess.ID, api.EventSpanModelRequestEnd); got != want || u.Count() != 2 {
 		t.Fatalf("log %s after %d model calls; want %s after 2", got, u.Count(), want)
