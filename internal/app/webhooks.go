@@ -130,3 +130,28 @@ func (w *Webhooks) Update(ctx context.Context, id string, req api.WebhookEndpoin
 	w.app.log.InfoContext(ctx, "webhook endpoint updated", "webhook_endpoint_id", id, by.attr())
 	return e, nil
 }
+
+// Delete removes an endpoint and its deliveries; none is sent after. An
+// unknown endpoint is storage.ErrNotFound.
+func (w *Webhooks) Delete(ctx context.Context, id string, by Caller) error {
+	if err := w.app.store.DeleteWebhookEndpoint(ctx, id); err != nil {
+		return err
+	}
+	w.app.log.InfoContext(ctx, "webhook endpoint deleted", "webhook_endpoint_id", id, by.attr())
+	return nil
+}
+
+// RegenerateSecret replaces an endpoint's signing secret at once:
+// deliveries from then on, retries included, are signed with the new one,
+// returned here only. An unknown endpoint is storage.ErrNotFound.
+func (w *Webhooks) RegenerateSecret(ctx context.Context, id string, by Caller) (string, error) {
+	secret := dispatcher.NewSecret()
+	if _, err := w.app.store.UpdateWebhookEndpoint(ctx, id, func(e *webhooks.Endpoint) error {
+		e.Secret, e.UpdatedAt = secret, w.app.now()
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	w.app.log.InfoContext(ctx, "webhook signing secret regenerated", "webhook_endpoint_id", id, by.attr())
+	return secret, nil
+}

@@ -2,12 +2,15 @@ package app
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -184,4 +187,99 @@ func (w *Work) Stop(ctx context.Context, env, work, tokenID string, force bool, 
 		w.app.Sessions.React(ctx, got.SessionID)
 	}
 	return got, nil
+}
+
+// SessionsTokenPrefix starts every sessions token.
+const SessionsTokenPrefix = "sk-memstore-sess-"
+
+// Poll is one worker's request for work.
+type Poll struct {
+	EnvironmentID, WorkerID string
+	// ReclaimOlderThan hands out again an item claimed this long ago and
+	// never acknowledged; ClaimTTL is the lease a claim starts with.
+	ReclaimOlderThan, ClaimTTL time.Duration
+	// Block is how long to wait for an item when none is claimable.
+	Block time.Duration
+}
+
+// Poll claims the oldest claimable item of the environment for the
+// worker, waiting up to p.Block for one, and mints the claim's sessions
+// token (returned once, stored hashed). ok is false when no item came in
+// time or ctx ended. The wait is woken when the queue gains an item, not
+// by re-reading the database on a timer. An archived environment hands
+// out nothing (a permission error); a missing one is storage.ErrNotFound.
+func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token string, ok bool, err error) {
+	if err := w.SawPoll(ctx, p.EnvironmentID, p.WorkerID); err != nil {
+		return storage.Work{}, "", false, err
+	}
+	deadline := time.Now().Add(p.Block)
+	for {
+		wake := w.WaitQueued(p.EnvironmentID)
+		// Read on every round, so that an archive stops a waiting poll too.
+		if err := w.requireOpenQueue(ctx, p.EnvironmentID); err != nil {
+			return storage.Work{}, "", false, err
+		}
+		if err := w.ExpireLeases(ctx, p.EnvironmentID); err != nil {
+			return storage.Work{}, "", false, err
+		}
+		token := secret.New(SessionsTokenPrefix)
+		claimed, err := w.app.store.ClaimWork(ctx, storage.Claim{
+			EnvironmentID: p.EnvironmentID, WorkerID: p.WorkerID, ReclaimOlderThan: p.ReclaimOlderThan, ClaimTTL: p.ClaimTTL,
+			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, w.app.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
+		})
+		if err == nil {
+			w.app.log.InfoContext(ctx, "work claimed", "environment_id", p.EnvironmentID, "work_id", claimed.ID,
+				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)
+			return claimed, token, true, nil
+		}
+		if !errors.Is(err, storage.ErrNoWork) {
+			return storage.Work{}, "", false, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return storage.Work{}, "", false, nil
+		}
+		t := time.NewTimer(remaining)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return storage.Work{}, "", false, nil
+		}
+	}
+}
+
+// requireOpenQueue refuses to hand out work from an archived environment:
+// archiving retires its queue, so no credential may claim from it any more.
+// Items claimed before go on with their own sessions tokens until they end.
+func (w *Work) requireOpenQueue(ctx context.Context, env string) error {
+	e, err := w.app.store.GetEnvironment(ctx, env)
+	if err != nil {
+		return err
+	}
+	if e.ArchivedAt != nil {
+		return api.Errorf(api.Permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
+	}
+	return nil
+}
+
+// Ack acknowledges a claimed item: its worker has taken it up. A missing
+// item is storage.ErrNotFound; a stopped one storage.ErrWorkStopped; one
+// not claimed (never, or its claim lapsed) storage.ErrWorkNotClaimed.
+func (w *Work) Ack(ctx context.Context, env, work string) (storage.Work, error) {
+	return w.app.store.AckWork(ctx, env, work)
+}
+
+// Heartbeat extends an item's lease for the worker that holds it, after
+// expiring the environment's lapsed leases (a beat after its lease lapsed
+// is stale). A beat whose expected token is not the lease's current one is
+// a *storage.LeaseMismatchError carrying the item as it is.
+func (w *Work) Heartbeat(ctx context.Context, h storage.Heartbeat) (storage.Work, error) {
+	if err := w.ExpireLeases(ctx, h.EnvironmentID); err != nil {
+		return storage.Work{}, err
+	}
+	return w.app.store.HeartbeatWork(ctx, h)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
-	"github.com/memstore/memstore/internal/webhooks/dispatcher"
 )
 
 // webhookRoutes serve the official SDK's Beta.Organizations.Webhooks, and
@@ -133,7 +132,7 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteWebhookEndpoint(r.Context(), id); err != nil {
+	if err := s.app.Webhooks.Delete(r.Context(), id, p.Caller()); err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "type": "webhook_endpoint_deleted"})
@@ -150,14 +149,10 @@ func (s *Server) regenerateWebhookSecret(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	secret := dispatcher.NewSecret()
-	if _, err := s.store.UpdateWebhookEndpoint(r.Context(), id, func(e *webhooks.Endpoint) error {
-		e.Secret, e.UpdatedAt = secret, s.now()
-		return nil
-	}); err != nil {
+	secret, err := s.app.Webhooks.RegenerateSecret(r.Context(), id, p.Caller())
+	if err != nil {
 		return orMissing(err, "webhook endpoint", id, listWebhooks)
 	}
-	s.log.InfoContext(r.Context(), "webhook signing secret regenerated", "webhook_endpoint_id", id)
 	writeJSON(w, http.StatusOK, api.WebhookSigningSecret{SigningSecret: secret})
 	return nil
 }

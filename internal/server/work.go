@@ -1,21 +1,17 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
-	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/validate"
 )
-
-// SessionsTokenPrefix starts every sessions token.
-const SessionsTokenPrefix = "sk-memstore-sess-"
 
 // Work queue timing.
 const (
@@ -107,69 +103,25 @@ func (s *Server) pollWork(w http.ResponseWriter, r *http.Request, p Principal) e
 	}
 	reclaim := time.Duration(reclaimMS) * time.Millisecond
 	ctx := r.Context()
-	if err := s.app.Work.SawPoll(ctx, env, r.Header.Get("Anthropic-Worker-ID")); err != nil {
-		return err
+	claimed, token, ok, err := s.app.Work.Poll(ctx, app.Poll{EnvironmentID: env, WorkerID: r.Header.Get("Anthropic-Worker-ID"),
+		ReclaimOlderThan: reclaim, ClaimTTL: claimTTL, Block: block})
+	if err != nil {
+		return orMissing(err, "environment", env, listEnvironments)
 	}
-
-	deadline := time.Now().Add(block)
-	for {
-		wake := s.app.Work.WaitQueued(env)
-		// Read on every round, so that an archive stops a waiting poll too.
-		if err := s.requireOpenQueue(ctx, env); err != nil {
-			return err
-		}
-		if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
-			return err
-		}
-		token := secret.New(SessionsTokenPrefix)
-		claimed, err := s.store.ClaimWork(ctx, storage.Claim{
-			EnvironmentID: env, WorkerID: r.Header.Get("Anthropic-Worker-ID"), ReclaimOlderThan: reclaim, ClaimTTL: claimTTL,
-			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, s.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
-		})
-		if err == nil {
-			out := wireWork(claimed)
-			enc := api.WorkSecret{SessionsToken: token, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
-			out.Secret = &enc
-			s.metrics.claims.WithLabelValues(env).Inc()
-			s.log.InfoContext(ctx, "work claimed", "environment_id", env, "work_id", claimed.ID,
-				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)
-			writeJSON(w, http.StatusOK, out)
-			return nil
-		}
-		if !errors.Is(err, storage.ErrNoWork) {
-			return err
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			// "No work" is a 200 with a JSON null: the official SDK fails to
-			// decode an empty 204 and would back off as if the server broke.
-			writeJSON(w, http.StatusOK, nil)
-			return nil
-		}
-		t := time.NewTimer(remaining)
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+	if !ok {
 		if ctx.Err() != nil {
 			return nil
 		}
+		// "No work" is a 200 with a JSON null: the official SDK fails to
+		// decode an empty 204 and would back off as if the server broke.
+		writeJSON(w, http.StatusOK, nil)
+		return nil
 	}
-}
-
-// requireOpenQueue refuses to hand out work from an archived environment:
-// archiving retires its queue, so no credential may claim from it any more.
-// Items claimed before go on with their own sessions tokens until they end.
-func (s *Server) requireOpenQueue(ctx context.Context, env string) error {
-	e, err := s.environment(ctx, env)
-	if err != nil {
-		return err
-	}
-	if e.ArchivedAt != nil {
-		return apiErrorf(permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
-	}
+	out := wireWork(claimed)
+	enc := api.WorkSecret{SessionsToken: token, APIBaseURL: s.cfg.PublicBaseURL}.Encode()
+	out.Secret = &enc
+	s.metrics.claims.WithLabelValues(env).Inc()
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -178,7 +130,7 @@ func (s *Server) ackWork(w http.ResponseWriter, r *http.Request, p Principal) er
 	if err != nil {
 		return err
 	}
-	got, err := s.store.AckWork(r.Context(), env, work)
+	got, err := s.app.Work.Ack(r.Context(), env, work)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return workNotFound(env, work)
@@ -231,10 +183,7 @@ func (s *Server) heartbeatWork(w http.ResponseWriter, r *http.Request, p Princip
 		ttl = min(max(n, api.MinLeaseTTLSeconds), api.MaxLeaseTTLSeconds)
 	}
 	ctx := r.Context()
-	if err := s.app.Work.ExpireLeases(ctx, env); err != nil {
-		return err
-	}
-	got, err := s.store.HeartbeatWork(ctx, storage.Heartbeat{EnvironmentID: env, WorkID: work, Expected: expected, TTL: time.Duration(ttl) * time.Second, TokenID: tokenID})
+	got, err := s.app.Work.Heartbeat(ctx, storage.Heartbeat{EnvironmentID: env, WorkID: work, Expected: expected, TTL: time.Duration(ttl) * time.Second, TokenID: tokenID})
 	var mm *storage.LeaseMismatchError
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
