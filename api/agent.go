@@ -76,6 +76,20 @@ type CreateAgentRequest struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
+// UpdateAgentRequest is the body of POST /v1/agents/{id}: the fields to
+// change (an absent one is kept) and the version they were read at, so an
+// edit made from a stale copy is refused instead of undoing another.
+type UpdateAgentRequest struct {
+	Version     int64              `json:"version"`
+	Name        *string            `json:"name,omitempty"`
+	Model       *ModelConfig       `json:"model,omitempty"`
+	Description *string            `json:"description,omitempty"`
+	System      *string            `json:"system,omitempty"`
+	Tools       *[]json.RawMessage `json:"tools,omitempty"`
+	Skills      *[]json.RawMessage `json:"skills,omitempty"`
+	Metadata    map[string]string  `json:"metadata,omitempty"`
+}
+
 // MaxAgentSystemChars bounds an agent's system prompt. Its name follows
 // the memory stores' rules (1 to MaxStoreNameChars characters).
 const MaxAgentSystemChars = 100_000

@@ -240,7 +240,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
-	con, err := console.New(console.Config{App: a, Closing: srv.Closing(), ImportDir: filepath.Join(o.dataDir, "imports")})
+	con, err := console.New(console.Config{App: a, Closing: srv.Closing(), ImportDir: filepath.Join(o.dataDir, "imports"), MountPrefix: o.mountPrefix})
 	if err != nil {
 		stopListening()
 		<-webhooksDone

@@ -22,47 +22,17 @@ type Agents struct{ app *App }
 
 // Create checks a new agent and makes it, at version 1.
 func (s *Agents) Create(ctx context.Context, req api.CreateAgentRequest, by Caller) (api.Agent, error) {
-	if err := validate.Name("name", req.Name); err != nil {
-		return api.Agent{}, err
-	}
-	if req.Model.ID == "" {
-		return api.Agent{}, api.Errorf(api.InvalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
-	}
-	if err := validate.Text("model.id", req.Model.ID, maxModelIDChars); err != nil {
-		return api.Agent{}, err
-	}
-	if _, err := req.Model.Settings(); err != nil {
-		return api.Agent{}, err
-	}
-	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools}, Metadata: req.Metadata}
+	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools, Skills: req.Skills}, Metadata: req.Metadata}
 	if req.Description != nil {
-		if err := validate.Text("description", *req.Description, maxAgentDescriptionChars); err != nil {
-			return api.Agent{}, err
-		}
 		a.Description = *req.Description
 	}
 	if req.System != nil {
-		if err := validate.Text("system", *req.System, api.MaxAgentSystemChars); err != nil {
-			return api.Agent{}, err
-		}
 		a.System = *req.System
 	}
-	for i, t := range req.Tools {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if len(bytes.TrimSpace(t)) == 0 || bytes.TrimSpace(t)[0] != '{' || json.Unmarshal(t, &head) != nil || head.Type == "" {
-			return api.Agent{}, api.Errorf(api.InvalidRequest, "tools[%d] must be an object with a type, such as {\"type\":\"agent_toolset_20260401\"}", i)
-		}
-	}
-	if err := validate.Metadata("metadata", req.Metadata); err != nil {
-		return api.Agent{}, err
-	}
-	skills, err := s.app.Skills.CheckAgentSkills(ctx, req.Skills)
+	a, err := s.check(ctx, a)
 	if err != nil {
 		return api.Agent{}, err
 	}
-	a.Skills = skills
 	now := s.app.now()
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = ids.NewAt(ids.Agent, now), 1, now, now
 	a = WireAgent(a)
@@ -70,6 +40,99 @@ func (s *Agents) Create(ctx context.Context, req api.CreateAgentRequest, by Call
 		return api.Agent{}, err
 	}
 	s.app.log.InfoContext(ctx, "agent created", "agent_id", a.ID, "model", a.Model.ID, by.attr())
+	return a, nil
+}
+
+// Update changes the fields req sends, under the rules Create applies,
+// and makes the result the agent's next version. req.Version must be the
+// version the caller read: an edit from a stale copy would silently undo
+// the edit made in between, so it is refused. Sessions keep the snapshot
+// they started with. A missing agent is storage.ErrNotFound.
+func (s *Agents) Update(ctx context.Context, id string, req api.UpdateAgentRequest, by Caller) (api.Agent, error) {
+	if req.Version <= 0 {
+		return api.Agent{}, api.Errorf(api.InvalidRequest, "version is required: send the agent's current version (GET /v1/agents/%s shows it), so that an edit from a stale copy is refused", id)
+	}
+	a, err := s.app.store.UpdateAgent(ctx, id, func(a *api.Agent) error {
+		if a.ArchivedAt != nil {
+			return api.Errorf(api.InvalidRequest, "agent %s is archived; it cannot be changed (create a new agent instead)", id)
+		}
+		if a.Version != req.Version {
+			return api.Errorf(api.Conflict, "agent %s is at version %d, not %d: someone changed it since you read it; read it again and repeat your change", id, a.Version, req.Version)
+		}
+		next := *a
+		if req.Name != nil {
+			next.Name = *req.Name
+		}
+		if req.Model != nil {
+			next.Model = *req.Model
+		}
+		if req.Description != nil {
+			next.Description = *req.Description
+		}
+		if req.System != nil {
+			next.System = *req.System
+		}
+		if req.Tools != nil {
+			next.Tools = *req.Tools
+		}
+		if req.Skills != nil {
+			next.Skills = *req.Skills
+		}
+		if req.Metadata != nil {
+			next.Metadata = req.Metadata
+		}
+		checked, err := s.check(ctx, next)
+		if err != nil {
+			return err
+		}
+		checked.Version, checked.UpdatedAt = a.Version+1, s.app.now()
+		*a = checked
+		return nil
+	})
+	if err != nil {
+		return api.Agent{}, err
+	}
+	s.app.log.InfoContext(ctx, "agent updated", "agent_id", id, "version", a.Version, by.attr())
+	return WireAgent(a), nil
+}
+
+// check applies the rules every agent meets, on create and on update,
+// and returns a with its skills as stored.
+func (s *Agents) check(ctx context.Context, a api.Agent) (api.Agent, error) {
+	if err := validate.Name("name", a.Name); err != nil {
+		return api.Agent{}, err
+	}
+	if a.Model.ID == "" {
+		return api.Agent{}, api.Errorf(api.InvalidRequest, "model is required: send \"%s\" (or {\"id\":\"%s\"}) for memstore's deterministic runtime", api.ScriptedModel, api.ScriptedModel)
+	}
+	if err := validate.Text("model.id", a.Model.ID, maxModelIDChars); err != nil {
+		return api.Agent{}, err
+	}
+	if _, err := a.Model.Settings(); err != nil {
+		return api.Agent{}, err
+	}
+	if err := validate.Text("description", a.Description, maxAgentDescriptionChars); err != nil {
+		return api.Agent{}, err
+	}
+	if err := validate.Text("system", a.System, api.MaxAgentSystemChars); err != nil {
+		return api.Agent{}, err
+	}
+	for i, t := range a.Tools {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if len(bytes.TrimSpace(t)) == 0 || bytes.TrimSpace(t)[0] != '{' || json.Unmarshal(t, &head) != nil || head.Type == "" {
+			return api.Agent{}, api.Errorf(api.InvalidRequest, "tools[%d] must be an object with a type, such as {\"type\":\"agent_toolset_20260401\"}", i)
+		}
+	}
+	if err := validate.Metadata("metadata", a.Metadata); err != nil {
+		return api.Agent{}, err
+	}
+	skills, err := s.app.Skills.CheckAgentSkills(ctx, a.Skills)
+	if err != nil {
+		return api.Agent{}, err
+	}
+	a.Skills = skills
 	return a, nil
 }
 

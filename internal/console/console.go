@@ -46,6 +46,9 @@ type Config struct {
 	// ImportDir is where import previews are staged (serve: the data
 	// folder's imports/); "" is the system's temporary folder.
 	ImportDir string
+	// MountPrefix is the server's --mount-prefix, under which the
+	// sessions the console starts mount their stores ("" is /mnt/memory).
+	MountPrefix string
 }
 
 // Console serves the web console. Build it with New and mount Handler at
@@ -138,6 +141,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/sessions", c.page(c.sessionsPage))
 	c.mux.HandleFunc("GET /console/sessions/{session}", c.page(c.sessionPage))
 	c.mux.HandleFunc("GET /console/sessions/{session}/stream", c.page(c.sessionStream))
+	c.agentRoutes()
+	c.talkRoutes()
 	c.mux.HandleFunc("GET /console/environments", c.page(c.environmentsPage))
 	c.mux.HandleFunc("GET /console/environments/{env}", c.page(c.environmentPage))
 	c.mux.HandleFunc("POST /console/environments/{env}/keys", c.page(c.mintKey))

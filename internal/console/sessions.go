@@ -80,10 +80,14 @@ type eventView struct {
 	Input string
 	// Text is the event's text content.
 	Text string
+	// Pending marks a call awaiting the person; its row carries the forms
+	// that answer it, which post to SessionID with CSRF.
+	Pending         bool
+	SessionID, CSRF string
 }
 
-func viewEvent(e storage.StoredEvent) eventView {
-	return eventView{Event: e.Event, Seq: e.Seq, Text: e.Event.Text(), Input: readableJSON(e.Event.Input)}
+func viewEvent(e storage.StoredEvent, sessionID, csrf string) eventView {
+	return eventView{Event: e.Event, Seq: e.Seq, Text: e.Event.Text(), Input: readableJSON(e.Event.Input), SessionID: sessionID, CSRF: csrf}
 }
 
 // readableJSON indents a tool call's input and writes <, > and & as
@@ -118,6 +122,10 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, q *request
 	if err != nil {
 		return err
 	}
+	return c.showSession(w, r, q, http.StatusOK, s, talkView{})
+}
+
+func (c *Console) showSession(w http.ResponseWriter, r *http.Request, q *request, status int, s api.Session, talk talkView) error {
 	stored, err := c.store.ListEvents(r.Context(), s.ID, storage.EventQuery{Limit: sessionLogLimit})
 	if err != nil {
 		return err
@@ -125,17 +133,19 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request, q *request
 	events := make([]eventView, len(stored))
 	var last int64
 	for i, e := range stored {
-		events[i], last = viewEvent(e), e.Seq
+		events[i], last = viewEvent(e, s.ID, q.CSRF), e.Seq
 	}
+	markPending(events)
 	title := s.ID
 	if s.Title != nil && *s.Title != "" {
 		title = *s.Title
 	}
-	return c.render(w, r, q, http.StatusOK, "session", "Session "+title, struct {
+	return c.render(w, r, q, status, "session", "Session "+title, struct {
 		Session api.Session
 		Events  []eventView
 		LastSeq int64
-	}{s, events, last})
+		Talk    talkView
+	}{s, events, last, talk})
 }
 
 // sessionStream sends a session's events after ?after=SEQ as they are
@@ -175,7 +185,9 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request, q *reque
 		}
 		for _, e := range events {
 			var b bytes.Buffer
-			if err := row.Execute(&b, viewEvent(e)); err != nil {
+			v := viewEvent(e, s.ID, q.CSRF)
+			v.Pending = awaitsPerson(e.Event)
+			if err := row.Execute(&b, v); err != nil {
 				return err
 			}
 			// An SSE data field is one line per "data:" line.

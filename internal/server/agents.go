@@ -13,6 +13,7 @@ func (s *Server) agentRoutes() {
 	s.mux.HandleFunc("POST /v1/agents", s.authed(s.createAgent))
 	s.mux.HandleFunc("GET /v1/agents", s.authed(s.listAgents))
 	s.mux.HandleFunc("GET /v1/agents/{agent}", s.authed(s.getAgent))
+	s.mux.HandleFunc("POST /v1/agents/{agent}", s.authed(s.updateAgent))
 	s.mux.HandleFunc("POST /v1/agents/{agent}/archive", s.authed(s.archiveAgent))
 }
 
@@ -76,6 +77,28 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p Principal)
 		return err
 	}
 	writeJSON(w, http.StatusOK, cutPage(l, list, func(a api.Agent) string { return a.ID }, app.WireAgent))
+	return nil
+}
+
+// updateAgent makes the agent's next version from the fields sent; the
+// version read must be the current one.
+func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := requireAPIKey(p); err != nil {
+		return err
+	}
+	id, err := agentID(r)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateAgentRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	a, err := s.app.Agents.Update(r.Context(), id, req, p.Caller())
+	if err != nil {
+		return orMissing(err, "agent", id, listAgents)
+	}
+	writeJSON(w, http.StatusOK, a)
 	return nil
 }
 

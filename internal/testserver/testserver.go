@@ -121,7 +121,7 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	var con http.Handler
 	if o.Console {
-		c, err := console.New(console.Config{App: a, Now: o.Now, Closing: srv.Closing()})
+		c, err := console.New(console.Config{App: a, Now: o.Now, Closing: srv.Closing(), MountPrefix: o.MountPrefix})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,6 @@
 // The console works without this script; it only adds the live event feed
-// of a session page and Copy buttons beside ids (without it, one click on
+// of a session page (dropping the forms of calls answered meanwhile) and
+// Copy buttons beside ids (without it, one click on
 // an id selects it whole). Rows arrive rendered and escaped by the server.
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
@@ -30,6 +31,14 @@ document.addEventListener("DOMContentLoaded", () => {
   const status = document.getElementById("status");
   source.addEventListener("row", (e) => {
     list.insertAdjacentHTML("beforeend", e.data);
+    // A call answered (here, in another tab or through the API) loses
+    // the forms that would answer it again.
+    const answers = list.lastElementChild.dataset.answers;
+    if (answers) {
+      for (const div of list.querySelectorAll(".answer")) {
+        if (div.dataset.for === answers) div.remove();
+      }
+    }
     live.textContent = "Live: " + list.children.length + " events.";
     const m = list.lastElementChild.className.match(/session\.status_(\w+)/);
     if (m && status) status.textContent = m[1];
