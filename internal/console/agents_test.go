@@ -3,8 +3,10 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -219,5 +221,51 @@ func TestTalkingToASessionRefusesAndStoresNothing(t *testing.T) {
 	events, _ := admin.ListEvents(ctx, sess.ID, api.EventListParams{})
 	if events.Data[before].Type != api.EventUserMessage || events.Data[before].Text() != "hello <b>there</b>" {
 		t.Fatalf("after the send the log holds %+v", events.Data[before])
+	}
+}
+
+// The agents list filters by a part of the name and its paging link keeps
+// the filter, as the environments list does.
+func TestAgentsListFiltersByNameAndPagesWithTheFilter(t *testing.T) {
+	srv := startConsole(t)
+	ctx := context.Background()
+	admin := srv.Admin(t)
+	create := func(name string) {
+		if _, err := admin.CreateAgent(ctx, api.CreateAgentRequest{Name: name, Model: api.ModelConfig{ID: api.ScriptedModel}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("Helper-old")
+	const builders = 102 // more than a page (100) between the two helpers
+	for i := range builders {
+		create(fmt.Sprintf("builder-%03d", i))
+	}
+	create("helper-new")
+	v := newVisitor(t, srv)
+	v.login("ada", testPassword)
+	status, page := v.do("GET", "/console/agents?name=HELPER", nil)
+	if status != http.StatusOK || !strings.Contains(page, "Helper-old") || !strings.Contains(page, "helper-new") || strings.Contains(page, "builder-") || followNext(page) != "" {
+		t.Fatalf("filtered by helper: status %d, want both helpers (the older past a page of builders), nothing else, no next page:\n%s", status, page)
+	}
+	seen := map[string]bool{}
+	next := "/console/agents?name=builder"
+	for pages := 0; next != ""; pages++ {
+		if pages > 2 {
+			t.Fatal("the builders take more than two pages")
+		}
+		status, page = v.do("GET", next, nil)
+		if status != http.StatusOK || strings.Contains(page, "elper-") {
+			t.Fatalf("%s: status %d, or it lists a helper: the paging link lost the filter", next, status)
+		}
+		for _, m := range regexp.MustCompile(`builder-\d{3}`).FindAllString(page, -1) {
+			seen[m] = true
+		}
+		next = followNext(page)
+	}
+	if len(seen) != builders {
+		t.Fatalf("the filtered pages list %d builders, want %d", len(seen), builders)
+	}
+	if status, page = v.do("GET", "/console/agents?after=nonsense", nil); status != http.StatusBadRequest || !strings.Contains(page, "start from the first page") {
+		t.Fatalf("a bad page link: status %d:\n%s", status, page)
 	}
 }

@@ -180,7 +180,7 @@ func crawl(t *testing.T, v *browserless, start string) map[string]string {
 // TestEveryConsoleLinkAnswers signs in and follows every link and GET form
 // of the console, from the stores list down through nested folders, a
 // folder's second page, memories, histories, versions, diffs, sessions,
-// environments and webhooks; every one must answer 200.
+// agents, environments and webhooks; every one must answer 200.
 func TestEveryConsoleLinkAnswers(t *testing.T) {
 	srv, f := startSeededConsole(t)
 	v := newVisitor(t, srv)
@@ -222,6 +222,11 @@ func TestEveryConsoleLinkAnswers(t *testing.T) {
 		"the webhooks page":               func(u string) bool { return u == "/console/webhooks" },
 		"the sessions list":               func(u string) bool { return u == "/console/sessions" },
 		"the environments list":           func(u string) bool { return u == "/console/environments" },
+		"the agents list":                 func(u string) bool { return u == "/console/agents" },
+		"a filtered agents list":          func(u string) bool { return strings.HasPrefix(u, "/console/agents?name=") },
+		"the agent":                       func(u string) bool { return u == "/console/agents/"+f.AgentID },
+		"the new agent form":              func(u string) bool { return u == "/console/agents/new" },
+		"the agent's sessions":            func(u string) bool { return u == "/console/sessions?agent="+f.AgentID },
 		"the stylesheet and script files": func(u string) bool { return strings.HasPrefix(u, "/console/static/") },
 	}
 	for what, match := range want {

@@ -33,6 +33,7 @@ type consoleFixture struct {
 	Edited, Deleted string
 	SessionID       string
 	EnvironmentID   string
+	AgentID         string
 }
 
 // startSeededConsole starts a console with ada signed up and
@@ -116,6 +117,7 @@ func seedConsole(t *testing.T, srv *testserver.Server, hook string) consoleFixtu
 		t.Fatal(err)
 	}
 	f.SessionID = sess.ID
+	f.AgentID = agent.ID
 	if _, err := admin.CreateWebhook(ctx, api.WebhookEndpointParams{URL: &hook, EnabledEvents: []string{webhooks.MemoryStoreArchived}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/memstore/memstore/api"
 )
 
-var nextLink = regexp.MustCompile(`<a href="([^"]+)">Older (?:sessions|environments)</a>`)
+var nextLink = regexp.MustCompile(`<a href="([^"]+)">Older (?:sessions|environments|agents)</a>`)
 
 // followNext reads the "Older" link of a list page, unescaped, "" when the
 // page has none.
