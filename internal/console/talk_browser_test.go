@@ -127,7 +127,6 @@ func TestBrowserMakesAnAgentAndTalksToItsSession(t *testing.T) {
 	if got := b.text(`li.event.user\.tool_confirmation pre`); got != "no, keep the folder" {
 		t.Fatalf("the denial shows %q", got)
 	}
-	b.screenshot("talk-answered")
 
 	// A slow turn, interrupted.
 	cancelled := make(chan struct{})
