@@ -67,6 +67,7 @@ func TestBrowserMakesAnAgentAndTalksToItsSession(t *testing.T) {
 
 	// The agent, made on the agents page.
 	b.click(`nav[@aria-label="Main"]`, "Agents")
+	b.loaded()
 	b.click(`main`, "New agent")
 	b.run(chromedp.SendKeys(chromedp.CSS(`input[name=name]`), "weather helper"),
 		chromedp.SetValue(chromedp.CSS(`input[name=model]`), "claude-sonnet-4-5"),
@@ -192,4 +193,11 @@ func TestBrowserMakesAnAgentAndTalksToItsSession(t *testing.T) {
 
 	b.click(`nav[@aria-label="Main"]`, "Agents")
 	b.screenshot("agents")
+}
+
+// loaded waits until the page has finished loading (its script ran), so
+// that a click lands on the page as a person sees it.
+func (b *browserTab) loaded() {
+	b.t.Helper()
+	browserRun(b, chromedp.Evaluate[bool](`new Promise(done => document.readyState === "complete" ? done(true) : addEventListener("load", () => done(true)))`, chromedp.EvalAwaitPromise))
 }
