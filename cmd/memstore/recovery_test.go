@@ -194,4 +194,3 @@ func folderAtKill(t *testing.T, folder string) (files, bases map[string]string) 
 	}
 	return files, bases
 }
-
