@@ -83,6 +83,9 @@ func RecoverLeftover(ctx context.Context, root string, l Leftover, upload func(c
 	if err := os.RemoveAll(l.Dir); err != nil {
 		return uploaded, fmt.Errorf("%s cannot be removed (%w)", l.Dir, err)
 	}
+	if sroot, err := confined.Open(l.StateDir); err == nil {
+		removeTempFiles(sroot) // of a journal write the kill interrupted
+	}
 	_ = os.Remove(filepath.Join(l.StateDir, journalName))
 	_ = os.Remove(filepath.Join(l.StateDir, lockName))
 	_ = os.Remove(filepath.Join(l.StateDir, keptName)) // only if empty
