@@ -39,6 +39,9 @@ type Leftover struct {
 	// says the server held at the last sync: new or edited files, the only
 	// copies of which are in Dir.
 	Edits []string
+	// Bases are the journal's base content_sha256 of each of Edits, ""
+	// for a file new since the last sync (RecoverLeftover sends them).
+	Bases map[string]string
 	// Problem says why the folder could not be read, if it could not.
 	Problem string
 }
@@ -125,9 +128,11 @@ func inspectLeftover(dir string) Leftover {
 		l.Problem = fmt.Sprintf("the folder cannot be scanned (%v)", err)
 		return l
 	}
+	l.Bases = map[string]string{}
 	for _, p := range slices.Sorted(maps.Keys(local.Files)) {
 		if local.Files[p].SHA256 != j.State[p].Base {
 			l.Edits = append(l.Edits, p)
+			l.Bases[p] = j.State[p].Base
 		}
 	}
 	return l

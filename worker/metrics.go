@@ -88,7 +88,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.items, m.itemsActive, m.itemsLimit, m.toolCalls, m.syncs, m.syncDuration, m.syncChanges, m.syncConflicts,
-			m.syncBytes, m.requests, m.requestDuration, m.mountDuration, m.leftovers.folders, m.leftovers.files)
+			m.syncBytes, m.requests, m.requestDuration, m.mountDuration, m.leftovers.folders, m.leftovers.files,
+			m.leftovers.recovered, m.leftovers.recoveredFiles)
 	}
 	return m
 }

@@ -324,7 +324,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	queue := env.With(client.WithRetryPolicy(client.RetryPolicy{}))
 	log := w.log.With("environment_id", w.cfg.EnvironmentID)
 	log.Info("worker polling for work", "worker_id", w.cfg.WorkerID, "base_url", w.cfg.Client.BaseURL(), "max_sessions", w.cfg.MaxSessions)
-	defer w.watchLeftovers(ctx, log)()
+	defer w.watchLeftovers(ctx, env, log)()
 	var serving sync.WaitGroup
 	defer serving.Wait()
 	slots := make(chan struct{}, w.cfg.MaxSessions)

@@ -157,8 +157,9 @@ func (d doctor) mountChecks() []finding {
 }
 
 // leftoverFinding lists the store folders killed workers left in the
-// mount root whose files hold edits the server does not have: today such
-// a folder is adopted only when its own session is served again here.
+// mount root whose files hold edits the server does not have: such a
+// folder is adopted when its own session is served again here, and
+// recovered by a worker polling on the root against memstore.
 func leftoverFinding(root string) finding {
 	const name = "leftovers"
 	found, err := memsync.FindLeftovers(root)
@@ -186,7 +187,7 @@ func leftoverFinding(root string) finding {
 	}
 	return warn(name, fmt.Sprintf("%d folder(s) left by a stopped worker, %d file(s) in them not on the server:\n    %s",
 		len(lines), edits, strings.Join(lines, "\n    ")),
-		"serve the session again on this host (it adopts and uploads the folder); or copy the files you need into the store, then remove the folder and the .<name>.memstore folder beside it")
+		"serve the session again on this host (it adopts and uploads the folder), or keep a worker polling on this mount root against memstore (it uploads the folder once the session has stopped); or copy the files you need into the store, then remove the folder and the .<name>.memstore folder beside it")
 }
 
 // ownerFinding says who owns the mount root: a worker that does not own

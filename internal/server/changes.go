@@ -19,7 +19,7 @@ import (
 // client they are here.
 
 // extensions is the value of api.ExtensionsHeader.
-const extensions = api.ExtensionChanges + ", " + api.ExtensionSnapshot + ", " + api.ExtensionSearch
+const extensions = api.ExtensionChanges + ", " + api.ExtensionSnapshot + ", " + api.ExtensionSearch + ", " + api.ExtensionRecoveries
 
 // changesRecheck bounds how long a long poll can miss a change committed
 // by something that does not wake it (another server sharing the

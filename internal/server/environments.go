@@ -83,6 +83,7 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
+	advertise(w) // a worker learns here whether it may recover leftovers (api.ExtensionRecoveries)
 	writeJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }

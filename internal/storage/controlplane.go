@@ -118,6 +118,9 @@ type WorkQueue interface {
 	GetWork(ctx context.Context, environmentID, workID string) (Work, error)
 	// ListWork returns an environment's work items newest first.
 	ListWork(ctx context.Context, environmentID string, q ListQuery) ([]Work, error)
+	// SessionWork returns every work item a session ever had, in any
+	// state (a recovery asks whether one still holds a lease).
+	SessionWork(ctx context.Context, sessionID string) ([]Work, error)
 	UpdateWork(ctx context.Context, environmentID, workID string, fn func(*Work) error) (Work, error)
 	// WorkStats counts an environment's queue.
 	WorkStats(ctx context.Context, environmentID string) (QueueStats, error)

@@ -63,6 +63,9 @@ type Memories interface {
 	CreateMemory(ctx context.Context, in NewMemory) (MemoryRow, error)
 	// GetMemory returns one memory with its content.
 	GetMemory(ctx context.Context, storeID, memoryID string) (MemoryRow, error)
+	// GetMemoryAt returns the memory at path with its content, ErrNotFound
+	// when none is there.
+	GetMemoryAt(ctx context.Context, storeID, path string) (MemoryRow, error)
 	// UpdateMemory changes a memory's content, path or both and writes one
 	// "modified" version; the id never changes. When the stored content and
 	// path already equal the request it writes nothing and returns

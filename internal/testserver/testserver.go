@@ -174,13 +174,14 @@ func (s *Server) Admin(t testing.TB) *client.Client {
 }
 
 // WithoutExtensions is middleware (for Wrap) that makes the server look
-// like Anthropic's API: memstore's own memory endpoints (SPEC §8: the
-// change feed and the snapshot) answer 404 as unknown routes do there, and
+// like Anthropic's API: memstore's own endpoints (SPEC §8: the change
+// feed and the snapshot; the recoveries) answer 404 as unknown routes do there, and
 // no response advertises them, so a worker must fall back to the hosted
 // API's protocol.
 func WithoutExtensions(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/memory_stores/") && (strings.HasSuffix(r.URL.Path, "/changes") || strings.HasSuffix(r.URL.Path, "/snapshot")) {
+		if strings.HasPrefix(r.URL.Path, "/v1/memory_stores/") && (strings.HasSuffix(r.URL.Path, "/changes") || strings.HasSuffix(r.URL.Path, "/snapshot")) ||
+			strings.HasPrefix(r.URL.Path, "/v1/environments/") && strings.HasSuffix(r.URL.Path, "/recoveries") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
 			w.Write([]byte(`{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`))

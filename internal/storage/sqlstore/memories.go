@@ -405,6 +405,11 @@ func (s *Store) GetMemory(ctx context.Context, storeID, memoryID string) (storag
 	return getMemory(ctx, s.db(), storeID, memoryID, true)
 }
 
+// GetMemoryAt implements storage.Memories.
+func (s *Store) GetMemoryAt(ctx context.Context, storeID, path string) (storage.MemoryRow, error) {
+	return scanMemory(s.db().QueryRow(ctx, selectMemory(true)+` WHERE m.store_id = ? AND m.path = ?`, storeID, path), true)
+}
+
 // UpdateMemory implements storage.Memories.
 func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (storage.MemoryRow, bool, error) {
 	sha := in.ContentSHA256()

@@ -64,6 +64,11 @@ func hasLiveWork(ctx context.Context, q Conn, sessionID string) (bool, error) {
 	return workqueue.AnyLive(items), err
 }
 
+// SessionWork implements storage.WorkQueue.
+func (s *Store) SessionWork(ctx context.Context, sessionID string) ([]storage.Work, error) {
+	return queryAll(ctx, s.db(), scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = ? ORDER BY id`, sessionID)
+}
+
 // leasedWork reads an environment's live items that hold a lease, the
 // rows workqueue.Lapsed is asked about; locking skips the items another
 // server is settling or changing: it decides them. The bound on

@@ -499,6 +499,10 @@ func testWorkQueue(t *testing.T, open Factory) {
 	if err != nil || w.ID != firstWork || w.State != api.WorkQueued || w.ClaimedAt == nil || w.WorkerID != "w1" || w.TokenID == "" {
 		t.Fatalf("first claim = %+v, %v", w, err)
 	}
+	// A session's items, whichever environment is asked about: its own only.
+	if items, err := s.SessionWork(ctx, first.ID); err != nil || len(items) != 1 || items[0].ID != firstWork || items[0].WorkerID != "w1" {
+		t.Fatalf("SessionWork = %+v, %v; want the claimed %s alone", items, err, firstWork)
+	}
 	tok, err := s.CredentialByHash(ctx, hash)
 	if err != nil || tok.Kind != storage.SessionsToken || tok.EnvironmentID != f.env.ID || tok.SessionID != first.ID || tok.WorkID != firstWork || tok.ID != w.TokenID {
 		t.Fatalf("minted token = %+v, %v", tok, err)

@@ -370,6 +370,16 @@ func testMemories(t *testing.T, open Factory) {
 		if _, err := f.s.GetMemory(f.ctx, other.ID, m.ID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("memory reached through another store: %v", err)
 		}
+		// By path (a recovery looks its file up so): the same memory, with
+		// its content; nothing at a directory's path nor in another store.
+		if got, err := f.s.GetMemoryAt(f.ctx, st.ID, "/notes/hello.md"); err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("GetMemoryAt = %+v, %v; want %+v", got, err, m)
+		}
+		for _, at := range []struct{ store, path string }{{st.ID, "/notes"}, {st.ID, "/notes/hello"}, {other.ID, "/notes/hello.md"}} {
+			if _, err := f.s.GetMemoryAt(f.ctx, at.store, at.path); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("GetMemoryAt(%s, %s): %v, want ErrNotFound", at.store, at.path, err)
+			}
+		}
 		if _, err := f.s.GetMemoryVersion(f.ctx, other.ID, m.VersionID); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("version reached through another store: %v", err)
 		}
