@@ -59,6 +59,12 @@ type commitShard struct {
 	mu      sync.Mutex
 	pending []*memoryWrite
 	leading bool
+	// lastSize and lastTook are the shard's last batch: how many writes it
+	// carried and how long it took. arrived, when set, is closed by the
+	// next write to queue, waking a leader that lingers.
+	lastSize int
+	lastTook time.Duration
+	arrived  chan struct{}
 }
 
 type committer struct{ shards [commitShards]commitShard }
@@ -76,6 +82,10 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 	sh.pending = append(sh.pending, w)
 	lead := !sh.leading
 	sh.leading = true
+	if sh.arrived != nil {
+		close(sh.arrived)
+		sh.arrived = nil
+	}
 	sh.mu.Unlock()
 	if lead {
 		s.lead(sh)
@@ -88,14 +98,17 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 // its own answer rather than serving others for as long as they come.
 func (s *DB) lead(sh *commitShard) {
 	sh.mu.Lock()
+	sh.linger()
 	n := min(len(sh.pending), maxBatch)
 	writes := slices.Clone(sh.pending[:n])
 	sh.pending = slices.Delete(sh.pending, 0, n)
 	sh.mu.Unlock()
 
+	start := time.Now()
 	s.commitBatch(writes)
 
 	sh.mu.Lock()
+	sh.lastSize, sh.lastTook = n, time.Since(start)
 	if len(sh.pending) > 0 {
 		go s.lead(sh)
 	} else {
@@ -103,6 +116,37 @@ func (s *DB) lead(sh *commitShard) {
 	}
 	sh.mu.Unlock()
 }
+
+// linger waits, with sh.mu held on entry and return, for the writers of
+// the last batch to come back: they were answered together and send their
+// next writes together, and a batch that left without them would make
+// them wait for its whole round trips and COMMIT. It waits at most as long
+// as the last batch took, so a lone write is never held up, and a crowd
+// that does not come back shrinks lastSize for the next batch.
+func (sh *commitShard) linger() {
+	if len(sh.pending) >= sh.lastSize {
+		return
+	}
+	t := time.NewTimer(min(sh.lastTook, maxLinger))
+	defer t.Stop()
+	for len(sh.pending) < sh.lastSize {
+		sh.arrived = make(chan struct{})
+		arrived := sh.arrived
+		sh.mu.Unlock()
+		select {
+		case <-arrived:
+			sh.mu.Lock()
+		case <-t.C:
+			sh.mu.Lock()
+			sh.arrived = nil
+			return
+		}
+	}
+	sh.arrived = nil
+}
+
+// maxLinger bounds a leader's wait for the writers of the last batch.
+const maxLinger = 50 * time.Millisecond
 
 // pendingBatch is the writes of one batch and what is known of each.
 type pendingBatch struct {
