@@ -158,3 +158,73 @@ func (c *postgresBenchClient) must(method, path string, body, out any) {
 		c.b.Fatal(err)
 	}
 }
+
+// BenchmarkPostgresReplicaWrites measures what a second server behind the
+// same PostgreSQL database adds: memory creates and guarded updates over
+// HTTP through one replica, then through two at once (half the clients
+// each), the same number of clients in all, on one store and spread over
+// 100. Stores are locked by their row in the database, so the replicas'
+// writes to one store still queue on one another; writes to other stores
+// do not. Rounds alternate, as in BenchmarkPostgresWriteThroughput. Run it
+// with
+//
+//	go test -run '^$' -bench PostgresReplicaWrites -benchtime 1x ./internal/server/
+func BenchmarkPostgresReplicaWrites(b *testing.B) {
+	for _, stores := range []int{1, 100} {
+		b.Run(fmt.Sprintf("clients=16/stores=%d", stores), func(b *testing.B) {
+			benchPostgresReplicas(b, 16, stores)
+		})
+	}
+}
+
+func benchPostgresReplicas(b *testing.B, clients, stores int) {
+	const rounds = 4
+	writes := testenv.Scale(max(400, clients*4), 2000) / rounds
+	body := strings.Repeat("memory ", 4096/7)
+	// Two pools within PostgreSQL's default 100 connections, shared with
+	// whatever else runs.
+	url := testenv.PostgresSchema(b) + "&pool_max_conns=24"
+	var oneCreates, oneUpdates, twoCreates, twoUpdates throughput
+	for b.Loop() {
+		oneCreates, oneUpdates, twoCreates, twoUpdates = throughput{}, throughput{}, throughput{}, throughput{}
+		replicas := []*postgresBenchClient{newPostgresBenchClient(b, url, clients), newPostgresBenchClient(b, url, clients)}
+		c := replicas[0]
+		sts := make([]api.MemoryStore, stores)
+		for i := range sts {
+			c.must("POST", "/v1/memory_stores", map[string]any{"name": fmt.Sprint("bench-", i)}, &sts[i])
+		}
+		mems := make([]api.Memory, clients)
+		for k := range mems {
+			c.must("POST", "/v1/memory_stores/"+sts[k%stores].ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/hot/%d.md", k), Content: "v0"}, &mems[k])
+		}
+		// through picks the replica a client calls: the first, or the
+		// client's half.
+		run := func(through func(cl int) *postgresBenchClient, round int, tag string) (creates, updates throughput) {
+			creates = concurrently(clients, writes, func(cl, i int) error {
+				return through(cl).do("POST", "/v1/memory_stores/"+sts[(cl+i)%stores].ID+"/memories", api.CreateMemoryRequest{Path: fmt.Sprintf("/%s/c%d/r%d/m%d.md", tag, cl, round, i), Content: body}, nil)
+			})
+			updates = concurrently(clients, writes, func(cl, i int) error {
+				m := &mems[cl]
+				return through(cl).do("POST", "/v1/memory_stores/"+m.MemoryStoreID+"/memories/"+m.ID, map[string]any{
+					"content":      fmt.Sprintf("version %s.%d.%d\n%s", tag, round, i, body),
+					"precondition": map[string]string{"type": "content_sha256", "content_sha256": m.ContentSHA256},
+				}, m)
+			})
+			return creates, updates
+		}
+		for round := range rounds {
+			cr, up := run(func(int) *postgresBenchClient { return replicas[0] }, round, "one")
+			oneCreates.add(cr)
+			oneUpdates.add(up)
+			cr, up = run(func(cl int) *postgresBenchClient { return replicas[cl%2] }, round, "two")
+			twoCreates.add(cr)
+			twoUpdates.add(up)
+		}
+	}
+	b.ReportMetric(oneCreates.perSecond(), "one_replica_creates/s")
+	b.ReportMetric(twoCreates.perSecond(), "two_replicas_creates/s")
+	b.ReportMetric(oneUpdates.perSecond(), "one_replica_updates/s")
+	b.ReportMetric(twoUpdates.perSecond(), "two_replicas_updates/s")
+	b.ReportMetric(twoCreates.perSecond()/oneCreates.perSecond(), "creates_two/one")
+	b.ReportMetric(twoUpdates.perSecond()/oneUpdates.perSecond(), "updates_two/one")
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,12 @@ type commitShard struct {
 	mu      sync.Mutex
 	pending []*memoryWrite
 	leading bool
+	// lastSize and lastTook are the shard's last batch: how many writes it
+	// carried and how long it took. arrived, when set, is closed by the
+	// next write to queue, waking a leader that lingers.
+	lastSize int
+	lastTook time.Duration
+	arrived  chan struct{}
 }
 
 type committer struct{ shards [commitShards]commitShard }
@@ -75,6 +82,10 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 	sh.pending = append(sh.pending, w)
 	lead := !sh.leading
 	sh.leading = true
+	if sh.arrived != nil {
+		close(sh.arrived)
+		sh.arrived = nil
+	}
 	sh.mu.Unlock()
 	if lead {
 		s.lead(sh)
@@ -87,14 +98,17 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 // its own answer rather than serving others for as long as they come.
 func (s *DB) lead(sh *commitShard) {
 	sh.mu.Lock()
+	sh.linger()
 	n := min(len(sh.pending), maxBatch)
 	writes := slices.Clone(sh.pending[:n])
 	sh.pending = slices.Delete(sh.pending, 0, n)
 	sh.mu.Unlock()
 
+	start := time.Now()
 	s.commitBatch(writes)
 
 	sh.mu.Lock()
+	sh.lastSize, sh.lastTook = n, time.Since(start)
 	if len(sh.pending) > 0 {
 		go s.lead(sh)
 	} else {
@@ -103,6 +117,37 @@ func (s *DB) lead(sh *commitShard) {
 	sh.mu.Unlock()
 }
 
+// linger waits, with sh.mu held on entry and return, for the writers of
+// the last batch to come back: they were answered together and send their
+// next writes together, and a batch that left without them would make
+// them wait for its whole round trips and COMMIT. It waits at most as long
+// as the last batch took, so a lone write is never held up, and a crowd
+// that does not come back shrinks lastSize for the next batch.
+func (sh *commitShard) linger() {
+	if len(sh.pending) >= sh.lastSize {
+		return
+	}
+	t := time.NewTimer(min(sh.lastTook, maxLinger))
+	defer t.Stop()
+	for len(sh.pending) < sh.lastSize {
+		sh.arrived = make(chan struct{})
+		arrived := sh.arrived
+		sh.mu.Unlock()
+		select {
+		case <-arrived:
+			sh.mu.Lock()
+		case <-t.C:
+			sh.mu.Lock()
+			sh.arrived = nil
+			return
+		}
+	}
+	sh.arrived = nil
+}
+
+// maxLinger bounds a leader's wait for the writers of the last batch.
+const maxLinger = 50 * time.Millisecond
+
 // pendingBatch is the writes of one batch and what is known of each.
 type pendingBatch struct {
 	writes []*memoryWrite
@@ -110,6 +155,8 @@ type pendingBatch struct {
 	// that outcome stands whatever the transaction does.
 	own     []error
 	settled []bool
+	// noAhead: a read ahead failed, so the batch reads as its writes run.
+	noAhead bool
 }
 
 // commitBatch runs the writes to one COMMIT and answers each: with its own
@@ -163,8 +210,15 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	c := &batchConn{conn: conn{s, pc}, stores: map[string]*storeRow{}}
-	if err := c.begin(ctx, pc, ids); err != nil {
+	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}}
+	if !b.noAhead {
+		c.ahead = discover(ctx, b)
+	}
+	if err := c.begin(ctx, ids); err != nil {
+		if errors.Is(err, errAheadFailed) {
+			b.noAhead = true
+			return true, nil
+		}
 		return false, err
 	}
 	if s.clock != nil {
@@ -179,8 +233,11 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 			b.own[i], b.settled[i] = err, true // given up while waiting: never run
 			continue
 		}
-		c.changed, c.broken = false, false
+		c.changed, c.broken, c.write = false, false, i
 		b.own[i] = runWrite(ctx, c, w)
+		if c.failed != nil {
+			return b.failed(c.failed)
+		}
 		if b.own[i] != nil && (c.changed || c.broken || !storage.IsRefusal(b.own[i])) {
 			if retryable(b.own[i]) {
 				return false, b.own[i]
@@ -191,11 +248,25 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		c.settle(b.own[i] == nil)
 	}
-	if err := c.commit(ctx, pc); err != nil {
+	if err := c.commit(ctx); err != nil {
+		if c.failed != nil {
+			return b.failed(c.failed)
+		}
 		return false, err
 	}
 	committed = true
 	return false, nil
+}
+
+// failed settles the write whose deferred statement failed with its error
+// (the transaction is rolled back and the others run again), or fails the
+// batch when the error is one to retry.
+func (b *pendingBatch) failed(f *deferredFailure) (again bool, err error) {
+	if retryable(f.err) {
+		return false, f.err
+	}
+	b.own[f.write], b.settled[f.write] = unavailable(f.err), true
+	return true, nil
 }
 
 // runWrite runs w, turning a panic into an error so one bad write cannot
@@ -227,8 +298,18 @@ type storeRow struct {
 // stores the batch locked.
 type batchConn struct {
 	conn
+	pc              *pgxpool.Conn
 	changed, broken bool
 	stores          map[string]*storeRow
+	// write is the index in the batch of the running write.
+	write int
+	// ahead[i] is the first read of write i, fetched with the locks.
+	ahead   []*aheadRead
+	changes *sqlstore.Changes
+	// deferred are the statements not yet sent; failed, the first of
+	// them that failed.
+	deferred []deferredExec
+	failed   *deferredFailure
 	// base is the database's clock when the batch locked its stores, at
 	// local monotonic time start: the writes of a batch are stamped with
 	// base plus the time since, one clock read per batch.
@@ -236,13 +317,19 @@ type batchConn struct {
 	clock       func() time.Time
 }
 
-// begin opens the transaction, locks the stores' rows in id order and reads
-// their counters and the database's clock, in one round trip.
-func (c *batchConn) begin(ctx context.Context, pc *pgxpool.Conn, ids []string) error {
+// begin opens the transaction, locks the stores' rows in id order, reads
+// their counters and the database's clock, and reads ahead the first read
+// of each write, in one round trip.
+func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	var bt pgx.Batch
 	bt.Queue("BEGIN")
 	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	br := pc.SendBatch(ctx, &bt)
+	for _, a := range c.ahead {
+		if a != nil {
+			bt.Queue(c.s.numbered(a.query), a.args...)
+		}
+	}
+	br := c.pc.SendBatch(ctx, &bt)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return err
@@ -271,6 +358,13 @@ func (c *batchConn) begin(ctx context.Context, pc *pgxpool.Conn, ids []string) e
 	if c.base.IsZero() { // no store found: every write will be refused
 		c.base = c.start
 	}
+	for _, a := range c.ahead {
+		if a != nil {
+			if err := a.fetch(br); err != nil {
+				return fmt.Errorf("%w: %w", errAheadFailed, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -282,15 +376,16 @@ func (c *batchConn) now() time.Time {
 	return c.base.Add(time.Since(c.start)).UTC().Truncate(time.Microsecond)
 }
 
-// commit writes the counters the batch moved and commits, in one round
-// trip.
-func (c *batchConn) commit(ctx context.Context, pc *pgxpool.Conn) error {
+// commit sends the deferred statements, writes the counters the batch
+// moved and commits, in one round trip.
+func (c *batchConn) commit(ctx context.Context) error {
 	var (
 		bt     pgx.Batch
 		ids    []string
 		seqs   []int64
 		counts []int64
 	)
+	c.queueDeferred(&bt)
 	for id, r := range c.stores {
 		if r.changed {
 			ids, seqs, counts = append(ids, id), append(seqs, r.seq), append(counts, int64(r.count))
@@ -300,10 +395,193 @@ func (c *batchConn) commit(ctx context.Context, pc *pgxpool.Conn) error {
 		bt.Queue(`UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`, ids, seqs, counts)
 	}
 	bt.Queue("COMMIT")
-	if err := pc.SendBatch(ctx, &bt).Close(); err != nil {
+	br := c.pc.SendBatch(ctx, &bt)
+	if err := c.deferredResults(br); err != nil {
+		br.Close()
+		return err
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("postgres: commit memory writes: %w", err)
 	}
 	return nil
+}
+
+// deferredExec is a statement of write `write` not yet sent.
+type deferredExec struct {
+	query string
+	args  []any
+	write int
+}
+
+// deferredFailure is the first deferred statement that failed, and whose.
+type deferredFailure struct {
+	write int
+	err   error
+}
+
+// Defer implements sqlstore.Deferrer: the statement goes with the next
+// read or the COMMIT, in the same pipeline.
+func (c *batchConn) Defer(_ context.Context, query string, args ...any) {
+	c.changed = true
+	c.deferred = append(c.deferred, deferredExec{c.s.numbered(query), args, c.write})
+}
+
+func (c *batchConn) queueDeferred(bt *pgx.Batch) {
+	for _, d := range c.deferred {
+		bt.Queue(d.query, d.args...)
+	}
+}
+
+// deferredResults reads the answers to the deferred statements queued
+// first in br, noting the first that failed.
+func (c *batchConn) deferredResults(br pgx.BatchResults) error {
+	deferred := c.deferred
+	c.deferred = nil
+	for _, d := range deferred {
+		if _, err := br.Exec(); err != nil {
+			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
+			return unavailable(err)
+		}
+	}
+	return nil
+}
+
+// flush sends the deferred statements before a statement that must run
+// now.
+func (c *batchConn) flush(ctx context.Context) error {
+	if len(c.deferred) == 0 {
+		return nil
+	}
+	var bt pgx.Batch
+	c.queueDeferred(&bt)
+	br := c.pc.SendBatch(ctx, &bt)
+	if err := c.deferredResults(br); err != nil {
+		br.Close()
+		return err
+	}
+	return unavailable(br.Close())
+}
+
+// errAheadFailed: a read ahead failed, and with it the transaction.
+var errAheadFailed = errors.New("postgres: read ahead")
+
+// aheadRead is a write's first read, found by running the write without a
+// database, and its answer once fetched.
+type aheadRead struct {
+	query  string
+	args   []any
+	key    string
+	used   bool
+	found  bool
+	fields []pgconn.FieldDescription
+	values [][]byte
+}
+
+func readKey(query string, args []any) string { return query + "\x00" + fmt.Sprintf("%#v", args) }
+
+// fetch reads the answer to a from br, copying it out of pgx's buffers.
+func (a *aheadRead) fetch(br pgx.BatchResults) error {
+	rs, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if rs.Next() {
+		a.found = true
+		a.fields = slices.Clone(rs.FieldDescriptions())
+		for _, v := range rs.RawValues() {
+			a.values = append(a.values, bytes.Clone(v))
+		}
+	}
+	rs.Close()
+	return rs.Err()
+}
+
+// Ahead implements sqlstore.ReadAhead.
+func (c *batchConn) Ahead(query string, args []any) (sqlstore.Row, bool) {
+	if c.write >= len(c.ahead) {
+		return nil, false
+	}
+	a := c.ahead[c.write]
+	if a == nil || a.used || a.key != readKey(query, args) {
+		return nil, false
+	}
+	a.used = true
+	return aheadRow{c, a}, true
+}
+
+// Changes implements sqlstore.ReadAhead.
+func (c *batchConn) Changes() *sqlstore.Changes { return c.changes }
+
+type aheadRow struct {
+	c *batchConn
+	a *aheadRead
+}
+
+func (r aheadRow) Scan(dest ...any) error {
+	if !r.a.found {
+		return storage.ErrNotFound
+	}
+	return pgx.ScanRow(r.c.pc.Conn().TypeMap(), r.a.fields, r.a.values, dest...)
+}
+
+// discover finds the first read of each write of b by running it on a
+// Conn that records its first query and fails every statement: the
+// writes are functions of what they read, so their real run asks the
+// same. A write that reads nothing has none.
+func discover(ctx context.Context, b *pendingBatch) []*aheadRead {
+	out := make([]*aheadRead, len(b.writes))
+	for i, w := range b.writes {
+		if b.settled[i] {
+			continue
+		}
+		d := &discoverConn{}
+		func() {
+			defer func() { _ = recover() }() // the real run reports it
+			_ = w.fn(ctx, d, discoverCounters{})
+		}()
+		if d.read != nil {
+			d.read.key = readKey(d.read.query, d.read.args)
+			out[i] = d.read
+		}
+	}
+	return out
+}
+
+// errDiscovering ends a write's discovery run at its first statement.
+var errDiscovering = errors.New("postgres: discovering the write's first read")
+
+type discoverConn struct{ read *aheadRead }
+
+func (d *discoverConn) Exec(context.Context, string, ...any) (int64, error) {
+	return 0, errDiscovering
+}
+
+func (d *discoverConn) Query(context.Context, string, ...any) (sqlstore.Rows, error) {
+	return nil, errDiscovering
+}
+
+func (d *discoverConn) QueryRow(_ context.Context, query string, args ...any) sqlstore.Row {
+	if d.read == nil {
+		d.read = &aheadRead{query: query, args: slices.Clone(args)}
+	}
+	return errRow{errDiscovering}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// discoverCounters let a discovery run reach its first read: the store's
+// state is not known yet, and any is as good for finding the read.
+type discoverCounters struct{}
+
+func (discoverCounters) Lock(context.Context, string) (storage.StoreState, error) {
+	return storage.StoreState{}, nil
+}
+
+func (discoverCounters) Next(context.Context, string, int) (int64, error) {
+	return 0, errDiscovering
 }
 
 // settle ends the running write: its counter claims are kept when it
@@ -319,10 +597,16 @@ func (c *batchConn) settle(succeeded bool) {
 
 func (c *batchConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	c.changed = true
+	if err := c.flush(ctx); err != nil {
+		return 0, err
+	}
 	return c.conn.Exec(ctx, query, args...)
 }
 
 func (c *batchConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if err := c.flush(ctx); err != nil {
+		return nil, err
+	}
 	rs, err := c.conn.Query(ctx, query, args...)
 	if err != nil {
 		c.broken = true
@@ -331,6 +615,9 @@ func (c *batchConn) Query(ctx context.Context, query string, args ...any) (sqlst
 }
 
 func (c *batchConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if err := c.flush(ctx); err != nil {
+		return errRow{err}
+	}
 	return batchRow{c, c.conn.QueryRow(ctx, query, args...)}
 }
 

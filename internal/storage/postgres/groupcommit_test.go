@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -86,5 +87,68 @@ func TestRefusedWritesInABatchLoseNothingElse(t *testing.T) {
 		if c.Sequence != int64(i+1) {
 			t.Fatalf("change %d has sequence %d: the feed has a gap", i, c.Sequence)
 		}
+	}
+}
+
+// Writes in one batch see the writes before them even though their path
+// checks were read ahead of the batch: writers racing to make /d/k a file
+// and /d/k/leaf (which makes /d/k a directory) end with exactly one of the
+// two for each k, and each create either landed or was told of the
+// conflict.
+func TestReadAheadPathChecksSeeTheBatchsEarlierWrites(t *testing.T) {
+	db := replicas(t, 1)[0]
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "tree"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, dirs = 32, 4
+	var (
+		wg                sync.WaitGroup
+		mu                sync.Mutex
+		landed, conflicts int
+	)
+	for w := range writers {
+		wg.Go(func() {
+			p := fmt.Sprintf("/d/%d", w%dirs)
+			if w%2 == 1 {
+				p += fmt.Sprintf("/leaf%d.md", w)
+			}
+			_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: p, Content: "x", By: benchBy})
+			var conflict *storage.PathConflictError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				landed++
+			case errors.As(err, &conflict):
+				conflicts++
+			default:
+				t.Errorf("create %s: %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	files, leaves := map[string]int{}, map[string]int{}
+	err = db.Snapshot(ctx, st.ID, "/", func(int64) error { return nil }, func(m storage.MemoryRow) error {
+		parts := strings.Split(m.Path, "/") // "", "d", k[, leaf]
+		if len(parts) == 3 {
+			files[parts[2]]++
+		} else {
+			leaves[parts[2]]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range dirs {
+		d := fmt.Sprint(k)
+		if files[d] > 1 || (files[d] == 1) == (leaves[d] > 0) {
+			t.Errorf("/d/%s: %d files and %d memories under it; want one file or only memories under it", d, files[d], leaves[d])
+		}
+	}
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != landed || landed+conflicts != writers {
+		t.Errorf("count %d (%v), %d landed, %d conflicts; want the count to be what landed, and every create answered", n, err, landed, conflicts)
 	}
 }

@@ -298,12 +298,24 @@ func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) err
 	args := append([]any{p, storeID, self}, paths...)
 	lo, hi := storage.SubtreeRange(p + "/")
 	args = append(args, storeID, self, lo, hi)
-	var id, at string
-	err := t.tx.QueryRow(ctx, `SELECT id, path FROM (
-		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN `+marks+`
+	query := `SELECT id, path FROM (
+		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN ` + marks + `
 		UNION ALL
 		SELECT id, path, 2 FROM (SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1) AS descendant
-	) AS conflicts ORDER BY rank, path LIMIT 1`, args...).Scan(&id, &at)
+	) AS conflicts ORDER BY rank, path LIMIT 1`
+	var id, at string
+	err := errNotAhead
+	if row, ch := t.ahead(query, args); row != nil && !ch.TouchesPath(storeID, p) {
+		// A conflict read before the batch stands unless its memory has
+		// changed since; no conflict stands unless a path it looks at
+		// has been taken since.
+		if err = row.Scan(&id, &at); err == nil && ch.TouchesMemory(id) {
+			err = errNotAhead
+		}
+	}
+	if errors.Is(err, errNotAhead) {
+		err = t.tx.QueryRow(ctx, query, args...).Scan(&id, &at)
+	}
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil
@@ -314,7 +326,48 @@ func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) err
 }
 
 func (t memoryTx) ReadMemory(ctx context.Context, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {
-	return getMemory(ctx, t.tx, storeID, memoryID, withContent)
+	query := selectMemory(withContent) + ` WHERE m.id = ? AND m.store_id = ?`
+	if row, ch := t.ahead(query, []any{memoryID, storeID}); row != nil && !ch.TouchesMemory(memoryID) {
+		return scanMemory(row, withContent)
+	}
+	return scanMemory(t.tx.QueryRow(ctx, query, memoryID, storeID), withContent)
+}
+
+// errNotAhead: the answer read ahead cannot be used; read again.
+var errNotAhead = errors.New("read again")
+
+// ahead is the answer to query read before the write's batch ran, with
+// what the batch has changed since; nil when there is none.
+func (t memoryTx) ahead(query string, args []any) (Row, *Changes) {
+	ra, ok := t.tx.(ReadAhead)
+	if !ok {
+		return nil, nil
+	}
+	row, ok := ra.Ahead(query, args)
+	if !ok {
+		return nil, nil
+	}
+	return row, ra.Changes()
+}
+
+// changed notes what the write changes, for the reads ahead of the writes
+// after it.
+func (t memoryTx) changed(note func(*Changes)) {
+	if ra, ok := t.tx.(ReadAhead); ok {
+		note(ra.Changes())
+	}
+}
+
+// exec runs a statement whose row count the write does not look at: sent
+// with the next read or the COMMIT when the Conn can defer it, at once
+// otherwise.
+func (t memoryTx) exec(ctx context.Context, query string, args ...any) error {
+	if d, ok := t.tx.(Deferrer); ok {
+		d.Defer(ctx, query, args...)
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, query, args...)
+	return err
 }
 
 func (t memoryTx) Now(ctx context.Context) (time.Time, error) { return t.s.b.Now(ctx, t.tx) }
@@ -333,7 +386,7 @@ func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta in
 	if v.HasContent() {
 		content, sha, size = []byte(v.Content), &v.ContentSHA256, &v.ContentSizeBytes
 	}
-	_, err = t.tx.Exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err = t.exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.StoreID, v.MemoryID, v.Operation, v.Path, content, sha, size, v.CreatedAt, v.CreatedBy.Kind, v.CreatedBy.ID, seq)
 	if err != nil {
 		return fmt.Errorf("write memory version: %w", err)
@@ -342,7 +395,8 @@ func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta in
 }
 
 func (t memoryTx) InsertMemory(ctx context.Context, m storage.MemoryRow) error {
-	if _, err := t.tx.Exec(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	t.changed(func(c *Changes) { c.Memory(m.ID); c.Path(m.StoreID, m.Path) })
+	if err := t.exec(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.StoreID, m.Path, m.ContentSHA256, m.ContentSizeBytes, m.VersionID, m.CreatedAt, m.UpdatedAt); err != nil {
 		return fmt.Errorf("create memory: %w", err)
 	}
@@ -359,14 +413,21 @@ func (t memoryTx) UpdateMemory(ctx context.Context, m storage.MemoryRow, moved b
 		update = `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`
 		args = append([]any{m.Path}, args...)
 	}
-	if _, err := t.tx.Exec(ctx, update, args...); err != nil {
+	t.changed(func(c *Changes) {
+		c.Memory(m.ID)
+		if moved {
+			c.Path(m.StoreID, m.Path)
+		}
+	})
+	if err := t.exec(ctx, update, args...); err != nil {
 		return fmt.Errorf("update memory %s: %w", m.ID, err)
 	}
 	return nil
 }
 
 func (t memoryTx) DeleteMemory(ctx context.Context, memoryID string) error {
-	if _, err := t.tx.Exec(ctx, `DELETE FROM memories WHERE id = ?`, memoryID); err != nil {
+	t.changed(func(c *Changes) { c.Memory(memoryID) })
+	if err := t.exec(ctx, `DELETE FROM memories WHERE id = ?`, memoryID); err != nil {
 		return fmt.Errorf("delete memory %s: %w", memoryID, err)
 	}
 	return nil
@@ -381,7 +442,8 @@ func (t memoryTx) IsHead(ctx context.Context, memoryID, versionID string) (bool,
 }
 
 func (t memoryTx) Redact(ctx context.Context, versionID string, at time.Time, by storage.Actor) error {
-	if _, err := t.tx.Exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
+	t.changed((*Changes).Everything)
+	if err := t.exec(ctx, `UPDATE memory_versions SET path = NULL, content = NULL, content_sha256 = NULL, content_size_bytes = NULL, redacted_at = ?, redacted_by_type = ?, redacted_by_id = ? WHERE id = ?`,
 		at, by.Kind, by.ID, versionID); err != nil {
 		return fmt.Errorf("redact memory version %s: %w", versionID, err)
 	}
