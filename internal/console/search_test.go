@@ -106,8 +106,8 @@ func TestConsoleSearchFindsAndOpensMemories(t *testing.T) {
 
 	before, _ := admin.ListMemoryVersions(ctx, st.ID, client.ListMemoryVersionsParams{})
 	for q, want := range map[string]string{
-		"":                          "Type one or more words",
-		"%21%3F":                    "holds no word",
+		"":                           "Type one or more words",
+		"%21%3F":                     "holds no word",
 		strings.Repeat("word+", 101): "at most 500",
 	} {
 		status, out := v.do("GET", "/console/stores/"+st.ID+"/search?q="+q, nil)
