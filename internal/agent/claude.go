@@ -54,6 +54,9 @@ type ClaudeConfig struct {
 	// Sleep waits between tries, or returns ctx's error when it ends first
 	// (default a timer). Tests pass one that records and returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Search answers the memory_search tool (memorysearch.go); nil leaves
+	// the tool out.
+	Search MemorySearcher
 }
 
 // DefaultMaxTokens caps a reply unless the server says otherwise.
@@ -151,6 +154,11 @@ func (c *Claude) Next(v storage.SessionView) Step {
 		start := t.openSpan
 		return Step{Key: "model_request " + start, Work: func(ctx context.Context, emit Emitter) error {
 			return c.request(ctx, v, start, emit)
+		}}
+	}
+	if u, ok := c.pendingSearch(v, t); ok {
+		return Step{Key: "memory_search " + u.id, Work: func(ctx context.Context, emit Emitter) error {
+			return c.answerSearch(ctx, v, u, emit)
 		}}
 	}
 	// asking: calls awaiting the user's confirmation, or the application's
@@ -367,6 +375,9 @@ func (c *Claude) replyEvents(msg *anthropic.Message, start string, v storage.Ses
 			perm, ok := perms[b.Name]
 			if !ok {
 				perm = api.PermissionDeny
+			}
+			if b.Name == memorySearchTool && c.offersMemorySearch(v, perms) {
+				perm = api.PermissionAllow
 			}
 			input := b.Input
 			if len(input) == 0 {

@@ -44,6 +44,8 @@ type modelTurn struct {
 // toolUse is an agent.tool_use of the turn's latest reply.
 type toolUse struct {
 	id         string
+	name       string
+	input      json.RawMessage
 	custom     bool   // an agent.custom_tool_use, answered by the application
 	permission string // evaluated_permission
 	verdict    string // result of its user.tool_confirmation
@@ -115,7 +117,7 @@ func scanModel(log []api.Event) modelState {
 				t.compacted = true
 			}
 		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
-			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission, custom: e.Type == api.EventAgentCustomToolUse}
+			u := &toolUse{id: e.ID, name: e.Name, input: e.Input, permission: e.EvaluatedPermission, custom: e.Type == api.EventAgentCustomToolUse}
 			byID[e.ID] = u
 			if t != nil {
 				t.uses = append(t.uses, u)
@@ -240,6 +242,9 @@ func (c *Claude) buildRequest(v storage.SessionView) (anthropic.MessageNewParams
 	}
 	for _, t := range customTools(v.Session.Agent.Tools, perms) {
 		p.Tools = append(p.Tools, t.declaration())
+	}
+	if c.offersMemorySearch(v, perms) {
+		p.Tools = append(p.Tools, memorySearchDeclaration())
 	}
 	if n := len(p.Tools); n > 0 {
 		p.Tools[n-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()

@@ -22,7 +22,13 @@ type Sessions struct {
 
 func newSessions(a *App) *Sessions {
 	s := &Sessions{app: a, streams: newWaiters()}
-	s.runner = agent.NewRunner(a.store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(a.cfg.Model)}, agent.RunnerConfig{
+	model := a.cfg.Model
+	// The runtime's memory_search searches a session's own stores, as any
+	// caller that reaches exactly those.
+	model.Search = func(ctx context.Context, storeIDs []string, query string) ([]storage.SearchHit, error) {
+		return a.Search(ctx, Reach{StoreIDs: storeIDs}, query)
+	}
+	s.runner = agent.NewRunner(a.store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(model)}, agent.RunnerConfig{
 		Log: a.log, TurnRetry: a.cfg.TurnRetry, Appended: s.streams.wake})
 	return s
 }

@@ -121,6 +121,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/{$}", c.page(c.storesPage))
 	c.mux.HandleFunc("POST /console/stores", c.page(c.createStore))
 	c.mux.HandleFunc("GET /console/stores/{store}/", c.page(c.treePage))
+	c.mux.HandleFunc("GET /console/stores/{store}/search", c.page(c.searchPage))
 	c.mux.HandleFunc("GET /console/stores/{store}/settings", c.page(c.storeSettings))
 	c.mux.HandleFunc("POST /console/stores/{store}/settings", c.page(c.updateStore))
 	c.mux.HandleFunc("POST /console/stores/{store}/archive", c.page(c.archiveStore))

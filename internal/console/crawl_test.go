@@ -216,6 +216,7 @@ func TestEveryConsoleLinkAnswers(t *testing.T) {
 		"a diff of two versions":          func(u string) bool { return strings.HasPrefix(u, store+"memories/"+f.Edited+"/diff?") },
 		"a version":                       func(u string) bool { return strings.HasPrefix(u, store+"versions/") },
 		"the store's settings":            func(u string) bool { return u == store+"settings" },
+		"a search's results":              func(u string) bool { return strings.HasPrefix(u, store+"search?q=plan") },
 		"the store's export":              func(u string) bool { return strings.HasPrefix(u, store+"export?") },
 		"the session":                     func(u string) bool { return u == "/console/sessions/"+f.SessionID },
 		"the environment":                 func(u string) bool { return u == "/console/environments/"+f.EnvironmentID },

@@ -38,19 +38,35 @@ type Authenticate func(ctx context.Context, h http.Header) (Access, error)
 
 // Handler serves MCP at the path it is mounted on. A request whose
 // credential is refused is answered 401/403 before the protocol sees it, so
-// it can change nothing. The server is stateless (no Mcp-Session-Id): each
-// request carries its credential, which the tools check again, so any of
-// several servers sharing a database can answer any request.
+// it can change nothing. Every request carries its credential, which the
+// tools check again.
+//
+// Requests take one of three roads (see sessions.go): an initialize opens
+// a session (Mcp-Session-Id) over which the client hears of changes to
+// memories; a subscriptions/listen (the stateless protocol's way to hear
+// of them) gets a server of its own for as long as it listens; anything
+// else is answered statelessly by one shared server, as a one-shot client
+// or a client of a server that lost its session expects.
 func Handler(a *app.App, authenticate Authenticate) http.Handler {
-	srv := newServer(a, authenticate)
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+	shared := newServer(a, authenticate, nil)
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return shared },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: a.Logger()})
+	sessions := newSessions(a, authenticate, shared)
+	listen := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return newServer(a, authenticate, newWatch(a, authenticate, r)) },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: a.Logger()})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := authenticate(r.Context(), r.Header); err != nil {
 			refuse(w, a.Logger(), err)
 			return
 		}
-		mcpHandler.ServeHTTP(w, r)
+		switch roadOf(r) {
+		case sessionRoad:
+			sessions.ServeHTTP(w, r)
+		case listenRoad:
+			listen.ServeHTTP(w, r)
+		default:
+			stateless.ServeHTTP(w, r)
+		}
 	})
 }
 
@@ -64,18 +80,32 @@ func refuse(w http.ResponseWriter, log *slog.Logger, err error) {
 	}
 }
 
-// newServer builds the MCP server with the eight memory tools.
-func newServer(a *app.App, authenticate Authenticate) *mcp.Server {
+// newServer builds an MCP server with the eight memory tools and the
+// memories as resources. A session's server has its watch (sessions.go),
+// which subscriptions and the change feed use; a stateless one has none.
+func newServer(a *app.App, authenticate Authenticate, w *watch) *mcp.Server {
 	version := "(devel)"
 	if info, ok := debug.ReadBuildInfo(); ok {
 		version = info.Main.Version
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "memstore", Version: version}, &mcp.ServerOptions{
-		Instructions: "memstore memory stores: durable files shared with other agents. Call memory_list_stores first, then memory_view a store's \"/\" to see what it holds; search with memory_search before writing something new.",
-		Logger:       a.Logger(),
-	})
+	r := newResources(a, authenticate, w)
+	opts := &mcp.ServerOptions{
+		Instructions:       "memstore memory stores: durable files shared with other agents. Call memory_list_stores first, then memory_view a store's \"/\" to see what it holds; search with memory_search before writing something new.",
+		Logger:             a.Logger(),
+		SubscribeHandler:   r.subscribe,
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	}
+	if w != nil {
+		opts.InitializedHandler = w.startSession
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "memstore", Version: version}, opts)
 	t := &tools{app: a, authenticate: authenticate}
 	t.register(srv)
+	r.register(srv)
+	if w != nil {
+		w.server = srv
+		srv.AddReceivingMiddleware(w.onListen)
+	}
 	return srv
 }
 

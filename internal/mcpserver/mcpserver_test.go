@@ -291,6 +291,21 @@ func TestMCPKeepsASessionsTokenToItsScope(t *testing.T) {
 	if out, isErr := call(t, cs, "memory_view", map[string]any{"store": other.ID, "path": "/"}); !isErr || !strings.Contains(out, "not attached") {
 		t.Errorf("memory_view of an unattached store: error=%v %q", isErr, out)
 	}
+	// Resources keep to the same scope: only the attached store's memories
+	// are listed, and one of another store cannot be read.
+	if _, err := admin.CreateMemory(ctx, other.ID, api.CreateMemoryRequest{Path: "/secret.md", Content: "hidden\n"}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Resources) != 1 || listed.Resources[0].URI != "memstore://"+ro.ID+"/rules.md" {
+		t.Errorf("resources/list for the sessions token: %+v, want only memstore://%s/rules.md", listed.Resources, ro.ID)
+	}
+	if res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memstore://" + other.ID + "/secret.md"}); err == nil || !strings.Contains(err.Error(), "not attached") {
+		t.Errorf("reading a memory of an unattached store: %+v %v, want a refusal", res, err)
+	}
 	if after := memories(t, admin, ro.ID); !slices.EqualFunc(before, after, func(a, b api.Memory) bool { return a.MemoryVersionID == b.MemoryVersionID }) {
 		t.Fatalf("a refused write changed the store: %+v -> %+v", before, after)
 	}

@@ -24,6 +24,13 @@ type Search interface {
 // after, so a page is an offset into the ranking as it is when asked.
 const SearchCursor = "search"
 
+// SearchCandidates bounds how many matches a search ranks: the most
+// recently created ones. Ranking costs each match a lookup of its
+// statistics, so a word in a tenth of 100,000 memories would cost hundreds
+// of milliseconds; past this many, a query is too broad to rank well
+// anyway, and one more word narrows it. Pages end with the last candidate.
+const SearchCandidates = 1000
+
 // SearchQuery is the input of SearchMemories.
 type SearchQuery struct {
 	// StoreIDs are the stores to search, at least one.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func BenchmarkSearch(b *testing.B) {
 	})
 }
 
-func benchStore(b *testing.B, db storage.Store) storage.MemoryStoreRow {
+func benchStore(b testing.TB, db storage.Store) storage.MemoryStoreRow {
 	st, err := db.CreateMemoryStore(context.Background(), storage.NewMemoryStore{Name: "search bench"})
 	if err != nil {
 		b.Fatal(err)
@@ -135,20 +136,30 @@ func benchSearch(b *testing.B, db storage.Store, storeID, name, terms string) {
 // timeOps runs op b.N times and reports ms/op; an op that finds nothing
 // fails the benchmark (it would time an empty answer).
 func timeOps(b *testing.B, op func() int) {
+	cpu := func() time.Duration {
+		var u syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+	}
 	b.ResetTimer()
+	before := cpu()
 	for range b.N {
 		if op() == 0 {
 			b.Fatal("the query found nothing")
 		}
 	}
+	used := cpu() - before
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	b.ReportMetric(float64(used.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 // fill writes searchCorpus memories into storeID with multi-row INSERTs
 // (the index's triggers fill it as a write would): text drawn from a
 // vocabulary with a Zipf law, as prose is, "deploy" in one memory in ten,
 // "signing keys" in one in a hundred, "quasar ledger" in one in a thousand.
-func fill(b *testing.B, storeID, placeholder string, exec func(string, []any) error, at func(time.Time) any) {
+func fill(b testing.TB, storeID, placeholder string, exec func(string, []any) error, at func(time.Time) any) {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := benchVocabulary(rng)

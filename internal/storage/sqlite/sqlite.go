@@ -106,6 +106,7 @@ func DSN(path string) string {
 	// WAL back, but SQLite reuses the file at its largest size unless
 	// told otherwise: this truncates it back to 16 MiB once it restarts.
 	q.Add("_pragma", "journal_size_limit(16777216)")
+	q.Add("_pragma", "mmap_size(1073741824)")
 	// Write transactions take the write lock at BEGIN, so two writers queue
 	// on busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")
