@@ -100,9 +100,6 @@ type item struct {
 	// memory its final sync.
 	mem   *memory
 	clean bool
-	// releaseFolders lets go of the store folders an unsandboxed session
-	// holds (Worker.holdFolders).
-	releaseFolders func()
 	// room is the session's own working directory (Worker.openRoom).
 	room  string
 	tools *toolset.Toolset
@@ -236,12 +233,6 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 	for i, m := range mounts {
 		folders[i] = m.Dir
 	}
-	if w.sandbox == nil {
-		if it.releaseFolders, err = w.holdFolders(it.runCtx, folders, log); err != nil {
-			log.Info("session cut short while it waited for its store folders", "cause", err)
-			return nil, false, nil
-		}
-	}
 	w.setFolders(it.active, folders)
 	it.mem = mem
 	start := time.Now()
@@ -267,7 +258,7 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 //  2. the session's room is removed (or kept, with KeepWorkdirs);
 //  3. the memory ends (final sync when clean, flush, folder removal),
 //     bounded by memsync itself and detached from ctx: a shutdown is
-//     exactly when the flush matters; then its folders are let go;
+//     exactly when the flush matters; then its shared folders are let go;
 //  4. the lease stops beating (it kept the item ours through 3);
 //  5. the item is force-stopped, unless its lease was lost to another;
 //  6. the run context is released;
@@ -281,9 +272,6 @@ func (it *item) teardown(ctx context.Context) {
 	}
 	if it.mem != nil {
 		it.mem.End(context.WithoutCancel(ctx), it.clean)
-	}
-	if it.releaseFolders != nil {
-		it.releaseFolders()
 	}
 	if it.beating != nil {
 		it.stopBeating()

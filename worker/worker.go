@@ -159,9 +159,9 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
-	// folders are the store folders held by unsandboxed sessions (see
-	// holdFolders); each channel closes when its folder is let go.
-	folders map[string]chan struct{}
+	// folders are the shared store folders held by unsandboxed sessions
+	// (see claimShared).
+	folders map[string]bool
 }
 
 // activeItem is an item being served: its log (with its ids), the folders
@@ -283,7 +283,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Client = m.instrument(cfg.Client)
 	}
 	m.itemsLimit.Set(float64(cfg.MaxSessions))
-	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, folders: map[string]chan struct{}{}, metrics: m}
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, folders: map[string]bool{}, metrics: m}
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
