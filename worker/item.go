@@ -59,11 +59,15 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	if work.Data.Type == "" {
 		work.Data.Type = "session"
 	}
+	ctx, endSpan := w.startItemSpan(ctx, work)
 	it := &item{w: w, work: work, log: w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)}
 	it.active, it.untrack = w.track(it.log)
 	err := it.run(ctx, lastHeartbeat)
-	it.teardown(ctx)
+	tctx, span := w.tracer.Start(ctx, "teardown")
+	it.teardown(tctx)
+	span.End()
 	w.metrics.itemDone(err)
+	endSpan(err)
 	return err
 }
 
@@ -162,7 +166,7 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 		}
 	}
 	r := newRunner(it.loops, sess.ID, ts, afterCall, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
-	r.faultPoint, r.toolCalled = w.cfg.FaultPoint, w.metrics.toolCalled
+	r.faultPoint, r.toolCalled, r.tracer = w.cfg.FaultPoint, w.metrics.toolCalled, w.tracer
 	if it.clean, err = r.run(it.runCtx); err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)
 		return err
@@ -225,7 +229,7 @@ func (it *item) startLease(ctx context.Context, lastHeartbeat string) {
 // the folders a failed mount created.
 func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, mounted bool, err error) {
 	w, log := it.w, it.log
-	mem, mounts, err := w.openMemory(it.c, sess, token, log)
+	mem, mounts, err := w.openMemory(it.runCtx, it.c, sess, token, log)
 	if err != nil || mem == nil {
 		return nil, err == nil, err
 	}
@@ -236,7 +240,9 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 	w.setFolders(it.active, folders)
 	it.mem = mem
 	start := time.Now()
-	err = mem.Mount(it.runCtx)
+	mctx, span := w.tracer.Start(it.runCtx, "mount")
+	err = mem.Mount(mctx)
+	span.End()
 	switch {
 	case err != nil && it.runCtx.Err() != nil:
 		log.Info("session cut short while its memory was being mounted", "cause", context.Cause(it.runCtx))

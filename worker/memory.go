@@ -78,9 +78,10 @@ type memory struct {
 
 // openMemory prepares the memory of a session: nil when it has no stores
 // or memory is disabled, otherwise a memsync session over the remapped
-// folders and the toolset mounts that expose them. A session with stores
+// folders and the toolset mounts that expose them (ctx carries the item's
+// trace, the parent of its sync spans). A session with stores
 // whose secret has no sessions token fails here (ErrNoSessionsToken).
-func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, log *slog.Logger) (*memory, []toolset.Mount, error) {
+func (w *Worker) openMemory(ctx context.Context, c *client.Client, sess *api.Session, token string, log *slog.Logger) (*memory, []toolset.Mount, error) {
 	var stores []memsync.StoreMount
 	var ids []string
 	for _, r := range sess.Resources {
@@ -131,7 +132,7 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
 		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.metrics.synced,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.synced(ctx),
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)
@@ -228,7 +229,7 @@ func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *ap
 	if len(left.Resources) == 0 {
 		return
 	}
-	mem, _, err := w.openMemory(c, &left, token, log)
+	mem, _, err := w.openMemory(ctx, c, &left, token, log)
 	if err != nil || mem == nil {
 		return
 	}
