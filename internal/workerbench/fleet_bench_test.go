@@ -133,7 +133,17 @@ func (r *rig) startFleet(kind string, n int) *fleet {
 		f.procs = append(f.procs, cmd)
 	}
 	if kind == "memstore" {
-		start(exec.Command(r.bin, "worker", "poll", "--sandbox", "none", "--max-sessions", strconv.Itoa(n), "--memory-sync-interval", "5s", "--max-idle", "1s"))
+		cmd := exec.Command(r.bin, "worker", "poll", "--sandbox", "none", "--max-sessions", strconv.Itoa(n), "--memory-sync-interval", "5s", "--max-idle", "1s")
+		if path := os.Getenv("WORKERBENCH_LOG"); path != "" {
+			// The memstore worker's log, for a run that needs looking into.
+			logFile, err := os.Create(path)
+			if err != nil {
+				r.b.Fatal(err)
+			}
+			r.b.Cleanup(func() { logFile.Close() })
+			cmd.Stderr = logFile
+		}
+		start(cmd)
 	} else {
 		for i := range n {
 			start(exec.Command(os.Args[0]), roleVar+"="+officialRole, fmt.Sprintf("WORKERBENCH_WORKER_ID=official-%d", i))
@@ -143,12 +153,19 @@ func (r *rig) startFleet(kind string, n int) *fleet {
 	return f
 }
 
-// rss is the fleet's resident memory now: the workers' own, not the
-// shells they start.
-func (f *fleet) rss() int64 {
+// rss is the fleet's resident memory now (VmRSS): the workers' own, not
+// the shells they start.
+func (f *fleet) rss() int64 { return f.sum("VmRSS:") }
+
+// anon is the anonymous part of rss (RssAnon): what the workers allocated,
+// without the pages of their executables, which the memstore worker shares
+// with the server when both run from one binary.
+func (f *fleet) anon() int64 { return f.sum("RssAnon:") }
+
+func (f *fleet) sum(field string) int64 {
 	var sum int64
 	for _, p := range f.procs {
-		sum += processRSS(p.Process.Pid)
+		sum += processStatus(p.Process.Pid, field)
 	}
 	return sum
 }
@@ -167,8 +184,9 @@ func (f *fleet) stop() float64 {
 	return cpu
 }
 
-// processRSS reads VmRSS of a process, in bytes (0 once it has gone).
-func processRSS(pid int) int64 {
+// processStatus reads a size field of a process's /proc status, in bytes
+// (0 once it has gone).
+func processStatus(pid int, field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -176,7 +194,7 @@ func processRSS(pid int) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb * 1024
 		}
@@ -321,6 +339,7 @@ func BenchmarkFleet(b *testing.B) {
 		}
 		type figures struct {
 			idle, peak             int64
+			idleAnon, peakAnon     int64
 			cpu                    float64
 			first50, first95, call time.Duration
 			took                   time.Duration
@@ -329,8 +348,8 @@ func BenchmarkFleet(b *testing.B) {
 			var f figures
 			fl := r.startFleet(kind, n)
 			time.Sleep(2 * time.Second)
-			f.idle = fl.rss()
-			peak := peakWatch(fl.rss)
+			f.idle, f.idleAnon = fl.rss(), fl.anon()
+			peak, peakAnon := peakWatch(fl.rss), peakWatch(fl.anon)
 			start := time.Now()
 			var sessions []string
 			for _, st := range stores {
@@ -346,7 +365,7 @@ func BenchmarkFleet(b *testing.B) {
 			}
 			r.waitStopped(fl.env.ID, n, 10*time.Minute)
 			f.took = time.Since(start)
-			f.peak = peak()
+			f.peak, f.peakAnon = peak(), peakAnon()
 			f.cpu = fl.stop()
 			var firsts, calls []time.Duration
 			for _, s := range sessions {
@@ -371,6 +390,8 @@ func BenchmarkFleet(b *testing.B) {
 		secs := func(v float64) string { return fmt.Sprintf("%.1f s", v) }
 		row("idle RSS, total", float64(off.idle), float64(ms.idle), bytes)
 		row("peak RSS, total", float64(off.peak), float64(ms.peak), bytes)
+		row("idle RSS anonymous, total", float64(off.idleAnon), float64(ms.idleAnon), bytes)
+		row("peak RSS anonymous, total", float64(off.peakAnon), float64(ms.peakAnon), bytes)
 		row("CPU seconds (workers and their shells)", off.cpu, ms.cpu, secs)
 		row("claim → first tool result p50", float64(off.first50), float64(ms.first50), dur)
 		row("claim → first tool result p95", float64(off.first95), float64(ms.first95), dur)
@@ -392,11 +413,11 @@ func BenchmarkSessionMemory(b *testing.B) {
 		for i := range 8 {
 			stores = append(stores, api.SessionResourceParams{Type: api.ResourceMemoryStore, MemoryStoreID: r.store(fmt.Sprint("big ", i), 2000, 4096)})
 		}
-		measure := func(kind string) (idle, peak int64) {
+		measure := func(kind string) (idle, peak, idleAnon, peakAnon int64) {
 			fl := r.startFleet(kind, 1)
 			time.Sleep(3 * time.Second)
-			idle = fl.rss()
-			watch := peakWatch(fl.rss)
+			idle, idleAnon = fl.rss(), fl.anon()
+			watch, watchAnon := peakWatch(fl.rss), peakWatch(fl.anon)
 			_, err := r.admin.CreateSession(context.Background(), api.CreateSessionRequest{Agent: api.AgentRef{ID: r.agent.ID}, EnvironmentID: fl.env.ID,
 				Resources:     stores,
 				InitialEvents: []api.Event{api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}],"end":"terminate"}`)}})
@@ -404,15 +425,17 @@ func BenchmarkSessionMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			r.waitStopped(fl.env.ID, 1, 10*time.Minute)
-			peak = watch()
+			peak, peakAnon = watch(), watchAnon()
 			fl.stop()
-			return idle, peak
+			return idle, peak, idleAnon, peakAnon
 		}
-		offIdle, offPeak := measure("official")
-		msIdle, msPeak := measure("memstore")
+		offIdle, offPeak, offIdleAnon, offPeakAnon := measure("official")
+		msIdle, msPeak, msIdleAnon, msPeakAnon := measure("memstore")
 		fmt.Printf("\none session, 8 stores × 2,000 memories × 4 KB; a worker process of each kind\n")
 		fmt.Printf("%-28s %-14s %-14s %s\n", "figure", "official", "memstore", "goal (memstore)")
 		fmt.Printf("%-28s %-14s %-14s %s\n", "idle worker RSS", mib(offIdle), mib(msIdle), "≤ 16 MB")
 		fmt.Printf("%-28s %-14s %-14s %s\n", "peak RSS serving the session", mib(offPeak), mib(msPeak), "≤ 40 MB")
+		fmt.Printf("%-28s %-14s %-14s\n", "idle RSS anonymous", mib(offIdleAnon), mib(msIdleAnon))
+		fmt.Printf("%-28s %-14s %-14s\n", "peak RSS anonymous", mib(offPeakAnon), mib(msPeakAnon))
 	}
 }
