@@ -59,11 +59,15 @@ func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string
 	if work.Data.Type == "" {
 		work.Data.Type = "session"
 	}
+	ctx, endSpan := w.startItemSpan(ctx, work)
 	it := &item{w: w, work: work, log: w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)}
 	it.active, it.untrack = w.track(it.log)
 	err := it.run(ctx, lastHeartbeat)
-	it.teardown(ctx)
+	tctx, span := w.tracer.Start(ctx, "teardown")
+	it.teardown(tctx)
+	span.End()
 	w.metrics.itemDone(err)
+	endSpan(err)
 	return err
 }
 
@@ -100,9 +104,6 @@ type item struct {
 	// memory its final sync.
 	mem   *memory
 	clean bool
-	// releaseFolders lets go of the store folders an unsandboxed session
-	// holds (Worker.holdFolders).
-	releaseFolders func()
 	// room is the session's own working directory (Worker.openRoom).
 	room  string
 	tools *toolset.Toolset
@@ -165,7 +166,7 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 		}
 	}
 	r := newRunner(it.loops, sess.ID, ts, afterCall, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
-	r.faultPoint, r.toolCalled = w.cfg.FaultPoint, w.metrics.toolCalled
+	r.faultPoint, r.toolCalled, r.tracer = w.cfg.FaultPoint, w.metrics.toolCalled, w.tracer
 	if it.clean, err = r.run(it.runCtx); err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)
 		return err
@@ -228,7 +229,7 @@ func (it *item) startLease(ctx context.Context, lastHeartbeat string) {
 // the folders a failed mount created.
 func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, mounted bool, err error) {
 	w, log := it.w, it.log
-	mem, mounts, err := w.openMemory(it.c, sess, token, log)
+	mem, mounts, err := w.openMemory(it.runCtx, it.c, sess, token, log)
 	if err != nil || mem == nil {
 		return nil, err == nil, err
 	}
@@ -236,16 +237,12 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 	for i, m := range mounts {
 		folders[i] = m.Dir
 	}
-	if w.sandbox == nil {
-		if it.releaseFolders, err = w.holdFolders(it.runCtx, folders, log); err != nil {
-			log.Info("session cut short while it waited for its store folders", "cause", err)
-			return nil, false, nil
-		}
-	}
 	w.setFolders(it.active, folders)
 	it.mem = mem
 	start := time.Now()
-	err = mem.Mount(it.runCtx)
+	mctx, span := w.tracer.Start(it.runCtx, "mount")
+	err = mem.Mount(mctx)
+	span.End()
 	switch {
 	case err != nil && it.runCtx.Err() != nil:
 		log.Info("session cut short while its memory was being mounted", "cause", context.Cause(it.runCtx))
@@ -267,7 +264,7 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 //  2. the session's room is removed (or kept, with KeepWorkdirs);
 //  3. the memory ends (final sync when clean, flush, folder removal),
 //     bounded by memsync itself and detached from ctx: a shutdown is
-//     exactly when the flush matters; then its folders are let go;
+//     exactly when the flush matters; then its shared folders are let go;
 //  4. the lease stops beating (it kept the item ours through 3);
 //  5. the item is force-stopped, unless its lease was lost to another;
 //  6. the run context is released;
@@ -281,9 +278,6 @@ func (it *item) teardown(ctx context.Context) {
 	}
 	if it.mem != nil {
 		it.mem.End(context.WithoutCancel(ctx), it.clean)
-	}
-	if it.releaseFolders != nil {
-		it.releaseFolders()
 	}
 	if it.beating != nil {
 		it.stopBeating()

@@ -71,13 +71,17 @@ type memory struct {
 	// removed at End once memsync has removed the stores' folders; empty
 	// when the stores live in the worker's mount root itself.
 	sessionRoot string
+	// release lets go of the shared folders an unsandboxed session holds
+	// (Worker.claimShared), once End has removed them.
+	release func()
 }
 
 // openMemory prepares the memory of a session: nil when it has no stores
 // or memory is disabled, otherwise a memsync session over the remapped
-// folders and the toolset mounts that expose them. A session with stores
+// folders and the toolset mounts that expose them (ctx carries the item's
+// trace, the parent of its sync spans). A session with stores
 // whose secret has no sessions token fails here (ErrNoSessionsToken).
-func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, log *slog.Logger) (*memory, []toolset.Mount, error) {
+func (w *Worker) openMemory(ctx context.Context, c *client.Client, sess *api.Session, token string, log *slog.Logger) (*memory, []toolset.Mount, error) {
 	var stores []memsync.StoreMount
 	var ids []string
 	for _, r := range sess.Resources {
@@ -105,11 +109,17 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 			"fix", "serve the item with the secret the poll returned (ANTHROPIC_WORK_SECRET or --work-secret-file), or set --memory-sync-interval=-1 to run it without memory")
 		return nil, nil, fmt.Errorf("session %s: %w", sess.ID, ErrNoSessionsToken)
 	}
-	root, sessionRoot, err := w.mountRootFor(sess.ID)
+	root, sessionRoot, release, err := w.mountRootFor(sess.ID, stores, log)
 	if err != nil {
 		log.Error("work item failed: the session's own mount root cannot be made", "err", err)
 		return nil, nil, err
 	}
+	mem := &memory{log: log, sessionRoot: sessionRoot, release: release}
+	defer func() {
+		if mem.Session == nil {
+			release()
+		}
+	}()
 	mounts := make([]toolset.Mount, len(stores))
 	for i := range stores {
 		dir, err := mountDir(stores[i].MountPath, root)
@@ -122,34 +132,54 @@ func (w *Worker) openMemory(c *client.Client, sess *api.Session, token string, l
 	}
 	s, err := memsync.NewSession(memsync.SessionConfig{
 		Client: c, Stores: stores, SessionID: sess.ID, Interval: w.cfg.MemorySyncInterval, Deletions: w.cfg.MemorySyncDeletions,
-		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.metrics.synced,
+		Now: w.cfg.Now, Logger: log, FaultPoint: w.cfg.FaultPoint, OnSync: w.synced(ctx),
 	})
 	if err != nil {
 		log.Error("work item failed: memory sync could not be set up", "err", err)
 		return nil, nil, err
 	}
-	return &memory{s, log, sessionRoot}, mounts, nil
+	mem.Session = s
+	return mem, mounts, nil
 }
 
-// mountRootFor is the mount root of one session's stores: the worker's own
-// without a sandbox; with one, a folder named after the session inside it
-// (made here, mode 0700), so that two sessions of one store get two
-// folders, each shown to its own agent at the store's mount path. A
-// session id cannot be a store's slug (slugs have no "_"). An existing
-// folder is a leftover of the same session served before: memsync adopts
-// a store folder left in it whose sync journal matches, and refuses any other.
-func (w *Worker) mountRootFor(sessionID string) (root, sessionRoot string, err error) {
-	if w.sandbox == nil {
-		return w.cfg.MountRoot, "", nil
-	}
+// mountRootFor is the mount root of one session's stores, and what lets go
+// of it. Without a sandbox it is the worker's own, where the agent's bash
+// finds each store at its real path, unless another session of this worker
+// holds one of the same stores there: then, and always with a sandbox, it
+// is a folder named after the session inside the root (made here, mode
+// 0700), so that two sessions of one store get two folders and run side by
+// side. The sandbox shows each agent its own at the store's mount path;
+// without it, the file tools map the mount path to it, and bash finds it
+// under the session's folder (logged). A session id cannot be a store's
+// slug (slugs have no "_"). An existing folder is a leftover of the same
+// session served before: memsync adopts a store folder left in it whose
+// sync journal matches, and refuses any other.
+func (w *Worker) mountRootFor(sessionID string, stores []memsync.StoreMount, log *slog.Logger) (root, sessionRoot string, release func(), err error) {
+	release = func() {}
 	dir, err := w.sessionFolder(sessionID)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
+	}
+	_, lerr := os.Lstat(dir)
+	if w.sandbox == nil && lerr != nil {
+		var shared []string
+		for _, s := range stores {
+			if dir, err := mountDir(s.MountPath, w.cfg.MountRoot); err == nil {
+				shared = append(shared, dir)
+			}
+		}
+		if rel, ok := w.claimShared(shared); ok {
+			return w.cfg.MountRoot, "", rel, nil
+		}
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", "", fmt.Errorf("create %s, where this session's stores are mounted (%v); %s", dir, err, fixFor(filepath.Dir(dir)))
+		return "", "", nil, fmt.Errorf("create %s, where this session's stores are mounted (%v); %s", dir, err, fixFor(filepath.Dir(dir)))
 	}
-	return dir, dir, nil
+	if w.sandbox == nil && lerr != nil {
+		log.Info("another session of this worker has one of these stores mounted in the shared folder; this session's stores are mounted in a folder of its own (the file tools reach them at their mount paths, bash under this folder; a sandbox shows them at their mount paths)",
+			"path", dir)
+	}
+	return dir, dir, release, nil
 }
 
 // sessionFolder is where a sandboxed session's stores are mounted (see
@@ -179,11 +209,9 @@ func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *ap
 	// Where the session's stores were mounted: the mount root, or with a
 	// sandbox the session's own folder in it.
 	root := w.cfg.MountRoot
-	if w.sandbox != nil {
-		dir, err := w.sessionFolder(sess.ID)
-		if err != nil {
-			return
-		}
+	if dir, err := w.sessionFolder(sess.ID); err != nil {
+		return
+	} else if _, err := os.Lstat(dir); w.sandbox != nil || err == nil {
 		root = dir
 	}
 	left := *sess
@@ -201,7 +229,7 @@ func (w *Worker) finishLeftovers(ctx context.Context, c *client.Client, sess *ap
 	if len(left.Resources) == 0 {
 		return
 	}
-	mem, _, err := w.openMemory(c, &left, token, log)
+	mem, _, err := w.openMemory(ctx, c, &left, token, log)
 	if err != nil || mem == nil {
 		return
 	}
@@ -238,6 +266,7 @@ func (m *memory) End(ctx context.Context, clean bool) {
 		"final_sync_changes", rep.FinalSync.Changes, "flush_changes", rep.Flush.Changes,
 		"failed", rep.FinalSync.Failed+rep.Flush.Failed, "cut_off", rep.FinalSync.CutOff+rep.Flush.CutOff,
 		"folders_removed", len(rep.Removed), "folders_kept", rep.Kept)
+	m.release()
 	if m.sessionRoot != "" && len(rep.Kept) == 0 {
 		if err := os.Remove(m.sessionRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			m.log.Warn("the session's own mount root could not be removed", "folder", m.sessionRoot, "err", err,

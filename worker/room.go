@@ -1,13 +1,11 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -70,46 +68,29 @@ func removeTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// holdFolders waits until no other session of this worker holds any of
-// dirs, then holds them until the returned func is called. Without a
-// sandbox a store lives in one folder per mount root, so two sessions of
-// one store on one worker take turns: the second waits (its lease beating)
-// instead of being refused. It returns ctx's cause when ctx ends first.
-func (w *Worker) holdFolders(ctx context.Context, dirs []string, log *slog.Logger) (release func(), err error) {
-	dirs = slices.Sorted(slices.Values(dirs)) // one order, so two sessions never wait on each other
-	var held []string
-	release = func() {
+// claimShared claims dirs, the shared folders of a session's stores in the
+// worker's mount root, for an unsandboxed session: all of them, or none
+// when another session of this worker holds one (ok false). release lets
+// go of them. Without a sandbox the shared folder is where the agent's
+// bash finds a store; a second session of the store gets folders of its
+// own instead (mountRootFor), so the two run side by side rather than one
+// waiting for the other to end.
+func (w *Worker) claimShared(dirs []string) (release func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range dirs {
+		if w.folders[d] {
+			return nil, false
+		}
+	}
+	for _, d := range dirs {
+		w.folders[d] = true
+	}
+	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		for _, d := range held {
-			close(w.folders[d])
+		for _, d := range dirs {
 			delete(w.folders, d)
 		}
-	}
-	logged := false
-	for _, d := range dirs {
-		for {
-			w.mu.Lock()
-			busy, ok := w.folders[d]
-			if !ok {
-				w.folders[d] = make(chan struct{})
-				held = append(held, d)
-			}
-			w.mu.Unlock()
-			if !ok {
-				break
-			}
-			if !logged {
-				log.Info("another session of this worker has this store mounted in the same folder; waiting for it to end (a sandbox gives each session a folder of its own)", "path", d)
-				logged = true
-			}
-			select {
-			case <-busy:
-			case <-ctx.Done():
-				release()
-				return nil, context.Cause(ctx)
-			}
-		}
-	}
-	return release, nil
+	}, true
 }

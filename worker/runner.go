@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/toolset"
@@ -89,6 +91,8 @@ type runner struct {
 	faultPoint func(string) // Config.FaultPoint, or nil
 	// toolCalled counts each call run (the worker's metrics), or is nil.
 	toolCalled func(name string, isError bool)
+	// tracer records a span per call (trace.go), or is nil.
+	tracer trace.Tracer
 
 	mu        sync.Mutex
 	seen      map[string]bool  // event ids handled
@@ -430,7 +434,9 @@ func (r *runner) execute(ctx, callCtx context.Context, c *call) {
 		}
 	})
 	start := r.clock.Now()
+	endSpan := r.callSpan(ctx, c)
 	res := r.tools.Run(callCtx, c.name, c.input)
+	endSpan(res)
 	stopWatching()
 	if r.toolCalled != nil {
 		r.toolCalled(c.name, res.IsError)

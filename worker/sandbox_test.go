@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/testlog"
@@ -126,8 +125,8 @@ func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 // with one mount root: each has its own folder under the root and sees it
 // at the same /mnt/memory/shared, what each writes with bash reaches the
 // other after a sync, and neither sees the other's folder. Without the
-// sandbox the second session is refused, as before: both would need the
-// same folder.
+// sandbox the second session gets a folder of its own too, while the first
+// keeps the shared one.
 func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	f := newFixture(t, "")
 	shared := f.memStore("Shared", map[string]string{"/seed.md": "seed\n"})
@@ -209,9 +208,10 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	}
 	emptyDir(t, cfg.MountRoot)
 
-	// Without the sandbox, one mount root holds one folder per store: the
-	// second session of the store waits, its lease beating, until the
-	// first lets go of the folder, then runs.
+	// Without the sandbox, the first session of the store mounts it in the
+	// shared folder, where bash finds it; the second, served meanwhile, gets
+	// a folder of its own under the root instead of waiting for the first
+	// to end, and its file tools reach the store at its mount path.
 	plainLogs := &testlog.Buffer{}
 	plain := f.memoryConfig(plainLogs)
 	plain.MaxIdle = -1
@@ -221,28 +221,29 @@ func TestTwoSandboxedSessionsShareOneStoreOnOneWorker(t *testing.T) {
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- pw.RunItem(context.Background(), Item{Work: firstItem}) }()
 	waitFor(t, "the first session's turn", func() bool { return countTurns(f.events(first.ID)) == 1 })
-	second := f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "cat /dev/null"})), attach(shared, api.AccessReadWrite))
-	secondDone := make(chan error, 1)
+	second := f.session(script(api.ScriptEndTerminate,
+		toolCall("write", map[string]any{"file_path": "/mnt/memory/shared/second.md", "content": "from the second\n"}),
+		toolCall("bash", map[string]any{"command": "cat " + plain.MountRoot + "/*/shared/second.md"})),
+		attach(shared, api.AccessReadWrite))
 	secondItem := f.claim()
-	go func() { secondDone <- pw.RunItem(context.Background(), Item{Work: secondItem}) }()
-	waitFor(t, "the second session to wait for the folder", func() bool {
-		return plainLogs.Line("waiting for it to end", "session_id="+second.ID) != ""
-	})
-	time.Sleep(100 * time.Millisecond) // a few beats
-	if got := toolResults(f.events(second.ID)); len(got) != 0 {
-		t.Errorf("the waiting session ran its tools: %+v", got)
+	if err := pw.RunItem(context.Background(), Item{Work: secondItem}); err != nil {
+		t.Fatal(err)
 	}
-	if st := f.work(secondItem.ID).State; st != api.WorkActive {
-		t.Errorf("the waiting session's item is %s, want active (its lease beating)", st)
+	if got := toolResults(f.events(second.ID)); len(got) != 2 || got[0].isError || got[1].text != "from the second\n" {
+		t.Errorf("the second session's results while the first runs = %+v", got)
+	}
+	if plainLogs.Line("a folder of its own", "session_id="+second.ID) == "" {
+		t.Errorf("the worker did not log where the second session's stores are:\n%s", plainLogs)
+	}
+	if st := f.work(firstItem.ID).State; st != api.WorkActive {
+		t.Errorf("the first session's item is %s, want still active", st)
+	}
+	if m := f.memories(shared.ID); m["/second.md"] != "from the second\n" {
+		t.Errorf("the second session's write did not reach the store: %q", m)
 	}
 	f.sendScript(first.ID, `{"tool_calls":[],"end":"terminate"}`)
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-secondDone; err != nil {
-		t.Fatal(err)
-	}
-	if got := toolResults(f.events(second.ID)); len(got) != 1 || got[0].isError {
-		t.Errorf("the second session's results after the first ended = %+v", got)
-	}
+	emptyDir(t, plain.MountRoot)
 }

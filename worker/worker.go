@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -137,6 +138,12 @@ type Config struct {
 	// memsync.SessionConfig). Nil outside such tests.
 	FaultPoint func(point string)
 
+	// TracerProvider, when set, receives the worker's spans: one trace
+	// per work item (see trace.go), its requests carrying their span to
+	// the server. Nil records none; `worker poll` sets the OTLP exporter's
+	// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	TracerProvider trace.TracerProvider
+
 	// Metrics, when set, is where the worker registers its Prometheus
 	// series (items, tool calls, syncs, requests, mount time): a registry
 	// of its own, which `worker poll --metrics-addr` serves. Nil counts
@@ -156,12 +163,16 @@ type Worker struct {
 	// sandbox starts each session's shell; nil runs it unconfined.
 	sandbox *sandbox.Launcher
 	metrics *metrics
+	tracer  trace.Tracer
 
 	mu     sync.Mutex
 	active map[*activeItem]struct{} // the items being served, for Abandon
-	// folders are the store folders held by unsandboxed sessions (see
-	// holdFolders); each channel closes when its folder is let go.
-	folders map[string]chan struct{}
+	// folders are the shared store folders held by unsandboxed sessions
+	// (see claimShared).
+	folders map[string]bool
+	// claims are the claim times of items about to be served, for their
+	// traces.
+	claims map[string]claimTimes
 }
 
 // activeItem is an item being served: its log (with its ids), the folders
@@ -282,8 +293,12 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Metrics != nil {
 		cfg.Client = m.instrument(cfg.Client)
 	}
+	if cfg.TracerProvider != nil {
+		cfg.Client = tracePropagation(cfg.Client)
+	}
 	m.itemsLimit.Set(float64(cfg.MaxSessions))
-	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, folders: map[string]chan struct{}{}, metrics: m}
+	w := &Worker{cfg: cfg, log: cfg.Logger, active: map[*activeItem]struct{}{}, folders: map[string]bool{}, metrics: m,
+		tracer: newTracer(cfg.TracerProvider), claims: map[string]claimTimes{}}
 	if cfg.OnWork == nil {
 		// OnWork hands items to something else, which brings its own.
 		if w.sandbox, err = sandbox.New(context.Background(), cfg.Sandbox, cfg.Logger); err != nil {
@@ -397,9 +412,11 @@ func (f *claimFailure) Error() string { return f.what + " failed: " + f.err.Erro
 // none or ctx ended. A failure a later attempt may mend is a
 // *claimFailure, which each caller retries its own way; any other error
 // is a refusal no retry changes (a wrong key), which ends the caller.
-func (w *Worker) claim(ctx context.Context, queue, env *client.Client, params api.WorkPollParams, log *slog.Logger) (*api.Work, error) {
+func (w *Worker) claim(ctx context.Context, queue, env *client.Client, params api.WorkPollParams, log *slog.Logger) (work *api.Work, err error) {
+	polled := time.Now()
+	defer func() { w.noteClaim(work, polled) }()
 	pctx, cancel := context.WithTimeout(ctx, queueCallTimeout)
-	work, err := queue.PollWork(pctx, w.cfg.EnvironmentID, params)
+	work, err = queue.PollWork(pctx, w.cfg.EnvironmentID, params)
 	cancel()
 	switch {
 	case ctx.Err() != nil, err == nil && work == nil:

@@ -199,9 +199,16 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	}
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
 		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
+	tp, stopTracing, err := tracerProvider(ctx, "memstore-server")
+	if err != nil {
+		ln.Close()
+		a.Close()
+		db.Close()
+		return nil, err
+	}
 	srv := server.New(server.Config{App: a, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
-		SpoolDir: o.dataDir})
+		SpoolDir: o.dataDir, TracerProvider: tp})
 
 	key, generated, err := a.Credentials.BootstrapAdminKey(ctx, os.Getenv("MEMSTORE_ADMIN_KEY"))
 	if err != nil {
@@ -276,6 +283,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			if cerr := db.Close(); err == nil {
 				err = cerr
 			}
+			stopTracing(sctx)
 			return err
 		},
 	}, nil

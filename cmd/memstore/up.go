@@ -101,6 +101,12 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	if o.metricsAddr != "" {
 		cfg.Metrics = workerMetrics
 	}
+	tp, stopTracing, err := tracerProvider(ctx, "memstore-worker")
+	if err != nil {
+		return err
+	}
+	defer stopTracing(context.WithoutCancel(ctx))
+	cfg.TracerProvider = tp
 	w, err := worker.New(cfg)
 	if err != nil {
 		return err

@@ -202,14 +202,24 @@ func (f *workerFlags) newWorker(stderr io.Writer, onWork, metricsAddr string) (w
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.Metrics = reg // left nil otherwise: a nil *Registry would not be
 	}
+	tp, stopTracing, err := tracerProvider(context.Background(), "memstore-worker")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.TracerProvider = tp
 	if w, err = worker.New(cfg); err != nil {
 		return nil, nil, err
 	}
-	if metricsAddr == "" {
-		return w, func() {}, nil
+	flush := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopTracing(ctx)
 	}
-	_, stop, err = serveMetrics(metricsAddr, reg, logger)
-	return w, stop, err
+	if metricsAddr == "" {
+		return w, flush, nil
+	}
+	_, stopMetrics, err := serveMetrics(metricsAddr, reg, logger)
+	return w, func() { stopMetrics(); flush() }, err
 }
 
 func newWorkerPollCommand(s streams) *cobra.Command {

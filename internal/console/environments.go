@@ -50,6 +50,8 @@ type environmentView struct {
 	Environment storage.Environment
 	Stats       api.WorkQueueStats
 	Work        []storage.Work
+	// Workers are the workers serving sessions now, with how many each.
+	Workers []workerLoad
 	// Keys are the environment's live worker keys (never their secrets).
 	Keys []storage.Credential
 	// NewKey is a key just minted: shown this once.
@@ -82,6 +84,9 @@ func (c *Console) showEnvironment(w http.ResponseWriter, r *http.Request, q *req
 		return err
 	}
 	if v.Work, err = c.store.ListWork(r.Context(), id, storage.ListQuery{Limit: environmentWorkShown}); err != nil {
+		return err
+	}
+	if v.Workers, err = workerLoads(r.Context(), c.store, id); err != nil {
 		return err
 	}
 	if v.Keys, err = c.store.ListEnvironmentKeys(r.Context(), id, storage.ListQuery{Limit: api.MaxListLimit}); err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/storage"
@@ -52,6 +54,9 @@ type Config struct {
 	// a slow client does not hold the database's read snapshot; "" is the
 	// system's temporary folder.
 	SpoolDir string
+	// TracerProvider, when set, records a span per request (withTrace),
+	// joining the caller's trace; nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the API. Build it with New and mount Handler.
@@ -137,7 +142,7 @@ func (s *Server) HandlerWithConsole(console http.Handler) http.Handler {
 		top.Handle("/", h)
 		h = withRoute(top)
 	}
-	return s.withRequestID(s.withAccessLog(s.withRecover(s.withLimits(s.withCanonicalPath(s.withProgressDeadline(h))))))
+	return s.withRequestID(s.withAccessLog(s.withTrace(s.withRecover(s.withLimits(s.withCanonicalPath(s.withProgressDeadline(h)))))))
 }
 
 // Closing is closed by CloseStreams: a stream the console serves ends

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/agent"
@@ -64,6 +66,8 @@ type Options struct {
 	// server starts: a limit, or a layer around the store to watch what is
 	// asked of it (the API and the console both use it).
 	Configure func(*app.Config)
+	// TracerProvider, when set, records the server's request spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -108,7 +112,7 @@ func Start(t testing.TB, o Options) *Server {
 		o.Configure(&cfg)
 	}
 	a := app.New(cfg)
-	srv := server.New(server.Config{App: a, PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive})
+	srv := server.New(server.Config{App: a, PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, TracerProvider: o.TracerProvider})
 	stopWebhooks := func() {}
 	if o.Webhooks != nil {
 		ctx, cancel := context.WithCancel(context.Background())
