@@ -136,14 +136,14 @@ func downloadSkill(ctx context.Context, c *client.Client, skillID, versionID str
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	n, err := io.Copy(tmp, io.LimitReader(body, skillarchive.MaxBytes+1))
+	n, err := io.Copy(tmp, io.LimitReader(body, skillarchive.DefaultLimits.Bytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("download version %s of skill %s: %w", versionID, skillID, err)
 	}
-	if n > skillarchive.MaxBytes {
-		return nil, fmt.Errorf("the archive of version %s of skill %s is over %d bytes; refused", versionID, skillID, skillarchive.MaxBytes)
+	if n > skillarchive.DefaultLimits.Bytes {
+		return nil, fmt.Errorf("the archive of version %s of skill %s is over %d bytes; refused", versionID, skillID, skillarchive.DefaultLimits.Bytes)
 	}
-	files, err := skillarchive.Read(tmp, n)
+	files, err := skillarchive.Read(tmp, n, skillarchive.DefaultLimits)
 	if err != nil {
 		return nil, fmt.Errorf("version %s of skill %s: %w", versionID, skillID, err)
 	}

@@ -32,13 +32,16 @@ import (
 	"unicode/utf8"
 )
 
-// Limits on what one archive may unpack to: far above what a skill holds
-// (memstore accepts 500 files and 8 MiB per version), low enough that an
-// archive bomb cannot fill the worker's disk or memory.
-const (
-	MaxFiles = 5000
-	MaxBytes = 64 << 20
-)
+// Limits bound what one archive may unpack to.
+type Limits struct {
+	Files int
+	Bytes int64
+}
+
+// DefaultLimits are far above what a skill holds (memstore accepts 500
+// files and 8 MiB per version), low enough that an archive bomb cannot
+// fill the worker's disk or memory.
+var DefaultLimits = Limits{Files: 5000, Bytes: 64 << 20}
 
 // ErrRefused wraps every reason an archive is refused.
 var ErrRefused = errors.New("skill archive refused")
@@ -67,18 +70,18 @@ func refuse(format string, args ...any) error {
 // the archive's root when there is no single wrapper). It refuses (with
 // an error wrapping ErrRefused) an archive with any member that is not a
 // plain file or folder, whose name is absolute, climbs out, is not clean
-// UTF-8 or repeats another's, or that goes over MaxFiles or MaxBytes.
-func Read(r io.ReaderAt, size int64) ([]File, error) {
+// UTF-8 or repeats another's, or that goes over lim.
+func Read(r io.ReaderAt, size int64, lim Limits) ([]File, error) {
 	var head [4]byte
 	n, _ := r.ReadAt(head[:], 0)
 	var (
 		members []member
 		err     error
 	)
-	if n == 4 && bytes.Equal(head[:], []byte("PK\x03\x04")) {
-		members, err = readZip(r, size)
+	if n == 4 && (bytes.Equal(head[:], []byte("PK\x03\x04")) || bytes.Equal(head[:], []byte("PK\x05\x06"))) {
+		members, err = readZip(r, size, lim)
 	} else {
-		members, err = readTar(io.NewSectionReader(r, 0, size))
+		members, err = readTar(io.NewSectionReader(r, 0, size), lim)
 	}
 	if err != nil {
 		return nil, err
@@ -86,7 +89,7 @@ func Read(r io.ReaderAt, size int64) ([]File, error) {
 	return unwrap(members)
 }
 
-func readZip(r io.ReaderAt, size int64) ([]member, error) {
+func readZip(r io.ReaderAt, size int64, lim Limits) ([]member, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, refuse("not a readable zip: %v", err)
@@ -94,6 +97,7 @@ func readZip(r io.ReaderAt, size int64) ([]member, error) {
 	var (
 		out   []member
 		total int64
+		files int
 	)
 	for _, f := range zr.File {
 		mode := f.Mode()
@@ -107,14 +111,14 @@ func readZip(r io.ReaderAt, size int64) ([]member, error) {
 		}
 		m := member{name: name, dir: isDir}
 		if !isDir {
-			if len(out) >= MaxFiles {
-				return nil, refuse("more than %d files", MaxFiles)
+			if files++; files > lim.Files {
+				return nil, refuse("more than %d files", lim.Files)
 			}
 			rc, err := f.Open()
 			if err != nil {
 				return nil, refuse("member %q cannot be read: %v", f.Name, err)
 			}
-			content, err := readCapped(rc, &total)
+			content, err := readCapped(rc, &total, lim.Bytes)
 			rc.Close()
 			if err != nil {
 				return nil, refuse("member %q: %v", f.Name, err)
@@ -126,7 +130,7 @@ func readZip(r io.ReaderAt, size int64) ([]member, error) {
 	return out, nil
 }
 
-func readTar(r io.Reader) ([]member, error) {
+func readTar(r io.Reader, lim Limits) ([]member, error) {
 	br := bufio.NewReader(r)
 	head, _ := br.Peek(3)
 	var src io.Reader = br
@@ -168,10 +172,10 @@ func readTar(r io.Reader) ([]member, error) {
 		}
 		m := member{name: name, dir: hdr.Typeflag == tar.TypeDir}
 		if !m.dir {
-			if files++; files > MaxFiles {
-				return nil, refuse("more than %d files", MaxFiles)
+			if files++; files > lim.Files {
+				return nil, refuse("more than %d files", lim.Files)
 			}
-			content, err := readCapped(tr, &total)
+			content, err := readCapped(tr, &total, lim.Bytes)
 			if err != nil {
 				return nil, refuse("member %q: %v", hdr.Name, err)
 			}
@@ -183,15 +187,15 @@ func readTar(r io.Reader) ([]member, error) {
 }
 
 // readCapped reads r whole, adding its size to *total, and fails once
-// *total passes MaxBytes (a member's declared size is not trusted).
-func readCapped(r io.Reader, total *int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxBytes-*total+1))
+// *total passes max (a member's declared size is not trusted).
+func readCapped(r io.Reader, total *int64, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max-*total+1))
 	if err != nil {
 		return nil, err
 	}
 	*total += int64(len(b))
-	if *total > MaxBytes {
-		return nil, fmt.Errorf("the files unpack to more than %d bytes", MaxBytes)
+	if *total > max {
+		return nil, fmt.Errorf("the files unpack to more than %d bytes", max)
 	}
 	return b, nil
 }
