@@ -279,6 +279,15 @@ type agentSkill struct {
 	Version string `json:"version,omitempty"`
 }
 
+// sessionSkill is an entry of a session's agent's skills: pinned to a
+// concrete version, with that version's name (its folder, skills/<name>)
+// and description, which the runtime tells the model.
+type sessionSkill struct {
+	agentSkill
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 // CheckAgentSkills validates an agent's skills entries: each names a
 // custom skill of this server, and the version it pins (if any) exists.
 // An anthropic skill is refused: its files are Anthropic's, and a
@@ -324,7 +333,7 @@ func (s *Skills) CheckAgentSkills(ctx context.Context, entries []json.RawMessage
 }
 
 // ResolveAgentSkills pins each of a new session's skills entries to a
-// concrete version: "latest" or no version becomes the skill's newest at
+// concrete version, adding its name and description: "latest" or no version becomes the skill's newest at
 // this moment, so the session keeps the files it started with even when a
 // version is uploaded while it runs, and its worker downloads exactly what
 // the session's agent shows. An entry whose skill or version was deleted
@@ -347,7 +356,7 @@ func (s *Skills) ResolveAgentSkills(ctx context.Context, agentID string, entries
 			return nil, err
 		}
 		e.Version = v.ID
-		b, _ := json.Marshal(e) // a struct of strings always encodes
+		b, _ := json.Marshal(sessionSkill{agentSkill: e, Name: v.Name, Description: v.Description}) // a struct of strings always encodes
 		out = append(out, b)
 	}
 	return out, nil

@@ -88,7 +88,7 @@ func TestSessionPinsItsSkillVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := sessionSkills(t, sess); len(got) != 1 || got[0]["version"] != second || got[0]["skill_id"] != sk.ID {
+		if got := sessionSkills(t, sess); len(got) != 1 || got[0]["version"] != second || got[0]["skill_id"] != sk.ID || got[0]["name"] != "pdf-tools" || got[0]["description"] != "Fills PDF forms." {
 			t.Fatalf("version %q: the session's agent shows skills %v; want version %s", version, got, second)
 		}
 		again, err := c.GetSession(ctx, sess.ID)
