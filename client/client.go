@@ -198,6 +198,10 @@ type request struct {
 	path   string // escaped, from route
 	query  url.Values
 	body   any // JSON-encoded when non-nil
+	// raw, when non-nil, is sent as it is with Content-Type rawType (a
+	// multipart upload), in place of body.
+	raw     []byte
+	rawType string
 	// memory adds the agent-memory beta, which Anthropic's API requires on
 	// the memory endpoints.
 	memory bool
@@ -245,6 +249,9 @@ func (c *Client) send(ctx context.Context, r request, buffered bool) (*http.Resp
 		if payload, err = json.Marshal(r.body); err != nil {
 			return nil, nil, fmt.Errorf("client: %s %s: encoding request body: %w", r.method, r.path, err)
 		}
+	}
+	if r.raw != nil {
+		payload = r.raw
 	}
 	target := c.baseURL + r.path
 	if len(r.query) > 0 {
@@ -309,7 +316,10 @@ func (c *Client) newRequest(ctx context.Context, r request, target string, paylo
 		return nil, fmt.Errorf("client: %s %s: %w", r.method, r.path, err)
 	}
 	h := req.Header
-	if payload != nil {
+	switch {
+	case r.raw != nil:
+		h.Set("Content-Type", r.rawType)
+	case payload != nil:
 		h.Set("Content-Type", "application/json")
 	}
 	h.Set("Accept", "application/json")

@@ -308,6 +308,9 @@ type View struct {
 	// its listing names exactly the attached stores.
 	MemoryRoot string
 	Stores     []Store
+	// ReadOnly are folders inside Workdir the shell may read but not
+	// change (the session's skills), bound read-only at their own path.
+	ReadOnly []string
 }
 
 // systemDirs are the host folders every sandbox shows read-only: programs,
@@ -427,6 +430,9 @@ func (l *Launcher) bwrapArgs(v View) []string {
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 	a = append(a, "--bind", v.Workdir, v.Workdir)
+	for _, d := range v.ReadOnly {
+		a = append(a, "--ro-bind", d, d)
+	}
 	if v.MemoryRoot != "" {
 		a = append(a, "--tmpfs", v.MemoryRoot)
 	}

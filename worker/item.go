@@ -105,8 +105,11 @@ type item struct {
 	mem   *memory
 	clean bool
 	// room is the session's own working directory (Worker.openRoom).
-	room  string
-	tools *toolset.Toolset
+	room string
+	// skills are the folders of <room>/skills the session's skills were
+	// brought into (Worker.bringSkills).
+	skills []string
+	tools  *toolset.Toolset
 }
 
 // run goes through the phases until the session ends or one fails. Its
@@ -150,7 +153,8 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 		log.Error("work item failed: the session's room could not be made", "err", err)
 		return err
 	}
-	ts, err := toolset.New(w.toolsetConfig(it.room, mounts, log))
+	it.skills = w.bringSkills(it.runCtx, it.c, sess, it.room, log)
+	ts, err := toolset.New(w.toolsetConfig(it.room, mounts, it.skills, log))
 	if err != nil {
 		log.Error("work item failed: the tools could not be set up", "err", err)
 		return err
@@ -261,7 +265,8 @@ func (it *item) mount(sess *api.Session, token string) (mounts []toolset.Mount, 
 // teardown undoes what the phases set up, in this order:
 //  1. the tools close: bash and everything it started are killed before
 //     the last sync reads the folders;
-//  2. the session's room is removed (or kept, with KeepWorkdirs);
+//  2. the session's skill folders are removed, then its room (or the
+//     room is kept, with KeepWorkdirs);
 //  3. the memory ends (final sync when clean, flush, folder removal),
 //     bounded by memsync itself and detached from ctx: a shutdown is
 //     exactly when the flush matters; then its shared folders are let go;
@@ -274,6 +279,7 @@ func (it *item) teardown(ctx context.Context) {
 		it.tools.Close()
 	}
 	if it.room != "" {
+		removeSkills(it.room, it.skills, it.log)
 		it.w.closeRoom(it.room, it.log)
 	}
 	if it.mem != nil {

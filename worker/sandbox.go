@@ -2,6 +2,7 @@ package worker
 
 import (
 	"log/slog"
+	"path/filepath"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/toolset"
@@ -16,8 +17,11 @@ func (w *Worker) Sandboxed() bool { return w.sandbox != nil }
 // mounts, with its shell in the worker's sandbox and the allowlisted
 // environment, and logs once what that shell can reach: an operator reads
 // from that line what an agent could see.
-func (w *Worker) toolsetConfig(room string, mounts []toolset.Mount, log *slog.Logger) toolset.Config {
+func (w *Worker) toolsetConfig(room string, mounts []toolset.Mount, skills []string, log *slog.Logger) toolset.Config {
 	view := sandbox.View{Workdir: room, MemoryRoot: api.DefaultMountPrefix}
+	for _, name := range skills {
+		view.ReadOnly = append(view.ReadOnly, filepath.Join(room, skillsDir, name))
+	}
 	for _, m := range mounts {
 		view.Stores = append(view.Stores, sandbox.Store{Dir: m.Dir, MountPath: m.Path, ReadOnly: m.ReadOnly})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,13 +41,18 @@ func agentIDs(cli *cliContext) cobra.CompletionFunc {
 
 func agentCreateVerb(cli *cliContext) *cobra.Command {
 	var model, system, desc, tools string
+	var skills []string
 	var md kvFlag
 	cmd := verb("create <name>", "create an agent", `  AGENT=$(memstore agent create notes-bot -q)
   memstore agent create note-taker --model claude-sonnet-4-5 --system "Keep the team's notes tidy."`,
 		argCount(1, 1), func(ctx context.Context, args []string) error {
 			req := api.CreateAgentRequest{Name: args[0], Model: api.ModelConfig{ID: model}, Metadata: md}
-			if err := json.Unmarshal([]byte(tools), &req.Tools); err != nil {
+			err := json.Unmarshal([]byte(tools), &req.Tools)
+			if err != nil {
 				return fmt.Errorf("--tools must be a JSON array of tool objects: %w", err)
+			}
+			if req.Skills, err = skillEntries(skills); err != nil {
+				return err
 			}
 			if system != "" {
 				req.System = &system
@@ -69,6 +75,26 @@ func agentCreateVerb(cli *cliContext) *cobra.Command {
 	fs.StringVar(&system, "system", "", "system prompt")
 	fs.StringVar(&desc, "description", "", "description")
 	fs.StringVar(&tools, "tools", `[{"type":"agent_toolset_20260401"}]`, "tools as a JSON array")
+	fs.StringArrayVar(&skills, "skill", nil, "a skill the agent has, SKILL_ID or SKILL_ID@VERSION (default: its latest when a session starts); repeat for several")
 	md = metadataFlag(fs)
 	return cmd
+}
+
+// skillEntries turns --skill values (SKILL_ID or SKILL_ID@VERSION) into
+// an agent's skills entries.
+func skillEntries(flags []string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	for _, f := range flags {
+		id, version, _ := strings.Cut(f, "@")
+		if id == "" {
+			return nil, usageError{fmt.Errorf("--skill %q: give SKILL_ID or SKILL_ID@VERSION (memstore skill list shows the ids)", f)}
+		}
+		e := map[string]string{"type": "custom", "skill_id": id}
+		if version != "" {
+			e["version"] = version
+		}
+		b, _ := json.Marshal(e) // a map of strings always encodes
+		out = append(out, b)
+	}
+	return out, nil
 }

@@ -151,7 +151,7 @@ func printYAML(w io.Writer, v any) error {
 // tableColumns are the fields a table shows, in this order, when at least
 // one object has them: what tells objects apart, not everything they hold
 // (JSON and YAML show that).
-var tableColumns = []string{"id", "path", "name", "model", "title", "description", "status", "operation", "author", "memory_id", "session_id",
+var tableColumns = []string{"id", "path", "name", "display_name", "latest_version_id", "model", "title", "description", "status", "operation", "author", "memory_id", "session_id",
 	"environment_id", "content_size_bytes", "created_at", "updated_at", "archived_at"}
 
 // maxCell is the widest a table cell gets before it is cut with "…".

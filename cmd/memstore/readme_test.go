@@ -144,7 +144,7 @@ func readmeChecks() map[string]func(t *testing.T, r readmeRun) {
 				t.Errorf("the agent made with --tools has tools %s, want the toolset with bash always_ask", a.Tools)
 			}
 		},
-		"memstore session create": checkCLIWalkThrough,
+		"--store $STORE --instructions": checkCLIWalkThrough, // the CLI walk-through of docs/cli.md
 		"memstore version": func(t *testing.T, r readmeRun) {
 			if !strings.HasPrefix(r.stdout, "memstore ") {
 				t.Errorf("memstore version, installed with go install, printed:\n%s", r.stdout)

@@ -67,6 +67,7 @@ The operator verbs find a local server and its admin key on their own
 		newDoctorCommand(s),
 		newEnvCommand(s),
 		newAgentCommand(s),
+		newSkillCommand(s),
 		newStoreCommand(s),
 		newMemoryCommand(s),
 		newSessionCommand(s),

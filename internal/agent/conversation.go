@@ -225,6 +225,9 @@ func (c *Claude) buildRequest(v storage.SessionView) (anthropic.MessageNewParams
 	if s := v.Session.Agent.System; s != "" {
 		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
 	}
+	if s := skillsSection(v.Session.Agent.Skills); s != "" {
+		p.System = append(p.System, anthropic.TextBlockParam{Text: s})
+	}
 	p.System = append(p.System, anthropic.TextBlockParam{Text: memorySection(v.Session.Resources)})
 	p.System[len(p.System)-1].CacheControl = anthropic.NewCacheControlEphemeralParam()
 

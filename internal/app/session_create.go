@@ -65,10 +65,15 @@ func (s *Sessions) Create(ctx context.Context, req api.CreateSessionRequest, mou
 		return api.Session{}, err
 	}
 
+	resolved := ag.SessionAgent
+	if resolved.Skills, err = s.app.Skills.ResolveAgentSkills(ctx, ag.ID, ag.Skills); err != nil {
+		return api.Session{}, err
+	}
+
 	now := s.app.now()
 	sess := api.Session{
 		ID: ids.NewAt(ids.Session, now), Type: "session", EnvironmentID: env.ID, Title: req.Title, Metadata: req.Metadata,
-		Agent:     ag.SessionAgent,
+		Agent:     resolved,
 		Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now,
 	}
 	for i := range sess.Resources {

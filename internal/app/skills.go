@@ -279,6 +279,15 @@ type agentSkill struct {
 	Version string `json:"version,omitempty"`
 }
 
+// sessionSkill is an entry of a session's agent's skills: pinned to a
+// concrete version, with that version's name (its folder, skills/<name>)
+// and description, which the runtime tells the model.
+type sessionSkill struct {
+	agentSkill
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 // CheckAgentSkills validates an agent's skills entries: each names a
 // custom skill of this server, and the version it pins (if any) exists.
 // An anthropic skill is refused: its files are Anthropic's, and a
@@ -318,6 +327,36 @@ func (s *Skills) CheckAgentSkills(ctx context.Context, entries []json.RawMessage
 			return nil, err
 		}
 		b, _ := json.Marshal(e) // a struct of strings always encodes
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// ResolveAgentSkills pins each of a new session's skills entries to a
+// concrete version, adding its name and description: "latest" or no version becomes the skill's newest at
+// this moment, so the session keeps the files it started with even when a
+// version is uploaded while it runs, and its worker downloads exactly what
+// the session's agent shows. An entry whose skill or version was deleted
+// since the agent was created is refused, saying which and what to do.
+func (s *Skills) ResolveAgentSkills(ctx context.Context, agentID string, entries []json.RawMessage) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(entries))
+	for i, raw := range entries {
+		var e agentSkill
+		if err := json.Unmarshal(raw, &e); err != nil || e.Type != "custom" {
+			// Stored entries were checked at the agent's creation; one of
+			// another shape is kept as it is, never guessed at.
+			out = append(out, raw)
+			continue
+		}
+		v, err := s.ResolveVersion(ctx, e.SkillID, e.Version)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, api.Errorf(api.InvalidRequest, "agent %s: skills[%d]: skill %s has no version %q any more (it or the version was deleted); create an agent whose skills exist (POST /v1/agents) and start the session with it", agentID, i, e.SkillID, cmp.Or(e.Version, "latest"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.Version = v.ID
+		b, _ := json.Marshal(sessionSkill{agentSkill: e, Name: v.Name, Description: v.Description}) // a struct of strings always encodes
 		out = append(out, b)
 	}
 	return out, nil

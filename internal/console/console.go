@@ -149,6 +149,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /console/environments/{env}/keys", c.page(c.mintKey))
 	c.mux.HandleFunc("POST /console/environments/{env}/keys/{key}/revoke", c.page(c.revokeKey))
 	c.mux.HandleFunc("GET /console/webhooks", c.page(c.webhooksPage))
+	c.mux.HandleFunc("GET /console/skills", c.page(c.skillsPage))
+	c.mux.HandleFunc("GET /console/skills/{skill}", c.page(c.skillPage))
 	c.mux.HandleFunc("POST /console/webhooks", c.page(c.createWebhook))
 
 	c.mux.HandleFunc("/console/", c.page(func(w http.ResponseWriter, r *http.Request, q *request) error {

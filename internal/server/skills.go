@@ -146,11 +146,11 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 func (s *Server) getSkill(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if err := requireAPIKey(p); err != nil {
-		return err
-	}
 	id, err := skillID(r)
 	if err != nil {
+		return err
+	}
+	if err := s.skillReadAccess(r.Context(), p, id); err != nil {
 		return err
 	}
 	sk, err := s.store.GetSkill(r.Context(), id)
@@ -235,7 +235,7 @@ func (s *Server) skillVersion(r *http.Request) (storage.SkillVersionRow, error) 
 }
 
 func (s *Server) getSkillVersion(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if err := requireAPIKey(p); err != nil {
+	if err := s.skillReadAccess(r.Context(), p, r.PathValue("skill")); err != nil {
 		return err
 	}
 	v, err := s.skillVersion(r)
@@ -264,7 +264,7 @@ func (s *Server) deleteSkillVersion(w http.ResponseWriter, r *http.Request, p Pr
 // downloadSkillVersion answers a zip whose one top-level folder is the
 // skill's name, the layout the official worker extracts.
 func (s *Server) downloadSkillVersion(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if err := requireAPIKey(p); err != nil {
+	if err := s.skillReadAccess(r.Context(), p, r.PathValue("skill")); err != nil {
 		return err
 	}
 	v, err := s.skillVersion(r)
