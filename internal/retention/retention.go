@@ -30,6 +30,7 @@ type Policy struct {
 const (
 	MaxKeepLast = 1_000_000
 	MinMaxAge   = time.Second
+	MaxMaxAge   = 100 * 365 * 24 * time.Hour
 )
 
 // Kinds of policy, as the wire and the flag name them.
@@ -89,8 +90,8 @@ func (p Policy) Check() error {
 		return fmt.Errorf("give either a number of versions to keep or an age, not both")
 	case p.KeepLast < 0 || p.KeepLast > MaxKeepLast:
 		return fmt.Errorf("keep_last %d: keep 1 to %d versions of each memory (or keep all)", p.KeepLast, MaxKeepLast)
-	case p.MaxAge < 0 || (p.MaxAge > 0 && p.MaxAge < MinMaxAge):
-		return fmt.Errorf("max_age %s: give an age of at least %s (or keep all)", p.MaxAge, MinMaxAge)
+	case p.MaxAge < 0 || (p.MaxAge > 0 && p.MaxAge < MinMaxAge) || p.MaxAge > MaxMaxAge:
+		return fmt.Errorf("max_age %s: give an age from %s to %s (or keep all)", p.MaxAge, MinMaxAge, MaxMaxAge)
 	}
 	return nil
 }

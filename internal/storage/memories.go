@@ -243,6 +243,9 @@ type NewMemoryStore struct {
 	Name        string
 	Description string
 	Metadata    map[string]string
+	// Retention is the store's own retention policy; nil follows the
+	// server's default.
+	Retention *retention.Policy
 }
 
 // MemoryStorePatch is the input of UpdateMemoryStore: nil fields are left

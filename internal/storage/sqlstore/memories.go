@@ -53,8 +53,8 @@ func (s *Store) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore
 			return err
 		}
 		id := ids.NewAt(ids.MemoryStore, now)
-		if _, err := tx.Exec(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, in.Name, in.Description, metadataJSON(in.Metadata), now, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO memory_stores (id, name, description, metadata, version_retention, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, in.Name, in.Description, metadataJSON(in.Metadata), retentionColumn(in.Retention), now, now); err != nil {
 			return fmt.Errorf("create memory store: %w", err)
 		}
 		if err := tx.emit(ctx, webhooks.Of(webhooks.MemoryStoreCreated, id)); err != nil {
