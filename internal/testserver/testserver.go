@@ -64,6 +64,9 @@ type Options struct {
 	// server starts: a limit, or a layer around the store to watch what is
 	// asked of it (the API and the console both use it).
 	Configure func(*app.Config)
+	// PruneInterval, when set, runs the version pruner that often for the
+	// whole test, as serve does every --prune-interval.
+	PruneInterval time.Duration
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -109,6 +112,16 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	a := app.New(cfg)
 	srv := server.New(server.Config{App: a, PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive})
+	stopPruner := func() {}
+	if o.PruneInterval > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			a.RunRetention(ctx, o.PruneInterval)
+			close(done)
+		}()
+		stopPruner = func() { cancel(); <-done }
+	}
 	stopWebhooks := func() {}
 	if o.Webhooks != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -137,6 +150,7 @@ func Start(t testing.TB, o Options) *Server {
 		hs.CloseClientConnections()
 		hs.Close()
 		stopWebhooks()
+		stopPruner()
 		a.Close()
 		db.Close()
 	})
