@@ -22,6 +22,9 @@ const (
 	RateLimit                ErrorType = "rate_limit_error"
 	Internal                 ErrorType = "api_error"
 	Overloaded               ErrorType = "overloaded_error"
+	// ChangesPruned (410) answers a change-feed cursor older than the
+	// versions the store's retention kept: start over from a snapshot.
+	ChangesPruned ErrorType = "changes_pruned_error"
 )
 
 // Status is the HTTP status code that goes with an error type.
@@ -43,6 +46,8 @@ func (t ErrorType) Status() int {
 		return http.StatusTooManyRequests
 	case Overloaded:
 		return 529
+	case ChangesPruned:
+		return http.StatusGone
 	default:
 		return http.StatusInternalServerError
 	}

@@ -12,6 +12,9 @@ type MemoryStore struct {
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 	ArchivedAt  *time.Time        `json:"archived_at"`
+	// VersionRetention is memstore's own (ExtensionRetentionField); nil
+	// from a server that does not offer it.
+	VersionRetention *VersionRetention `json:"memstore_version_retention,omitempty"`
 }
 
 // Memory is one file of a store. Content is nil unless the full view was
@@ -102,6 +105,8 @@ type UpdateMemoryStoreRequest struct {
 	Name        *string            `json:"name,omitempty"`
 	Description *string            `json:"description,omitempty"`
 	Metadata    map[string]*string `json:"metadata,omitempty"`
+	// VersionRetention, memstore's own, replaces the store's policy.
+	VersionRetention *VersionRetention `json:"memstore_version_retention,omitempty"`
 }
 
 // CreateMemoryRequest is the body of POST /v1/memory_stores/{id}/memories.

@@ -111,8 +111,12 @@ func (st *store) listRemote(ctx context.Context) (Remote, error) {
 	}
 	for {
 		l, err := st.client.ListChanges(ctx, st.id, client.ListChangesParams{After: st.seq.Load()})
+		if client.IsStatus(err, http.StatusGone) {
+			st.log.InfoContext(ctx, "this store's change-feed cursor fell behind the server's version retention, so the store is read again from a snapshot and followed from there", "error", err)
+			return st.relist(ctx)
+		}
 		if client.IsStatus(err, http.StatusBadRequest) {
-			st.log.WarnContext(ctx, "the server refused this store's change-feed cursor, so the store is listed in full once and followed from there", "error", err)
+			st.log.WarnContext(ctx, "the server refused this store's change-feed cursor, so the store is read again from a snapshot and followed from there", "error", err)
 			return st.relist(ctx)
 		}
 		if err != nil {
@@ -128,20 +132,26 @@ func (st *store) listRemote(ctx context.Context) (Remote, error) {
 	}
 }
 
-// relist rebuilds the copy from a full listing, following the feed from a
-// sequence read before it: changes that land between the two are in both,
-// and applying them again changes nothing.
+// relist rebuilds the copy from a snapshot and follows the feed from the
+// sequence it is consistent at. (Not from the feed's start: a store with
+// version retention no longer has the changes that built what it holds.)
+// A server without snapshots is listed, and the store keeps listing.
 func (st *store) relist(ctx context.Context) (Remote, error) {
-	l, err := st.client.ListChanges(ctx, st.id, client.ListChangesParams{After: 0, Limit: 1})
+	remote := Remote{}
+	seq, ok, err := st.eachSnapshotPage(ctx, func(page []api.Memory) {
+		for _, m := range page {
+			remote[m.Path] = RemoteMemory{ID: m.ID, SHA256: m.ContentSHA256}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	remote, err := st.listBasic(ctx)
-	if err != nil {
-		return nil, err
+	if !ok {
+		st.feed.on = false
+		return st.listBasic(ctx)
 	}
 	st.feed.reset(remote.clone())
-	st.seq.Store(l.LatestSequence)
+	st.seq.Store(seq)
 	return remote, nil
 }
 

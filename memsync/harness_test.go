@@ -106,8 +106,16 @@ func newEnv(t testing.TB) *env {
 
 func newFeedEnv(t testing.TB) *env {
 	t.Helper()
+	return newFeedEnvWith(t, testserver.Options{})
+}
+
+// newFeedEnvWith is newFeedEnv on a server started with o (its clock is the
+// env's).
+func newFeedEnvWith(t testing.TB, o testserver.Options) *env {
+	t.Helper()
 	clk := testclock.New(time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC))
-	srv := testserver.Start(t, testserver.Options{Now: clk.Now})
+	o.Now = clk.Now
+	srv := testserver.Start(t, o)
 	admin := srv.Client(t, client.WithAPIKey(srv.AdminKey), client.WithRetryPolicy(instant))
 	st, err := admin.CreateMemoryStore(t.Context(), api.CreateMemoryStoreRequest{Name: "Notes"})
 	if err != nil {

@@ -3,6 +3,7 @@ package memsync
 import (
 	"context"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -209,12 +210,15 @@ func (s *Session) follow(ctx context.Context, l *live, st *store) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		// A cursor behind the server's retention: the sync reads the store
+		// again from a snapshot, which moves the cursor on.
+		behind := client.IsStatus(err, http.StatusGone)
+		if err != nil && !behind {
 			st.log.DebugContext(ctx, "following the change feed failed; the periodic sync still runs, and the follower retries", "error", err)
 			pause(ctx, followRetry)
 			continue
 		}
-		if len(ch.Data) == 0 {
+		if !behind && len(ch.Data) == 0 {
 			continue
 		}
 		l.queueSync(st)

@@ -134,6 +134,8 @@ func TestOperatorVerbsRefuseBadInputBeforeSendingIt(t *testing.T) {
 		{"agent tools not JSON", []string{"agent", "create", "b", "--tools", "bash"}, 1, []string{"--tools", "JSON array"}},
 		{"metadata without a value", []string{"store", "create", "other", "--metadata", "team"}, 2, []string{"want key=value", "Usage: memstore store create"}},
 		{"update with nothing to change", []string{"memory", "update", store.ID, mem.ID}, 1, []string{"--content and/or --path"}},
+		{"retention of an unknown form", []string{"store", "retention", store.ID, "keep_some"}, 2, []string{`"keep_some"`, "Usage: memstore store retention"}},
+		{"retention in fractions of a second", []string{"store", "retention", store.ID, "max_age=1.5s"}, 2, []string{"whole seconds"}},
 		{"follow a filtered history", []string{"session", "events", "sesn_x", "--follow", "--type", "agent.message"}, 1, []string{"--type", "--follow"}},
 		{"a missing argument", []string{"memory", "create", store.ID, "/b.md"}, 2, []string{"wrong number of arguments", "Usage: memstore memory create"}},
 	} {

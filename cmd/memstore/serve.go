@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/retention"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
@@ -49,6 +51,8 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	metricsAddrFlag(fs, &o.metricsAddr)
+	fs.StringVar(&o.versionRetention, "version-retention", envOr("MEMSTORE_VERSION_RETENTION", retention.KindKeepAll), "versions kept of each memory in stores without a policy of their own: keep_all, keep_last=N or max_age=DURATION (e.g. 720h); the newest version and redaction records always stay (env MEMSTORE_VERSION_RETENTION; see docs/operations.md)")
+	fs.DurationVar(&o.pruneInterval, "prune-interval", defaultPruneInterval, "how often the background pruner deletes the versions retention lets go")
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
 	return cmd
 }
@@ -82,7 +86,16 @@ type serveOptions struct {
 	webhooksAllowPrivate bool
 	// metricsAddr is where /metrics is served; "" serves none.
 	metricsAddr string
+	// versionRetention is the default retention policy in retention.Parse's
+	// form; "" keeps all.
+	versionRetention string
+	// pruneInterval is how often the pruner runs (0: defaultPruneInterval).
+	pruneInterval time.Duration
 }
+
+// defaultPruneInterval is serve --prune-interval's default: pruning is
+// housekeeping, a minute late costs a minute of disk.
+const defaultPruneInterval = time.Minute
 
 // modelFlag registers the model runtime's flags on fs.
 func modelFlag(fs *pflag.FlagSet, o *serveOptions) {
@@ -180,6 +193,17 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if err := checkModelFlags(o); err != nil {
 		return nil, err
 	}
+	var defaultRetention retention.Policy
+	if o.versionRetention != "" {
+		p, err := retention.Parse(o.versionRetention)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--version-retention %w", err)}
+		}
+		defaultRetention = p
+	}
+	if o.pruneInterval < 0 {
+		return nil, usageError{fmt.Errorf("--prune-interval %s: give a positive duration such as 1m", o.pruneInterval)}
+	}
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder %s: %w (choose another with --data)", o.dataDir, err)
 	}
@@ -198,7 +222,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		publicURL = baseURL
 	}
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
-		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
+		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, DefaultRetention: defaultRetention})
 	tp, stopTracing, err := tracerProvider(ctx, "memstore-server")
 	if err != nil {
 		ln.Close()
@@ -247,10 +271,18 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 		close(webhooksDone)
 	}()
 
+	// The pruner deletes, in small batches, the versions retention lets go.
+	pruneDone := make(chan struct{})
+	go func() {
+		a.RunRetention(listenCtx, cmp.Or(o.pruneInterval, defaultPruneInterval))
+		close(pruneDone)
+	}()
+
 	con, err := console.New(console.Config{App: a, Closing: srv.Closing(), ImportDir: filepath.Join(o.dataDir, "imports"), MountPrefix: o.mountPrefix})
 	if err != nil {
 		stopListening()
 		<-webhooksDone
+		<-pruneDone
 		ln.Close()
 		a.Close()
 		db.Close()
@@ -279,6 +311,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 			}
 			stopListening()
 			<-webhooksDone
+			<-pruneDone
 			a.Close()
 			if cerr := db.Close(); err == nil {
 				err = cerr

@@ -319,6 +319,9 @@ func TestServeChecksModelSettings(t *testing.T) {
 		{[]string{"--model-max-tokens", "-1"}, "--model-max-tokens -1: give a positive number"},
 		{[]string{"--model-thinking-budget", "512"}, "at least 1024 and below --model-max-tokens (8192)"},
 		{[]string{"--model-max-tokens", "4096", "--model-thinking-budget", "4096"}, "below --model-max-tokens (4096)"},
+		{[]string{"--version-retention", "keep_last=0"}, "keep_last needs a whole number of versions from 1 to 1000000"},
+		{[]string{"--version-retention", "keep_some"}, "use keep_all, keep_last=N"},
+		{[]string{"--prune-interval", "-1s"}, "--prune-interval -1s: give a positive duration"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, tc.args...)

@@ -13,7 +13,7 @@ import (
 )
 
 func newStoreCommand(s streams) *cobra.Command {
-	return newAPINoun(s, "store", "manage memory stores (create, list, get, archive, delete, export, import)", func(cli *cliContext) []*cobra.Command {
+	return newAPINoun(s, "store", "manage memory stores (create, list, get, archive, delete, export, import, retention)", func(cli *cliContext) []*cobra.Command {
 		ids := storeIDs(cli)
 		return []*cobra.Command{
 			describedCreate(cli, "create a memory store", "description (shown to agents)",
@@ -29,6 +29,7 @@ func newStoreCommand(s streams) *cobra.Command {
 			idVerb(cli, "archive", "memory-store-id", "archive a store: read-only, not attachable to new sessions", "  memstore store archive $STORE", ids, (*client.Client).ArchiveMemoryStore),
 			idVerb(cli, "delete", "memory-store-id", "delete a store with all its memories and versions", "  memstore store delete $STORE", ids, (*client.Client).DeleteMemoryStore),
 			storeExportVerb(cli, ids),
+			storeRetentionVerb(cli, ids),
 			storeImportVerb(cli, ids),
 		}
 	})

@@ -40,6 +40,7 @@ import (
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/egress"
 	"github.com/memstore/memstore/internal/requestid"
+	"github.com/memstore/memstore/internal/retention"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/webhooks"
 )
@@ -65,6 +66,12 @@ type Config struct {
 	TurnSweep time.Duration
 	// Webhooks configures the delivery of webhooks.
 	Webhooks WebhooksConfig
+	// DefaultRetention is the version retention of the stores without a
+	// policy of their own (serve --version-retention); zero keeps all.
+	DefaultRetention retention.Policy
+	// PruneBatch is how many versions one pruning transaction deletes
+	// (default DefaultPruneBatch).
+	PruneBatch int
 }
 
 // WebhooksConfig configures webhook delivery. The zero value refuses

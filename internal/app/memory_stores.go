@@ -19,6 +19,7 @@ func (s *MemoryStores) Create(ctx context.Context, in storage.NewMemoryStore, by
 		validate.Name("name", in.Name),
 		validate.Description("description", in.Description),
 		validate.Metadata("metadata", in.Metadata),
+		checkRetention(in.Retention),
 	); err != nil {
 		return storage.MemoryStoreRow{}, err
 	}
@@ -45,12 +46,20 @@ func (s *MemoryStores) Update(ctx context.Context, id string, patch storage.Memo
 			errs = append(errs, validate.MetadataPair("metadata", k, *v))
 		}
 	}
+	if patch.Retention != nil && !patch.Retention.Inherit {
+		errs = append(errs, checkRetention(&patch.Retention.Policy))
+	}
 	if err := firstError(errs...); err != nil {
 		return storage.MemoryStoreRow{}, err
 	}
 	st, err := s.app.store.UpdateMemoryStore(ctx, id, patch)
 	if err != nil {
 		return st, err
+	}
+	if patch.Retention != nil {
+		p, inherited := s.app.RetentionOf(st)
+		s.app.log.InfoContext(ctx, "memory store updated", "memory_store_id", id, "retention", p.String(), "retention_inherited", inherited, by.attr())
+		return st, nil
 	}
 	s.app.log.InfoContext(ctx, "memory store updated", "memory_store_id", id, by.attr())
 	return st, nil

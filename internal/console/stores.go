@@ -8,6 +8,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/retention"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -86,11 +87,14 @@ func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, q *reques
 	if err != nil {
 		return err
 	}
+	policy, inherited := c.app.RetentionOf(s)
 	return c.render(w, r, q, status, "settings", "Settings of "+s.Name, struct {
-		Store    storage.MemoryStoreRow
-		Memories int
-		Error    string
-	}{s, n, formErr})
+		Store              storage.MemoryStoreRow
+		Memories           int
+		Retention          retention.Policy
+		RetentionInherited bool
+		Error              string
+	}{s, n, policy, inherited, formErr})
 }
 
 func (c *Console) updateStore(w http.ResponseWriter, r *http.Request, q *request) error {

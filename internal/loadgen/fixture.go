@@ -271,11 +271,16 @@ func (fx *fixture) tearDown(cfg Config) error {
 
 // follow reads a session's event stream until ctx ends, recording for each
 // bench message the delay since its send (carried in its text). A dropped
-// stream is resumed where it stopped.
-func (fx *fixture) follow(ctx context.Context, sessionID string, rec *recorder) {
+// stream is resumed where it stopped. It calls opened once its stream is
+// first open.
+func (fx *fixture) follow(ctx context.Context, sessionID string, rec *recorder, opened func()) {
+	defer opened()
 	last := ""
 	for ctx.Err() == nil {
 		s, err := fx.admin.StreamEvents(ctx, sessionID, client.StreamEventsParams{LastEventID: last})
+		if err == nil {
+			opened()
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				rec.record(OpEventFanout, 0, err)

@@ -231,31 +231,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // run is the measured phase.
 func run(ctx context.Context, cfg Config, fx *fixture) (*Report, error) {
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
-
 	var limiter *rate.Limiter
 	if cfg.Rate > 0 {
 		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
 	}
 	var tickets, done, errs atomic.Int64
-	start := time.Now()
 
 	// Followers watch until the measured phase ends, then a moment more
-	// for the last appends' fan-out.
+	// for the last appends' fan-out. The measured phase starts once every
+	// follower's stream is open (or followersReady passed): with a
+	// thousand followers, their connecting would otherwise be measured as
+	// the server's latency.
 	followCtx, stopFollowing := context.WithCancel(context.WithoutCancel(ctx))
 	followers := make([]*recorder, cfg.Followers)
-	var fwg sync.WaitGroup
+	var fwg, ready sync.WaitGroup
 	if cfg.Mix.weight(OpEventAppend) > 0 {
 		for i := range followers {
 			followers[i] = newRecorder()
 			fwg.Add(1)
+			ready.Add(1)
 			go func() {
 				defer fwg.Done()
-				fx.follow(followCtx, fx.eventSessions[i%len(fx.eventSessions)], followers[i])
+				fx.follow(followCtx, fx.eventSessions[i%len(fx.eventSessions)], followers[i], sync.OnceFunc(ready.Done))
 			}()
 		}
 	}
+	allReady := make(chan struct{})
+	go func() { ready.Wait(); close(allReady) }()
+	select {
+	case <-allReady:
+	case <-time.After(followersReady):
+	case <-ctx.Done():
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	start := time.Now()
 
 	stopProgress := startProgress(cfg.Progress, func() Progress {
 		return Progress{Phase: "run", Elapsed: time.Since(start), Done: done.Load(), Total: cfg.Requests, Errors: errs.Load(), Deadline: cfg.Duration}
@@ -315,6 +325,11 @@ func run(ctx context.Context, cfg Config, fx *fixture) (*Report, error) {
 		Seed: cfg.Seed, StoreIDs: fx.storeIDs(), Operations: ops}
 	return rep, nil
 }
+
+// followersReady bounds the wait for the followers' streams to open before
+// the measured phase; a follower that could not connect by then is
+// measured as it retries.
+const followersReady = time.Minute
 
 // fanoutGrace is how long followers keep reading after the last request,
 // so that the final appends' deliveries are measured too.

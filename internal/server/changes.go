@@ -19,7 +19,7 @@ import (
 // client they are here.
 
 // extensions is the value of api.ExtensionsHeader.
-const extensions = api.ExtensionChanges + ", " + api.ExtensionSnapshot + ", " + api.ExtensionSearch + ", " + api.ExtensionRecoveries
+const extensions = api.ExtensionChanges + ", " + api.ExtensionSnapshot + ", " + api.ExtensionSearch + ", " + api.ExtensionRecoveries + ", " + api.ExtensionRetention
 
 // changesRecheck bounds how long a long poll can miss a change committed
 // by something that does not wake it (another server sharing the
@@ -64,6 +64,10 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 		var ahead *storage.SequenceAheadError
 		if errors.As(err, &ahead) {
 			return apiErrorf(invalidRequest, "after: sequence %d is ahead of memory store %s's latest sequence %d, so this store did not issue it (a cursor from another store, or from a store that was deleted and recreated); start over from a full listing or a snapshot and follow the feed from the sequence it returns", ahead.After, req.storeID, ahead.Latest)
+		}
+		var pruned *storage.ChangesPrunedError
+		if errors.As(err, &pruned) {
+			return apiErrorf(api.ChangesPruned, "after: the changes after sequence %d of memory store %s are no longer kept: its version retention deleted versions up to sequence %d. Start over from a snapshot (GET /v1/memory_stores/%s/snapshot, or a full listing) and follow the feed from the sequence it returns (its %s header)", pruned.After, req.storeID, pruned.PrunedThrough, req.storeID, api.SequenceHeader)
 		}
 		if err != nil {
 			return storeError(err, req.storeID)

@@ -140,6 +140,8 @@ type createStoreBody struct {
 	Name        *string            `json:"name"`
 	Description *string            `json:"description"`
 	Metadata    map[string]*string `json:"metadata"`
+	// VersionRetention is memstore's own (api.ExtensionRetentionField).
+	VersionRetention *api.VersionRetention `json:"memstore_version_retention"`
 }
 
 func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -163,11 +165,20 @@ func (s *Server) createMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 		}
 		in.Metadata[k] = *v
 	}
+	if body.VersionRetention != nil {
+		set, err := retentionSetting(*body.VersionRetention)
+		if err != nil {
+			return err
+		}
+		if !set.Inherit {
+			in.Retention = &set.Policy
+		}
+	}
 	st, err := s.app.MemoryStores.Create(r.Context(), in, p.Caller())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireStore(st))
+	writeJSON(w, http.StatusOK, s.wireStore(st))
 	return nil
 }
 
@@ -197,7 +208,7 @@ func (s *Server) listMemoryStores(w http.ResponseWriter, r *http.Request, p Prin
 		return storeError(err, "")
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, toPage(page, wireStore))
+	writeJSON(w, http.StatusOK, toPage(page, s.wireStore))
 	return nil
 }
 
@@ -211,7 +222,7 @@ func (s *Server) getMemoryStore(w http.ResponseWriter, r *http.Request, p Princi
 		return storeError(err, req.storeID)
 	}
 	advertise(w)
-	writeJSON(w, http.StatusOK, wireStore(st))
+	writeJSON(w, http.StatusOK, s.wireStore(st))
 	return nil
 }
 
@@ -227,11 +238,19 @@ func (s *Server) updateMemoryStore(w http.ResponseWriter, r *http.Request, p Pri
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	st, err := s.app.MemoryStores.Update(r.Context(), id, storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata}, p.Caller())
+	patch := storage.MemoryStorePatch{Name: body.Name, Description: body.Description, Metadata: body.Metadata}
+	if body.VersionRetention != nil {
+		set, err := retentionSetting(*body.VersionRetention)
+		if err != nil {
+			return err
+		}
+		patch.Retention = &set
+	}
+	st, err := s.app.MemoryStores.Update(r.Context(), id, patch, p.Caller())
 	if err != nil {
 		return storeError(err, id)
 	}
-	writeJSON(w, http.StatusOK, wireStore(st))
+	writeJSON(w, http.StatusOK, s.wireStore(st))
 	return nil
 }
 
@@ -247,7 +266,7 @@ func (s *Server) archiveMemoryStore(w http.ResponseWriter, r *http.Request, p Pr
 	if err != nil {
 		return storeError(err, id)
 	}
-	writeJSON(w, http.StatusOK, wireStore(st))
+	writeJSON(w, http.StatusOK, s.wireStore(st))
 	return nil
 }
 

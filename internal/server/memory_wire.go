@@ -26,9 +26,11 @@ func toPage[T, U any](p storage.Page[T], wire func(T) U) api.Page[U] {
 	return out
 }
 
-func wireStore(st storage.MemoryStoreRow) api.MemoryStore {
+func (s *Server) wireStore(st storage.MemoryStoreRow) api.MemoryStore {
+	p, inherited := s.app.RetentionOf(st)
 	return api.MemoryStore{ID: st.ID, Type: "memory_store", Name: st.Name, Description: st.Description, Metadata: st.Metadata,
-		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt, ArchivedAt: optionalTime(st.ArchivedAt)}
+		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt, ArchivedAt: optionalTime(st.ArchivedAt),
+		VersionRetention: wireRetention(p, inherited)}
 }
 
 // wireMemory shows a memory in view: basic leaves the content out.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/retention"
 )
 
 // MemoryStores persists memory stores, their memories and the immutable
@@ -129,6 +130,12 @@ type MemoryStoreRow struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	ArchivedAt  time.Time // zero while the store is writable
+	// Retention is the store's own version retention policy; nil follows
+	// the server's default.
+	Retention *retention.Policy
+	// PrunedThrough is the highest sequence whose version retention
+	// deleted (0: none): the change feed cannot answer a cursor below it.
+	PrunedThrough int64
 }
 
 // Archived reports whether the store is read-only for good.
@@ -239,6 +246,9 @@ type NewMemoryStore struct {
 	Name        string
 	Description string
 	Metadata    map[string]string
+	// Retention is the store's own retention policy; nil follows the
+	// server's default.
+	Retention *retention.Policy
 }
 
 // MemoryStorePatch is the input of UpdateMemoryStore: nil fields are left
@@ -247,6 +257,8 @@ type MemoryStorePatch struct {
 	Name        *string
 	Description *string
 	Metadata    map[string]*string
+	// Retention, when set, replaces the store's retention policy.
+	Retention *RetentionSetting
 }
 
 // MemoryStoreQuery selects stores for ListMemoryStores.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/retention"
 )
 
 // The memory rules every backend applies the same way, with no I/O of
@@ -61,7 +62,17 @@ func ApplyStorePatch(cur MemoryStoreRow, p MemoryStorePatch) (MemoryStoreRow, bo
 	if len(next.Metadata) > api.MaxMetadataPairs {
 		return cur, false, &MetadataLimitError{Count: len(next.Metadata)}
 	}
-	return next, next.Name != cur.Name || next.Description != cur.Description || metaChanged, nil
+	retentionChanged := false
+	if p.Retention != nil {
+		var want *retention.Policy
+		if !p.Retention.Inherit {
+			pol := p.Retention.Policy
+			want = &pol
+		}
+		retentionChanged = (want == nil) != (cur.Retention == nil) || (want != nil && *want != *cur.Retention)
+		next.Retention = want
+	}
+	return next, next.Name != cur.Name || next.Description != cur.Description || metaChanged || retentionChanged, nil
 }
 
 // Ancestors lists the directories above p ("/a", "/a/b" for "/a/b/c"): a

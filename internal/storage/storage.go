@@ -49,6 +49,7 @@ type Store interface {
 	Turns
 	Webhooks
 	Skills
+	Retention
 	// Close releases the backend's connections.
 	Close() error
 }

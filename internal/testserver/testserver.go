@@ -68,6 +68,9 @@ type Options struct {
 	Configure func(*app.Config)
 	// TracerProvider, when set, records the server's request spans.
 	TracerProvider trace.TracerProvider
+	// PruneInterval, when set, runs the version pruner that often for the
+	// whole test, as serve does every --prune-interval.
+	PruneInterval time.Duration
 }
 
 // Server is a running memstore server, closed when the test ends.
@@ -113,6 +116,16 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	a := app.New(cfg)
 	srv := server.New(server.Config{App: a, PublicBaseURL: s.URL, MountPrefix: o.MountPrefix, StreamKeepalive: o.StreamKeepalive, TracerProvider: o.TracerProvider})
+	stopPruner := func() {}
+	if o.PruneInterval > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			a.RunRetention(ctx, o.PruneInterval)
+			close(done)
+		}()
+		stopPruner = func() { cancel(); <-done }
+	}
 	stopWebhooks := func() {}
 	if o.Webhooks != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -141,6 +154,7 @@ func Start(t testing.TB, o Options) *Server {
 		hs.CloseClientConnections()
 		hs.Close()
 		stopWebhooks()
+		stopPruner()
 		a.Close()
 		db.Close()
 	})

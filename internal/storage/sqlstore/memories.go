@@ -15,18 +15,22 @@ import (
 
 // ---- stores ----
 
-const storeColumns = `id, name, description, metadata, created_at, updated_at, archived_at`
+const storeColumns = `id, name, description, metadata, created_at, updated_at, archived_at, version_retention, pruned_through`
 
 func scanStore(row Row) (storage.MemoryStoreRow, error) {
 	var (
 		st       storage.MemoryStoreRow
 		meta     string
 		archived *time.Time
+		policy   *string
 	)
-	if err := row.Scan(&st.ID, &st.Name, &st.Description, &meta, &st.CreatedAt, &st.UpdatedAt, &archived); err != nil {
+	if err := row.Scan(&st.ID, &st.Name, &st.Description, &meta, &st.CreatedAt, &st.UpdatedAt, &archived, &policy, &st.PrunedThrough); err != nil {
 		return st, err
 	}
 	st.ArchivedAt = deref(archived)
+	if err := scanRetention(&st, policy); err != nil {
+		return st, err
+	}
 	if err := json.Unmarshal([]byte(meta), &st.Metadata); err != nil {
 		return st, fmt.Errorf("memory store %s: metadata: %w", st.ID, err)
 	}
@@ -49,8 +53,8 @@ func (s *Store) CreateMemoryStore(ctx context.Context, in storage.NewMemoryStore
 			return err
 		}
 		id := ids.NewAt(ids.MemoryStore, now)
-		if _, err := tx.Exec(ctx, `INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, in.Name, in.Description, metadataJSON(in.Metadata), now, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO memory_stores (id, name, description, metadata, version_retention, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, in.Name, in.Description, metadataJSON(in.Metadata), retentionColumn(in.Retention), now, now); err != nil {
 			return fmt.Errorf("create memory store: %w", err)
 		}
 		if err := tx.emit(ctx, webhooks.Of(webhooks.MemoryStoreCreated, id)); err != nil {
@@ -124,8 +128,8 @@ func (s *Store) UpdateMemoryStore(ctx context.Context, id string, p storage.Memo
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE memory_stores SET name = ?, description = ?, metadata = ?, updated_at = ? WHERE id = ?`,
-			next.Name, next.Description, metadataJSON(next.Metadata), now, id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE memory_stores SET name = ?, description = ?, metadata = ?, version_retention = ?, updated_at = ? WHERE id = ?`,
+			next.Name, next.Description, metadataJSON(next.Metadata), retentionColumn(next.Retention), now, id); err != nil {
 			return fmt.Errorf("update memory store %s: %w", id, err)
 		}
 		st, err = s.getStore(ctx, tx, id, false)
@@ -665,6 +669,9 @@ func (s *Store) ListChanges(ctx context.Context, storeID string, after int64, li
 	err := s.read(ctx, func(tx Conn) error {
 		latest, err := latestSequence(ctx, tx, storeID)
 		if err != nil {
+			return err
+		}
+		if err := checkRetained(ctx, tx, storeID, after); err != nil {
 			return err
 		}
 		page, err = storage.PageChanges(latest, after, limit, func(n int) ([]storage.VersionRow, error) {

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Search", func(t *testing.T) { testSearch(t, open) })
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
 	t.Run("TurnCandidates", func(t *testing.T) { testTurnCandidates(t, open) })
 	t.Run("WebhookEndpoints", func(t *testing.T) { testWebhookEndpoints(t, open) })
