@@ -19,6 +19,7 @@ import (
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/sealbox"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
@@ -50,6 +51,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
 	metricsAddrFlag(fs, &o.metricsAddr)
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
+	fs.BoolVar(&o.mcpAllowPrivate, "mcp-allow-private", false, "let agents' MCP server URLs point at addresses that are not globally reachable (loopback, private, link-local, …), and use plain HTTP (development and tests only; see docs/runtime.md)")
 	return cmd
 }
 
@@ -80,6 +82,8 @@ type serveOptions struct {
 	// webhooksAllowPrivate lets webhook URLs point at loopback, link-local
 	// and private addresses, over plain HTTP too (development and tests).
 	webhooksAllowPrivate bool
+	// mcpAllowPrivate does the same for agents' MCP servers.
+	mcpAllowPrivate bool
 	// metricsAddr is where /metrics is served; "" serves none.
 	metricsAddr string
 }
@@ -105,6 +109,31 @@ func checkModelFlags(o serveOptions) error {
 		return usageError{fmt.Errorf("--model-thinking-budget %d: give 0 (no thinking) or at least 1024 and below --model-max-tokens (%d)", b, limit)}
 	}
 	return nil
+}
+
+// SecretsKeyVar holds the key that seals vault credentials, base64 of 32
+// bytes; the same on every replica sharing a PostgreSQL database.
+const SecretsKeyVar = "MEMSTORE_SECRETS_KEY"
+
+// secretsKey is the key that seals vault credentials: $MEMSTORE_SECRETS_KEY,
+// else secrets.key in the data folder, made at the first start.
+func secretsKey(dataDir string, logger *slog.Logger) ([]byte, error) {
+	if v := os.Getenv(SecretsKeyVar); v != "" {
+		k, err := sealbox.ParseKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SecretsKeyVar, err)
+		}
+		return k, nil
+	}
+	path := filepath.Join(dataDir, "secrets.key")
+	k, generated, err := sealbox.KeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the key that seals vault credentials: %w (set %s instead)", err, SecretsKeyVar)
+	}
+	if generated {
+		logger.Info("made the key that seals vault credentials; keep it with the database (a backup of one is useless without the other), and give every replica the same one with "+SecretsKeyVar, "path", path)
+	}
+	return k, nil
 }
 
 // modelConfig is the model runtime's upstream: o's URL and the key from the
@@ -197,8 +226,14 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
+	secretsKey, err := secretsKey(o.dataDir, logger)
+	if err != nil {
+		ln.Close()
+		db.Close()
+		return nil, err
+	}
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
-		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}})
+		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, MCP: app.MCPConfig{AllowPrivate: o.mcpAllowPrivate}, SecretsKey: secretsKey})
 	srv := server.New(server.Config{App: a, PublicBaseURL: publicURL, MountPrefix: o.mountPrefix,
 		BodyReadTimeout: o.bodyReadTimeout, MaxRequestsPerAddress: o.maxPerAddress, MaxRequestsPerKey: o.maxPerKey,
 		SpoolDir: o.dataDir})

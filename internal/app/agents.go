@@ -58,6 +58,10 @@ func (s *Agents) Create(ctx context.Context, req api.CreateAgentRequest, by Call
 	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return api.Agent{}, err
 	}
+	if err := s.app.checkMCP(ctx, req.MCPServers, req.Tools); err != nil {
+		return api.Agent{}, err
+	}
+	a.MCPServers = req.MCPServers
 	skills, err := s.app.Skills.CheckAgentSkills(ctx, req.Skills)
 	if err != nil {
 		return api.Agent{}, err

@@ -65,6 +65,11 @@ type Config struct {
 	TurnSweep time.Duration
 	// Webhooks configures the delivery of webhooks.
 	Webhooks WebhooksConfig
+	// MCP configures where agents' MCP servers may be.
+	MCP MCPConfig
+	// SecretsKey seals vault credentials at rest (sealbox.KeySize bytes);
+	// without one, credentials cannot be stored.
+	SecretsKey []byte
 }
 
 // WebhooksConfig configures webhook delivery. The zero value refuses
@@ -94,6 +99,7 @@ type App struct {
 	Users        *Users
 	Credentials  *Credentials
 	Skills       *Skills
+	Vaults       *Vaults
 
 	cfg     Config
 	store   storage.Store
@@ -126,6 +132,7 @@ func New(cfg Config) *App {
 	a.Memories = newMemories(a)
 	a.Environments = &Environments{app: a}
 	a.Agents = &Agents{app: a}
+	a.Vaults = newVaults(a)
 	a.Sessions = newSessions(a)
 	a.Work = newWork(a)
 	a.Webhooks = newWebhooks(a)

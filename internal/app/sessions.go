@@ -22,7 +22,7 @@ type Sessions struct {
 
 func newSessions(a *App) *Sessions {
 	s := &Sessions{app: a, streams: newWaiters()}
-	s.runner = agent.NewRunner(a.store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(a.cfg.Model)}, agent.RunnerConfig{
+	s.runner = agent.NewRunner(a.store, agent.ByModel{Scripted: agent.Scripted{}, Model: agent.NewClaude(a.modelConfig())}, agent.RunnerConfig{
 		Log: a.log, TurnRetry: a.cfg.TurnRetry, Appended: s.streams.wake})
 	return s
 }

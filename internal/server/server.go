@@ -170,6 +170,7 @@ func (s *Server) routes() {
 	s.webhookRoutes()
 	s.mcpRoutes()
 	s.skillRoutes()
+	s.vaultRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

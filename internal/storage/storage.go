@@ -49,6 +49,7 @@ type Store interface {
 	Turns
 	Webhooks
 	Skills
+	Vaults
 	// Close releases the backend's connections.
 	Close() error
 }
