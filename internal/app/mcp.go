@@ -111,8 +111,8 @@ func (a *App) checkMCP(ctx context.Context, servers, tools []json.RawMessage) er
 		}
 		offered[ts.MCPServerName] = true
 		check := func(what string, c mcpToolConfig) error {
-			if p := c.PermissionPolicy; p != nil && p.Type != "always_allow" && p.Type != "always_ask" {
-				return api.Errorf(api.InvalidRequest, "tools[%d].%s.permission_policy.type must be \"always_allow\" or \"always_ask\", got %q", i, what, p.Type)
+			if p := c.PermissionPolicy; p != nil && p.Type != "always_allow" && p.Type != "always_ask" && p.Type != "auto" {
+				return api.Errorf(api.InvalidRequest, "tools[%d].%s.permission_policy.type must be \"always_allow\", \"always_ask\" or \"auto\", got %q", i, what, p.Type)
 			}
 			return nil
 		}
