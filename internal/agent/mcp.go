@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -242,7 +243,11 @@ func (c *Claude) connectMCP(ctx context.Context, s mcpServer, vaultIDs []string)
 		}
 		bearer = b
 	}
-	hc := &http.Client{Transport: &authTransport{base: c.cfg.MCP.HTTPClient, bearer: bearer}}
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("the server's URL %q: %w", s.URL, err)
+	}
+	hc := &http.Client{Transport: &authTransport{base: c.cfg.MCP.HTTPClient, bearer: bearer, host: u.Host}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "memstore", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err == nil || isAuthFailure(err) || ctx.Err() != nil {
@@ -255,16 +260,18 @@ func (c *Claude) connectMCP(ctx context.Context, s mcpServer, vaultIDs []string)
 	return cs, nil
 }
 
-// authTransport adds the bearer to each request and turns a 401/403 into
+// authTransport adds the bearer to each request to the server's own host
+// (never to where a redirect leads) and turns a 401/403 into
 // errUnauthorized, so a refused credential is told apart from a server
 // that is down.
 type authTransport struct {
 	base   *http.Client
 	bearer string
+	host   string
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.bearer != "" {
+	if t.bearer != "" && r.URL.Host == t.host {
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+t.bearer)
 	}
