@@ -215,7 +215,7 @@ func (c *Claude) listMCP(ctx context.Context, s mcpServer, vaultIDs []string) ([
 	if err != nil {
 		return nil, err
 	}
-	defer cs.Close()
+	defer closeMCP(ctx, cs)
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -224,6 +224,18 @@ func (c *Claude) listMCP(ctx context.Context, s mcpServer, vaultIDs []string) ([
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// closeMCP ends an MCP session. After ctx ended (an interrupt, a
+// timeout, the server stopping) it does so in the background: ending a
+// session may wait for the server to give up the call in flight, and the
+// turn must not wait with it.
+func closeMCP(ctx context.Context, cs *mcp.ClientSession) {
+	if ctx.Err() != nil {
+		go cs.Close()
+		return
+	}
+	cs.Close()
 }
 
 // errUnauthorized is a server that answered 401 or 403.
@@ -381,7 +393,7 @@ func (c *Claude) callMCPTool(ctx context.Context, s mcpServer, vaultIDs []string
 	if err != nil {
 		return nil, err
 	}
-	defer cs.Close()
+	defer closeMCP(ctx, cs)
 	args := json.RawMessage(use.Input)
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
