@@ -84,7 +84,7 @@ func TestRestartDuringAnMCPCallMakesItAgainAndRecordsOneResult(t *testing.T) {
 		Tools:      []json.RawMessage{json.RawMessage(`{"type":"mcp_toolset","mcp_server_name":"docs","default_config":{"permission_policy":{"type":"always_allow"}}}`)}}, nil, cfg)
 	h.mustSend(api.UserMessage("look"))
 	<-arrived
-	h.restart() // the server stops: its call is abandoned
+	h.restart()                                              // the server stops: its call is abandoned
 	if err := h.runner.React(h.ctx, h.sess.ID); err != nil { // the next server's Resume
 		t.Fatal(err)
 	}
