@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
@@ -286,8 +287,8 @@ func (s *Vaults) MCPBearer(ctx context.Context, vaultIDs []string, serverURL str
 func (s *Vaults) CheckSessionVaults(ctx context.Context, vaultIDs []string) error {
 	seen := map[string]bool{}
 	for i, id := range vaultIDs {
-		if err := validate.ID("vault_ids["+itoa(i)+"]", ids.Vault, "vault", id); err != nil {
-			return err
+		if !strings.HasPrefix(id, ids.Vault) {
+			return api.Errorf(api.InvalidRequest, "vault_ids[%d]: %q is not a vault id (they look like %s…); GET /v1/vaults lists them", i, id, ids.Vault)
 		}
 		if seen[id] {
 			return api.Errorf(api.InvalidRequest, "vault_ids[%d]: %s is named twice; name each vault once", i, id)
