@@ -259,7 +259,10 @@ func (c *Claude) connectMCP(ctx context.Context, s mcpServer, vaultIDs []string)
 	if err != nil {
 		return nil, fmt.Errorf("the server's URL %q: %w", s.URL, err)
 	}
-	hc := &http.Client{Transport: &authTransport{base: c.cfg.MCP.HTTPClient, bearer: bearer, host: u.Host}}
+	hc := &http.Client{Transport: &authTransport{base: c.cfg.MCP.HTTPClient, bearer: bearer, host: u.Host},
+		// Redirects are not followed, as for webhooks: the URL checked is
+		// the one connected to.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	client := mcp.NewClient(&mcp.Implementation{Name: "memstore", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err == nil || isAuthFailure(err) || ctx.Err() != nil {
