@@ -73,6 +73,7 @@ type CreateAgentRequest struct {
 	System      *string           `json:"system,omitempty"`
 	Tools       []json.RawMessage `json:"tools,omitempty"`
 	Skills      []json.RawMessage `json:"skills,omitempty"`
+	MCPServers  []json.RawMessage `json:"mcp_servers,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
@@ -87,6 +88,7 @@ type UpdateAgentRequest struct {
 	System      *string            `json:"system,omitempty"`
 	Tools       *[]json.RawMessage `json:"tools,omitempty"`
 	Skills      *[]json.RawMessage `json:"skills,omitempty"`
+	MCPServers  *[]json.RawMessage `json:"mcp_servers,omitempty"`
 	Metadata    map[string]string  `json:"metadata,omitempty"`
 }
 

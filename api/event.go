@@ -76,6 +76,10 @@ type Event struct {
 	// user.custom_tool_result: the answer to the agent.custom_tool_use with
 	// this id.
 	CustomToolUseID string `json:"custom_tool_use_id,omitempty"`
+	// agent.mcp_tool_use: the MCP server the call goes to;
+	// agent.mcp_tool_result: the agent.mcp_tool_use it answers.
+	MCPServerName string `json:"mcp_server_name,omitempty"`
+	MCPToolUseID  string `json:"mcp_tool_use_id,omitempty"`
 	// user.tool_confirmation: "allow" or "deny", with an optional message
 	// for the model when denied.
 	Result      string  `json:"result,omitempty"`
@@ -93,7 +97,7 @@ type Event struct {
 	Extra Extra `json:"-"`
 }
 
-var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error", "custom_tool_use_id",
+var eventFieldNames = []string{"id", "type", "processed_at", "content", "name", "input", "evaluated_permission", "tool_use_id", "is_error", "custom_tool_use_id", "mcp_server_name", "mcp_tool_use_id",
 	"result", "deny_message", "model_request_start_id", "model_usage", "stop_reason", "stop_details", "error"}
 
 // ModelUsage is the token usage of one model request.
@@ -199,6 +203,9 @@ type SessionError struct {
 	Type        string       `json:"type"` // "unknown_error", …
 	Message     string       `json:"message"`
 	RetryStatus *RetryStatus `json:"retry_status,omitempty"`
+	// MCPServerName names the server of an mcp_connection_failed_error or
+	// mcp_authentication_failed_error.
+	MCPServerName string `json:"mcp_server_name,omitempty"`
 }
 
 // RetryStatus says what a client should do after a session.error.

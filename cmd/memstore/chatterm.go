@@ -48,6 +48,9 @@ type chat struct {
 	// those that wait for the user's confirmation.
 	calls  map[string]api.Event
 	asking map[string]api.Event
+	// mcpCalls are the MCP tool calls shown waiting for their result: the
+	// server makes them, no worker.
+	mcpCalls map[string]api.Event
 
 	// environmentID is the session's environment, whose workers the chat
 	// checks once calls wait (workerCheck fires; workerWait arms it), until
@@ -77,7 +80,7 @@ func runChatSession(ctx context.Context, c *client.Client, id string, term chatT
 	events := make(chan api.Event)
 	go followChat(ctx, c, id, st, events)
 	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
-		calls: map[string]api.Event{}, asking: map[string]api.Event{},
+		calls: map[string]api.Event{}, asking: map[string]api.Event{}, mcpCalls: map[string]api.Event{},
 		environmentID: sess.EnvironmentID, workerWait: term.workerWait}
 	fmt.Fprintf(term.out, "Continue it later with: memstore chat --session %s\nOne message per line. Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D ends.\n", id)
 	if err := ch.converse(ctx); err != nil {
@@ -275,6 +278,26 @@ func (ch *chat) render(e api.Event) string {
 			mark = "✗"
 		}
 		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
+	case api.EventAgentMCPToolUse:
+		call := e
+		call.Name = "mcp " + e.MCPServerName + "/" + e.Name
+		if e.EvaluatedPermission == api.PermissionAsk {
+			ch.asking[e.ID] = call
+		}
+		ch.mcpCalls[e.ID] = call
+	case api.EventAgentMCPToolResult:
+		call, ok := ch.mcpCalls[e.MCPToolUseID]
+		if !ok {
+			return ""
+		}
+		delete(ch.mcpCalls, e.MCPToolUseID)
+		mark := "✓"
+		if e.IsError != nil && *e.IsError {
+			mark = "✗"
+		}
+		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
+	case api.EventAgentThreadContextCompacted:
+		return "  compacted the conversation: the model goes on from a summary of what came before (the event log keeps everything)"
 	case api.EventSessionError:
 		if e.Error != nil {
 			status := ""
@@ -371,10 +394,12 @@ func (ch *chat) otherSessionsInProgress(ctx context.Context) ([]string, error) {
 // unanswered shows the calls a turn ended without (an interrupt abandoned
 // them) and forgets them.
 func (ch *chat) unanswered() {
-	for id, call := range ch.calls {
-		fmt.Fprintf(ch.out, "  ✗ %s → no result (the turn ended)\n", callSummary(call))
-		delete(ch.calls, id)
-		delete(ch.asking, id)
+	for _, calls := range []map[string]api.Event{ch.calls, ch.mcpCalls} {
+		for id, call := range calls {
+			fmt.Fprintf(ch.out, "  ✗ %s → no result (the turn ended)\n", callSummary(call))
+			delete(calls, id)
+			delete(ch.asking, id)
+		}
 	}
 }
 

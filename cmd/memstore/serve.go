@@ -21,6 +21,7 @@ import (
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/retention"
+	"github.com/memstore/memstore/internal/sealbox"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
@@ -54,6 +55,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.StringVar(&o.versionRetention, "version-retention", envOr("MEMSTORE_VERSION_RETENTION", retention.KindKeepAll), "versions kept of each memory in stores without a policy of their own: keep_all, keep_last=N or max_age=DURATION (e.g. 720h); the newest version and redaction records always stay (env MEMSTORE_VERSION_RETENTION; see docs/operations.md)")
 	fs.DurationVar(&o.pruneInterval, "prune-interval", defaultPruneInterval, "how often the background pruner deletes the versions retention lets go")
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
+	fs.BoolVar(&o.mcpAllowPrivate, "mcp-allow-private", false, "let agents' MCP server URLs point at addresses that are not globally reachable (loopback, private, link-local, …), and use plain HTTP (development and tests only; see docs/runtime.md)")
 	return cmd
 }
 
@@ -84,6 +86,8 @@ type serveOptions struct {
 	// webhooksAllowPrivate lets webhook URLs point at loopback, link-local
 	// and private addresses, over plain HTTP too (development and tests).
 	webhooksAllowPrivate bool
+	// mcpAllowPrivate does the same for agents' MCP servers.
+	mcpAllowPrivate bool
 	// metricsAddr is where /metrics is served; "" serves none.
 	metricsAddr string
 	// versionRetention is the default retention policy in retention.Parse's
@@ -118,6 +122,31 @@ func checkModelFlags(o serveOptions) error {
 		return usageError{fmt.Errorf("--model-thinking-budget %d: give 0 (no thinking) or at least 1024 and below --model-max-tokens (%d)", b, limit)}
 	}
 	return nil
+}
+
+// SecretsKeyVar holds the key that seals vault credentials, base64 of 32
+// bytes; the same on every replica sharing a PostgreSQL database.
+const SecretsKeyVar = "MEMSTORE_SECRETS_KEY"
+
+// secretsKey is the key that seals vault credentials: $MEMSTORE_SECRETS_KEY,
+// else secrets.key in the data folder, made at the first start.
+func secretsKey(dataDir string, logger *slog.Logger) ([]byte, error) {
+	if v := os.Getenv(SecretsKeyVar); v != "" {
+		k, err := sealbox.ParseKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", SecretsKeyVar, err)
+		}
+		return k, nil
+	}
+	path := filepath.Join(dataDir, "secrets.key")
+	k, generated, err := sealbox.KeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the key that seals vault credentials: %w (set %s instead)", err, SecretsKeyVar)
+	}
+	if generated {
+		logger.Info("made the key that seals vault credentials; keep it with the database (a backup of one is useless without the other), and give every replica the same one with "+SecretsKeyVar, "path", path)
+	}
+	return k, nil
 }
 
 // modelConfig is the model runtime's upstream: o's URL and the key from the
@@ -221,8 +250,15 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if publicURL == "" {
 		publicURL = baseURL
 	}
+	secretsKey, err := secretsKey(o.dataDir, logger)
+	if err != nil {
+		ln.Close()
+		db.Close()
+		return nil, err
+	}
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
-		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, DefaultRetention: defaultRetention})
+		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, DefaultRetention: defaultRetention,
+		MCP: app.MCPConfig{AllowPrivate: o.mcpAllowPrivate}, SecretsKey: secretsKey})
 	tp, stopTracing, err := tracerProvider(ctx, "memstore-server")
 	if err != nil {
 		ln.Close()

@@ -57,6 +57,8 @@ type ClaudeConfig struct {
 	// Search answers the memory_search tool (memorysearch.go); nil leaves
 	// the tool out.
 	Search MemorySearcher
+	// MCP configures the calls to agents' MCP servers.
+	MCP MCPConfig
 }
 
 // DefaultMaxTokens caps a reply unless the server says otherwise.
@@ -101,6 +103,7 @@ func NewClaude(cfg ClaudeConfig) *Claude {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	cfg.MCP = cfg.MCP.withDefaults()
 	opts := []option.RequestOption{
 		// The server resolves its own key and URL; the SDK must not pick
 		// up the environment's (ANTHROPIC_AUTH_TOKEN, profiles) on its own.
@@ -163,10 +166,12 @@ func (c *Claude) Next(v storage.SessionView) Step {
 	}
 	// asking: calls awaiting the user's confirmation, or the application's
 	// answer to a custom tool; outstanding: calls the worker runs.
-	var asking, outstanding []string
+	var asking, outstanding, mcpDue []string
 	for _, u := range t.uses {
 		switch {
 		case u.resolved():
+		case u.mcp && (u.permission != api.PermissionAsk || u.verdict != ""):
+			mcpDue = append(mcpDue, u.id)
 		case u.custom, u.permission == api.PermissionAsk && u.verdict == "":
 			asking = append(asking, u.id)
 		default:
@@ -174,6 +179,13 @@ func (c *Claude) Next(v storage.SessionView) Step {
 		}
 	}
 	switch {
+	case len(mcpDue) > 0 && !t.suspended:
+		// The server calls MCP tools itself, one at a time, while the
+		// worker runs the built-in ones.
+		id := mcpDue[0]
+		return Step{Key: "mcp_call " + id, Work: func(ctx context.Context, emit Emitter) error {
+			return c.callMCP(ctx, viewLike{log: v.Log, agent: v.Session.Agent, vaultIDs: v.Session.VaultIDs}, id, emit)
+		}}
 	case len(asking) > 0:
 		if t.suspended {
 			return Step{}
@@ -217,7 +229,19 @@ func (c *Claude) request(ctx context.Context, v storage.SessionView, start strin
 	if err != nil {
 		return emit(sessionError("model_request_failed_error", api.RetryExhausted, err.Error()), spanEnd(start, true, api.ModelUsage{}), idle(api.StopEndTurn))
 	}
-	reply := c.replyEvents
+	tools, failures := c.mcpTools(ctx, v.Session.Agent, v.Session.VaultIDs)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, f := range failures {
+		if err := emit(f.event()); err != nil {
+			return err
+		}
+	}
+	offerMCP(&params, tools)
+	reply := func(msg *anthropic.Message, start string, v storage.SessionView) []api.Event {
+		return mcpUses(c.replyEvents(msg, start, v), tools)
+	}
 	if scanModel(v.Log).cur.spanContext >= c.compactAt() {
 		params, reply = summarisation(params), compactionEvents
 	}

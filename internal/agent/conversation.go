@@ -47,6 +47,7 @@ type toolUse struct {
 	name       string
 	input      json.RawMessage
 	custom     bool   // an agent.custom_tool_use, answered by the application
+	mcp        bool   // an agent.mcp_tool_use, called by the server itself
 	permission string // evaluated_permission
 	verdict    string // result of its user.tool_confirmation
 	answered   bool
@@ -133,6 +134,16 @@ func scanModel(log []api.Event) modelState {
 			}
 		case api.EventUserCustomToolResult:
 			if u := byID[e.CustomToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventAgentMCPToolUse:
+			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission, mcp: true}
+			byID[e.ID] = u
+			if t != nil {
+				t.uses = append(t.uses, u)
+			}
+		case api.EventAgentMCPToolResult:
+			if u := byID[e.MCPToolUseID]; u != nil {
 				u.answered = true
 			}
 		case api.EventUserToolConfirmation:
@@ -354,7 +365,10 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			if b, ok := thinkingOf(e); ok {
 				add(true, b)
 			}
-		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
+		case api.EventAgentToolUse, api.EventAgentCustomToolUse, api.EventAgentMCPToolUse:
+			if e.Type == api.EventAgentMCPToolUse {
+				e.Name = mcpModelName(e.MCPServerName, e.Name)
+			}
 			if len(open) > 0 && msgs[len(msgs)-1].OfAssistant == nil {
 				closeReply("This call was abandoned: the user interrupted the turn before it returned.")
 			}
@@ -384,6 +398,10 @@ func conversation(log []api.Event) []anthropic.MessageParam {
 			}
 			if _, done := results[e.CustomToolUseID]; !done {
 				results[e.CustomToolUseID] = toolResult(e.CustomToolUseID, e)
+			}
+		case api.EventAgentMCPToolResult:
+			if _, done := results[e.MCPToolUseID]; !done && called[e.MCPToolUseID] {
+				results[e.MCPToolUseID] = toolResult(e.MCPToolUseID, e)
 			}
 		case api.EventUserToolConfirmation:
 			if _, done := results[e.ToolUseID]; !done && e.Result == api.PermissionDeny {

@@ -70,12 +70,17 @@ func Check(v storage.SessionView, events []api.Event) error {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
 	toolUses := map[string]api.Event{}
+	mcpUses := map[string]api.Event{} // confirmed like agent.tool_use, never answered by the client
 	customUses := map[string]bool{}
 	answered := map[string]string{} // tool_use_id → the type of the event that answered it
 	for _, e := range v.Log {
 		switch e.Type {
 		case api.EventAgentToolUse:
 			toolUses[e.ID] = e
+		case api.EventAgentMCPToolUse:
+			mcpUses[e.ID] = e
+		case api.EventAgentMCPToolResult:
+			answered[e.MCPToolUseID] = e.Type
 		case api.EventAgentCustomToolUse:
 			customUses[e.ID] = true
 		case api.EventUserCustomToolResult:
@@ -116,6 +121,9 @@ func Check(v storage.SessionView, events []api.Event) error {
 			answered[e.CustomToolUseID] = e.Type
 		case api.EventUserToolConfirmation:
 			use, ok := toolUses[e.ToolUseID]
+			if !ok {
+				use, ok = mcpUses[e.ToolUseID]
+			}
 			switch {
 			case e.ToolUseID == "":
 				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_confirmation needs tool_use_id, the id of the agent.tool_use it allows or denies", i)

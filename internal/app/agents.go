@@ -22,7 +22,7 @@ type Agents struct{ app *App }
 
 // Create checks a new agent and makes it, at version 1.
 func (s *Agents) Create(ctx context.Context, req api.CreateAgentRequest, by Caller) (api.Agent, error) {
-	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools, Skills: req.Skills}, Metadata: req.Metadata}
+	a := api.Agent{SessionAgent: api.SessionAgent{Name: req.Name, Model: req.Model, Tools: req.Tools, Skills: req.Skills, MCPServers: req.MCPServers}, Metadata: req.Metadata}
 	if req.Description != nil {
 		a.Description = *req.Description
 	}
@@ -78,6 +78,9 @@ func (s *Agents) Update(ctx context.Context, id string, req api.UpdateAgentReque
 		if req.Skills != nil {
 			next.Skills = *req.Skills
 		}
+		if req.MCPServers != nil {
+			next.MCPServers = *req.MCPServers
+		}
 		if req.Metadata != nil {
 			next.Metadata = req.Metadata
 		}
@@ -126,6 +129,9 @@ func (s *Agents) check(ctx context.Context, a api.Agent) (api.Agent, error) {
 		}
 	}
 	if err := validate.Metadata("metadata", a.Metadata); err != nil {
+		return api.Agent{}, err
+	}
+	if err := s.app.checkMCP(ctx, a.MCPServers, a.Tools); err != nil {
 		return api.Agent{}, err
 	}
 	skills, err := s.app.Skills.CheckAgentSkills(ctx, a.Skills)

@@ -72,6 +72,11 @@ type Config struct {
 	// PruneBatch is how many versions one pruning transaction deletes
 	// (default DefaultPruneBatch).
 	PruneBatch int
+	// MCP configures where agents' MCP servers may be.
+	MCP MCPConfig
+	// SecretsKey seals vault credentials at rest (sealbox.KeySize bytes);
+	// without one, credentials cannot be stored.
+	SecretsKey []byte
 }
 
 // WebhooksConfig configures webhook delivery. The zero value refuses
@@ -101,6 +106,7 @@ type App struct {
 	Users        *Users
 	Credentials  *Credentials
 	Skills       *Skills
+	Vaults       *Vaults
 
 	cfg     Config
 	store   storage.Store
@@ -133,6 +139,7 @@ func New(cfg Config) *App {
 	a.Memories = newMemories(a)
 	a.Environments = &Environments{app: a}
 	a.Agents = &Agents{app: a}
+	a.Vaults = newVaults(a)
 	a.Sessions = newSessions(a)
 	a.Work = newWork(a)
 	a.Webhooks = newWebhooks(a)

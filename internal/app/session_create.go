@@ -48,8 +48,8 @@ func (s *Sessions) Create(ctx context.Context, req api.CreateSessionRequest, mou
 	if err := validate.Metadata("metadata", req.Metadata); err != nil {
 		return api.Session{}, err
 	}
-	if len(req.VaultIDs) > 0 {
-		return api.Session{}, api.Errorf(api.InvalidRequest, "vault_ids: memstore has no vaults; leave vault_ids out")
+	if err := s.app.Vaults.CheckSessionVaults(ctx, req.VaultIDs); err != nil {
+		return api.Session{}, err
 	}
 	if len(req.InitialEvents) > maxInitialEvents {
 		return api.Session{}, api.Errorf(api.InvalidRequest, "initial_events has %d events; at most %d are allowed", len(req.InitialEvents), maxInitialEvents)
@@ -74,7 +74,7 @@ func (s *Sessions) Create(ctx context.Context, req api.CreateSessionRequest, mou
 	sess := api.Session{
 		ID: ids.NewAt(ids.Session, now), Type: "session", EnvironmentID: env.ID, Title: req.Title, Metadata: req.Metadata,
 		Agent:     resolved,
-		Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now,
+		Resources: res, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now, VaultIDs: req.VaultIDs,
 	}
 	for i := range sess.Resources {
 		sess.Resources[i].CreatedAt, sess.Resources[i].UpdatedAt = now, now

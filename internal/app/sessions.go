@@ -22,7 +22,7 @@ type Sessions struct {
 
 func newSessions(a *App) *Sessions {
 	s := &Sessions{app: a, streams: newWaiters()}
-	model := a.cfg.Model
+	model := a.modelConfig()
 	// The runtime's memory_search searches a session's own stores, as any
 	// caller that reaches exactly those.
 	model.Search = func(ctx context.Context, storeIDs []string, query string) ([]storage.SearchHit, error) {

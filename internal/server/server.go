@@ -176,6 +176,7 @@ func (s *Server) routes() {
 	s.mcpRoutes()
 	s.skillRoutes()
 	s.recoveryRoutes()
+	s.vaultRoutes()
 	// Anything unrouted gets the error envelope rather than the mux's
 	// plain-text 404/405.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -50,6 +50,7 @@ type Store interface {
 	Webhooks
 	Skills
 	Retention
+	Vaults
 	// Close releases the backend's connections.
 	Close() error
 }

@@ -75,6 +75,8 @@ var tables = []table{
 	{"session_resources", "id", cols("id session_id position:n memory_store_id body")},
 	{"session_events", "seq", cols("seq:n id session_id type body")},
 	{"work_items", "id", cols("id environment_id session_id state metadata created_at:t queued_at:t claimed_at:t worker_id token_id lease_expires_at:t lease_ttl_seconds:n acknowledged_at:t started_at:t latest_heartbeat_at:t stop_requested_at:t stopped_at:t")},
+	{"vaults", "id", cols("id body created_at:t archived_at:t")},
+	{"vault_credentials", "id", cols("id vault_id auth_type mcp_server_url body secret:b created_at:t archived_at:t")},
 	{"webhook_endpoints", "id", cols("id state body secret")},
 	{"webhook_events", "id", cols("id type payload created_at:t")},
 	{"webhook_deliveries", "seq", cols("seq:n event_id endpoint_id order_key state attempts:n created_at:t next_attempt_at:t lease_until:t lease_token")},

@@ -45,6 +45,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("DeliveriesStored", func(t *testing.T) { testDeliveriesStored(t, open) })
 	t.Run("ConcurrentDeliveryClaims", func(t *testing.T) { testConcurrentDeliveryClaims(t, open) })
 	t.Run("Skills", func(t *testing.T) { testSkills(t, open) })
+	t.Run("Vaults", func(t *testing.T) { testVaults(t, open) })
 }
 
 // newClock is the suite's settable clock, stopped at a fixed time.
