@@ -273,11 +273,7 @@ func (ch *chat) render(e api.Event) string {
 			return ""
 		}
 		delete(ch.calls, e.ToolUseID)
-		mark := "✓"
-		if e.IsError != nil && *e.IsError {
-			mark = "✗"
-		}
-		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
+		return resultLine(call, e)
 	case api.EventAgentMCPToolUse:
 		call := e
 		call.Name = "mcp " + e.MCPServerName + "/" + e.Name
@@ -291,11 +287,7 @@ func (ch *chat) render(e api.Event) string {
 			return ""
 		}
 		delete(ch.mcpCalls, e.MCPToolUseID)
-		mark := "✓"
-		if e.IsError != nil && *e.IsError {
-			mark = "✗"
-		}
-		return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(e.Text(), 45))
+		return resultLine(call, e)
 	case api.EventAgentThreadContextCompacted:
 		return "  compacted the conversation: the model goes on from a summary of what came before (the event log keeps everything)"
 	case api.EventSessionError:
@@ -467,4 +459,14 @@ func followChat(ctx context.Context, c *client.Client, id string, st *client.Eve
 			}
 		}
 	}
+}
+
+// resultLine is the line of a finished call: a mark for how it went, the
+// call, and the start of its result.
+func resultLine(call, result api.Event) string {
+	mark := "✓"
+	if result.IsError != nil && *result.IsError {
+		mark = "✗"
+	}
+	return fmt.Sprintf("  %s %s → %s", mark, callSummary(call), oneLine(result.Text(), 45))
 }
