@@ -17,15 +17,24 @@ func newChatCommand(s streams) *cobra.Command {
 	cli := &cliContext{streams: s}
 	var env, agentID, session string
 	var stores []string
+	hook := customToolHook{timeout: defaultCustomToolTimeout}
 	cmd := &cobra.Command{
 		Use:   "chat (--agent AGENT --env ENV [--store ID[:read_only]]... | --session SESSION)",
 		Short: "talk to an agent in the terminal (one message per line; Ctrl-C interrupts a turn; Ctrl-D ends)",
 		Example: `  memstore chat --env $ENV --agent $AGENT --store $STORE
   memstore chat --session $SESSION
+  memstore chat --session $SESSION --custom-tool-cmd ./answer-tool.sh
   printf 'hi\nwhat do you remember?\n' | memstore chat --env $ENV --agent $AGENT`,
 		Args: argCount(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runChat(cmd.Context(), cli, env, agentID, session, stores)
+			var custom *customToolHook
+			if hook.command != "" {
+				if hook.timeout <= 0 {
+					return fmt.Errorf("--custom-tool-timeout must be positive, got %s (e.g. 30s or 2m)", hook.timeout)
+				}
+				custom = &hook
+			}
+			return runChat(cmd.Context(), cli, env, agentID, session, stores, custom)
 		},
 	}
 	fs := cmd.Flags()
@@ -34,6 +43,8 @@ func newChatCommand(s streams) *cobra.Command {
 	fs.StringVar(&agentID, "agent", "", "agent id (for a new session)")
 	fs.StringVar(&session, "session", "", "continue this session instead of creating one")
 	fs.StringArrayVar(&stores, "store", nil, "attach a memory store to the new session: ID, ID:read_only or ID:read_write (repeatable)")
+	fs.StringVar(&hook.command, "custom-tool-cmd", "", "answer the agent's custom tool calls with this shell command (run with sh -c; the call's JSON input on stdin, MEMSTORE_TOOL_NAME and MEMSTORE_TOOL_USE_ID set; stdout is the result, a non-zero exit an error with stderr)")
+	fs.DurationVar(&hook.timeout, "custom-tool-timeout", defaultCustomToolTimeout, "how long --custom-tool-cmd may run before it is stopped and the call answered with an error")
 	cmd.RegisterFlagCompletionFunc("env", envIDs(cli))
 	cmd.RegisterFlagCompletionFunc("agent", agentIDs(cli))
 	cmd.RegisterFlagCompletionFunc("store", storeIDs(cli))
@@ -44,7 +55,7 @@ func newChatCommand(s streams) *cobra.Command {
 
 // runChat is a terminal conversation with a session, new or continued
 // (see runChatSession).
-func runChat(ctx context.Context, cli *cliContext, env, agentID, session string, stores []string) error {
+func runChat(ctx context.Context, cli *cliContext, env, agentID, session string, stores []string, custom *customToolHook) error {
 	c, err := cli.client()
 	if err != nil {
 		return err
@@ -71,7 +82,7 @@ func runChat(ctx context.Context, cli *cliContext, env, agentID, session string,
 	interrupts, release := takeInterrupts(ctx)
 	defer release()
 	return runChatSession(ctx, c, id, chatTerminal{in: cli.stdin, out: cli.stdout, interrupts: interrupts,
-		workerWait: func() <-chan time.Time { return time.After(chatWorkerWait) }})
+		workerWait: func() <-chan time.Time { return time.After(chatWorkerWait) }, customTool: custom})
 }
 
 // printUsage prints what the session has cost in tokens.

@@ -26,6 +26,9 @@ type chatTerminal struct {
 	// if the call still waits (see chat.checkWorkers); the verb's is
 	// time.After(chatWorkerWait).
 	workerWait func() <-chan time.Time
+	// customTool answers custom tool calls (--custom-tool-cmd); nil leaves
+	// them to the application, and the chat says how to answer.
+	customTool *customToolHook
 }
 
 // chatWorkerWait is how long tool calls may wait for a worker before the
@@ -51,6 +54,10 @@ type chat struct {
 	// mcpCalls are the MCP tool calls shown waiting for their result: the
 	// server makes them, no worker.
 	mcpCalls map[string]api.Event
+	// customCalls are the custom tool calls shown waiting for their
+	// result: the application (or customTool) answers them, no worker.
+	customCalls map[string]api.Event
+	customTool  *customToolHook
 
 	// environmentID is the session's environment, whose workers the chat
 	// checks once calls wait (workerCheck fires; workerWait arms it), until
@@ -81,6 +88,7 @@ func runChatSession(ctx context.Context, c *client.Client, id string, term chatT
 	go followChat(ctx, c, id, st, events)
 	ch := &chat{c: c, id: id, out: term.out, lines: readLines(term.in), interrupts: term.interrupts, events: events,
 		calls: map[string]api.Event{}, asking: map[string]api.Event{}, mcpCalls: map[string]api.Event{},
+		customCalls: map[string]api.Event{}, customTool: term.customTool,
 		environmentID: sess.EnvironmentID, workerWait: term.workerWait}
 	fmt.Fprintf(term.out, "Continue it later with: memstore chat --session %s\nOne message per line. Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D ends.\n", id)
 	if err := ch.converse(ctx); err != nil {
@@ -178,9 +186,14 @@ func (ch *chat) turn(ctx context.Context) (over bool, err error) {
 					return false, nil
 				}
 				asked, err := ch.confirm(ctx, e.StopReason.EventIDs)
-				if err != nil || !asked {
-					// Nothing to ask: the calls wait for a worker.
+				if err != nil {
 					return false, err
+				}
+				answered := ch.answerCustom(ctx, e.StopReason.EventIDs)
+				if !asked && !answered {
+					// Nothing to ask or answer here: the calls wait for a
+					// worker or the application.
+					return false, nil
 				}
 			}
 		case <-ch.workerCheck:
@@ -241,6 +254,30 @@ func (ch *chat) confirm(ctx context.Context, ids []string) (asked bool, err erro
 	return asked, nil
 }
 
+// answerCustom shows each custom tool call of ids on a line of its own and,
+// with a customTool, runs it and posts its answer; without, it says how to
+// answer. answered says whether any answer went out (the turn goes on).
+func (ch *chat) answerCustom(ctx context.Context, ids []string) (answered bool) {
+	for _, id := range ids {
+		call, ok := ch.customCalls[id]
+		if !ok {
+			continue
+		}
+		if ch.customTool == nil {
+			fmt.Fprintf(ch.out, "  custom tool %s waits for its answer (call %s): chat with --custom-tool-cmd CMD to answer such calls from a script, or post a user.custom_tool_result with custom_tool_use_id %s to POST /v1/sessions/%s/events\n",
+				callSummary(call), id, id, ch.id)
+			continue
+		}
+		fmt.Fprintf(ch.out, "  custom tool %s → running --custom-tool-cmd\n", callSummary(call))
+		if _, err := ch.c.SendEvents(ctx, ch.id, ch.customTool.answer(ctx, call)); err != nil {
+			fmt.Fprintf(ch.out, "  ✗ the answer to %s could not be posted: %v\n", id, err)
+			continue
+		}
+		answered = true
+	}
+	return answered
+}
+
 // show prints an event as the conversation shows it (see render).
 func (ch *chat) show(e api.Event) {
 	if text := ch.render(e); text != "" {
@@ -288,6 +325,15 @@ func (ch *chat) render(e api.Event) string {
 		}
 		delete(ch.mcpCalls, e.MCPToolUseID)
 		return resultLine(call, e)
+	case api.EventAgentCustomToolUse:
+		ch.customCalls[e.ID] = e
+	case api.EventUserCustomToolResult:
+		call, ok := ch.customCalls[e.CustomToolUseID]
+		if !ok {
+			return ""
+		}
+		delete(ch.customCalls, e.CustomToolUseID)
+		return resultLine(call, e)
 	case api.EventAgentThreadContextCompacted:
 		return "  compacted the conversation: the model goes on from a summary of what came before (the event log keeps everything)"
 	case api.EventSessionError:
@@ -302,7 +348,9 @@ func (ch *chat) render(e api.Event) string {
 		if e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
 			var waiting []string
 			for _, id := range e.StopReason.EventIDs {
-				if _, asking := ch.asking[id]; !asking {
+				_, asking := ch.asking[id]
+				_, custom := ch.customCalls[id]
+				if !asking && !custom {
 					waiting = append(waiting, id)
 				}
 			}
@@ -386,7 +434,7 @@ func (ch *chat) otherSessionsInProgress(ctx context.Context) ([]string, error) {
 // unanswered shows the calls a turn ended without (an interrupt abandoned
 // them) and forgets them.
 func (ch *chat) unanswered() {
-	for _, calls := range []map[string]api.Event{ch.calls, ch.mcpCalls} {
+	for _, calls := range []map[string]api.Event{ch.calls, ch.mcpCalls, ch.customCalls} {
 		for id, call := range calls {
 			fmt.Fprintf(ch.out, "  ✗ %s → no result (the turn ended)\n", callSummary(call))
 			delete(calls, id)
