@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,16 @@ func TestChatAnswersCustomToolsWithACommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := []string{"--base-url", rs.baseURL, "--api-key", rs.adminKey}
+
+	// A timeout that is no bound is refused before any session is made.
+	var errb strings.Builder
+	args := append([]string{"chat", "--env", env.ID, "--agent", ag.ID, "--custom-tool-cmd", "cat", "--custom-tool-timeout", "0s"}, conn...)
+	if code := run(ctx, args, streams{strings.NewReader("hi\n"), io.Discard, &errb}); code == 0 || !strings.Contains(errb.String(), "--custom-tool-timeout must be positive, got 0s") {
+		t.Fatalf("a zero --custom-tool-timeout: exit %d, stderr %q", code, errb.String())
+	}
+	if page, err := admin.ListSessions(ctx, api.SessionListParams{}); err != nil || len(page.Data) != 0 {
+		t.Fatalf("sessions after the refusal: %v, %v", page, err)
+	}
 
 	for _, tc := range []struct {
 		name    string
