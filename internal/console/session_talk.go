@@ -90,8 +90,8 @@ func (c *Console) talk(event func(*http.Request) (api.Event, error)) pageHandler
 }
 
 // markPending marks the calls of the log that still await the person: an
-// always_ask tool call without its confirmation or result, a custom tool
-// call without its result. Their rows carry the forms that answer them.
+// always_ask tool call (built-in or MCP) without its confirmation or
+// result, a custom tool call without its result. Their rows carry the forms that answer them.
 func markPending(events []eventView) {
 	answered := map[string]bool{}
 	for _, e := range events {
@@ -100,6 +100,8 @@ func markPending(events []eventView) {
 			answered[e.ToolUseID] = true
 		case api.EventUserCustomToolResult:
 			answered[e.CustomToolUseID] = true
+		case api.EventAgentMCPToolResult:
+			answered[e.MCPToolUseID] = true
 		}
 	}
 	for i, e := range events {
@@ -110,5 +112,5 @@ func markPending(events []eventView) {
 // awaitsPerson says whether an event, as it is appended, is a call the
 // person answers.
 func awaitsPerson(e api.Event) bool {
-	return (e.Type == api.EventAgentToolUse && e.EvaluatedPermission == api.PermissionAsk) || e.Type == api.EventAgentCustomToolUse
+	return ((e.Type == api.EventAgentToolUse || e.Type == api.EventAgentMCPToolUse) && e.EvaluatedPermission == api.PermissionAsk) || e.Type == api.EventAgentCustomToolUse
 }
