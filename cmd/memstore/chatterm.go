@@ -305,12 +305,7 @@ func (ch *chat) render(e api.Event) string {
 		}
 		ch.calls[e.ID] = e
 	case api.EventUserToolResult:
-		call, ok := ch.calls[e.ToolUseID]
-		if !ok {
-			return ""
-		}
-		delete(ch.calls, e.ToolUseID)
-		return resultLine(call, e)
+		return finish(ch.calls, e.ToolUseID, e)
 	case api.EventAgentMCPToolUse:
 		call := e
 		call.Name = "mcp " + e.MCPServerName + "/" + e.Name
@@ -319,21 +314,11 @@ func (ch *chat) render(e api.Event) string {
 		}
 		ch.mcpCalls[e.ID] = call
 	case api.EventAgentMCPToolResult:
-		call, ok := ch.mcpCalls[e.MCPToolUseID]
-		if !ok {
-			return ""
-		}
-		delete(ch.mcpCalls, e.MCPToolUseID)
-		return resultLine(call, e)
+		return finish(ch.mcpCalls, e.MCPToolUseID, e)
 	case api.EventAgentCustomToolUse:
 		ch.customCalls[e.ID] = e
 	case api.EventUserCustomToolResult:
-		call, ok := ch.customCalls[e.CustomToolUseID]
-		if !ok {
-			return ""
-		}
-		delete(ch.customCalls, e.CustomToolUseID)
-		return resultLine(call, e)
+		return finish(ch.customCalls, e.CustomToolUseID, e)
 	case api.EventAgentThreadContextCompacted:
 		return "  compacted the conversation: the model goes on from a summary of what came before (the event log keeps everything)"
 	case api.EventSessionError:
@@ -509,9 +494,15 @@ func followChat(ctx context.Context, c *client.Client, id string, st *client.Eve
 	}
 }
 
-// resultLine is the line of a finished call: a mark for how it went, the
-// call, and the start of its result.
-func resultLine(call, result api.Event) string {
+// finish takes the call id answers out of calls and returns its line: a
+// mark for how it went, the call, and the start of its result; "" for a
+// call not shown (answered before the chat followed the session).
+func finish(calls map[string]api.Event, id string, result api.Event) string {
+	call, ok := calls[id]
+	if !ok {
+		return ""
+	}
+	delete(calls, id)
 	mark := "✓"
 	if result.IsError != nil && *result.IsError {
 		mark = "✗"
