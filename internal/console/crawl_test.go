@@ -228,6 +228,8 @@ func TestEveryConsoleLinkAnswers(t *testing.T) {
 		"the agent":                       func(u string) bool { return u == "/console/agents/"+f.AgentID },
 		"the new agent form":              func(u string) bool { return u == "/console/agents/new" },
 		"the agent's sessions":            func(u string) bool { return u == "/console/sessions?agent="+f.AgentID },
+		"the skills list":                 func(u string) bool { return u == "/console/skills" },
+		"the skill's older version":       func(u string) bool { return strings.HasPrefix(u, "/console/skills/"+f.SkillID+"?version=") },
 		"the stylesheet and script files": func(u string) bool { return strings.HasPrefix(u, "/console/static/") },
 	}
 	for what, match := range want {

@@ -34,6 +34,8 @@ type consoleFixture struct {
 	SessionID       string
 	EnvironmentID   string
 	AgentID         string
+	// SkillID has two versions: the skill page links to the first.
+	SkillID string
 }
 
 // startSeededConsole starts a console with ada signed up and
@@ -118,6 +120,17 @@ func seedConsole(t *testing.T, srv *testserver.Server, hook string) consoleFixtu
 	}
 	f.SessionID = sess.ID
 	f.AgentID = agent.ID
+	skillMD := func(what string) []client.SkillFile {
+		return []client.SkillFile{{Path: "notes/SKILL.md", Content: []byte("---\nname: notes\ndescription: " + what + "\n---\nKeep notes short.\n")}}
+	}
+	skill, err := admin.CreateSkill(ctx, "", skillMD("Take notes."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateSkillVersion(ctx, skill.ID, skillMD("Take shorter notes.")); err != nil {
+		t.Fatal(err)
+	}
+	f.SkillID = skill.ID
 	if _, err := admin.CreateWebhook(ctx, api.WebhookEndpointParams{URL: &hook, EnabledEvents: []string{webhooks.MemoryStoreArchived}}); err != nil {
 		t.Fatal(err)
 	}
