@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,15 @@ func TestBrowserMakesAnAgentAndTalksToItsSession(t *testing.T) {
 	ag := agents.Data[0]
 	if tools, _ := json.Marshal(ag.Tools); !strings.Contains(string(tools), `"permission_policy":{"type":"always_ask"}`) || !strings.Contains(string(tools), `"type":"custom","name":"get_weather"`) {
 		t.Fatalf("the agent's tools: %s", tools)
+	}
+
+	// Its edit form, as the agent page renders it, saved with a new prompt:
+	// a second version that keeps every tool the first had.
+	b.run(chromedp.SetValue(chromedp.CSS(`textarea[name=system]`), "Answer in one sentence; write what you learn into /notes."))
+	b.leave(chromedp.Click(`//button[text()="Save a new version"]`), chromedp.WaitVisible(`//h2[text()="Start a session"]`))
+	edited, err := admin.GetAgent(ctx, ag.ID)
+	if err != nil || edited.Version != 2 || edited.System != "Answer in one sentence; write what you learn into /notes." || !sameJSON(edited.Tools, ag.Tools) {
+		t.Fatalf("after saving the rendered edit form: version %d, system %q, tools %s (%v); tools were %s", edited.Version, edited.System, edited.Tools, err, ag.Tools)
 	}
 
 	// A session of it, in the laptop environment, with notes writable.
@@ -200,4 +210,13 @@ func TestBrowserMakesAnAgentAndTalksToItsSession(t *testing.T) {
 func (b *browserTab) loaded() {
 	b.t.Helper()
 	browserRun(b, chromedp.Evaluate[bool](`new Promise(done => document.readyState === "complete" ? done(true) : addEventListener("load", () => done(true)))`, chromedp.EvalAwaitPromise))
+}
+
+// sameJSON reports whether a and b encode the same JSON values, whatever
+// the order of their objects' keys.
+func sameJSON(a, b any) bool {
+	var x, y any
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return json.Unmarshal(ja, &x) == nil && json.Unmarshal(jb, &y) == nil && reflect.DeepEqual(x, y)
 }
