@@ -84,6 +84,8 @@ const (
 type Claude struct {
 	cfg    ClaudeConfig
 	client anthropic.Client
+	// mcpLists keeps each MCP server's tool list for a while (mcp.go).
+	mcpLists mcpListCache
 }
 
 // NewClaude returns the Claude runtime for cfg.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -210,7 +211,69 @@ func (c *Claude) mcpTools(ctx context.Context, agent api.SessionAgent, vaultIDs 
 	return out, fails
 }
 
+// mcpListTTL is how long a server's tool list is reused: every model
+// request needs the list, and connecting, initialising and listing for
+// each one made every step of a turn wait on every MCP server. A server's
+// new tools reach the model within this long; a failed list is never kept,
+// so the next request tries the server again.
+const mcpListTTL = 30 * time.Second
+
+// mcpListCache holds tool lists by server URL and the vaults whose
+// credentials reached it (another bearer may see other tools).
+type mcpListCache struct {
+	mu    sync.Mutex
+	lists map[string]mcpList
+}
+
+type mcpList struct {
+	tools []*mcp.Tool
+	at    time.Time
+}
+
+func (l *mcpListCache) get(key string, now time.Time) ([]*mcp.Tool, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.lists[key]
+	if !ok || now.Sub(e.at) >= mcpListTTL {
+		delete(l.lists, key)
+		return nil, false
+	}
+	return e.tools, true
+}
+
+func (l *mcpListCache) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.lists, key)
+}
+
+// mcpListKey names a server's list as seen with these vaults' credentials.
+func mcpListKey(s mcpServer, vaultIDs []string) string {
+	return s.URL + "\x00" + strings.Join(vaultIDs, ",")
+}
+
+func (l *mcpListCache) put(key string, tools []*mcp.Tool, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lists == nil {
+		l.lists = map[string]mcpList{}
+	}
+	l.lists[key] = mcpList{tools, now}
+}
+
 func (c *Claude) listMCP(ctx context.Context, s mcpServer, vaultIDs []string) ([]*mcp.Tool, error) {
+	key := mcpListKey(s, vaultIDs)
+	if tools, ok := c.mcpLists.get(key, time.Now()); ok {
+		return tools, nil
+	}
+	tools, err := c.fetchMCPTools(ctx, s, vaultIDs)
+	if err == nil {
+		c.mcpLists.put(key, tools, time.Now())
+	}
+	return tools, err
+}
+
+func (c *Claude) fetchMCPTools(ctx context.Context, s mcpServer, vaultIDs []string) ([]*mcp.Tool, error) {
 	cs, err := c.connectMCP(ctx, s, vaultIDs)
 	if err != nil {
 		return nil, err
@@ -371,6 +434,11 @@ func (c *Claude) callMCP(ctx context.Context, v viewLike, useID string, emit Emi
 	out, err := c.callMCPTool(cctx, server, v.vaultIDs, use)
 	if ctx.Err() != nil {
 		return ctx.Err() // interrupted, or the server is stopping: the log decides again
+	}
+	if err != nil {
+		// The server failed: the next request lists its tools again
+		// rather than offer what it may no longer serve.
+		c.mcpLists.forget(mcpListKey(server, v.vaultIDs))
 	}
 	switch {
 	case isAuthFailure(err):

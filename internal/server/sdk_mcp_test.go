@@ -36,6 +36,7 @@ type docsServer struct {
 	mu    sync.Mutex
 	calls []string // the query of each call
 	auth  []string // Authorization of each HTTP request
+	lists int      // tools/list requests
 }
 
 func newDocsServer(t *testing.T, fail bool) *docsServer {
@@ -55,8 +56,13 @@ func newDocsServer(t *testing.T, fail bool) *docsServer {
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		d.mu.Lock()
 		d.auth = append(d.auth, r.Header.Get("Authorization"))
+		if bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+			d.lists++
+		}
 		d.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
@@ -239,6 +245,13 @@ func TestAnMCPToolIsCalledWithTheVaultsBearerWhichStaysSecret(t *testing.T) {
 	calls, auth := docs.seen()
 	if len(calls) != 1 || calls[0] != "memstore" {
 		t.Fatalf("the MCP server was called %d times (%v), want once", len(calls), calls)
+	}
+	// Both model requests offered the tool; the list was asked for once.
+	docs.mu.Lock()
+	lists := docs.lists
+	docs.mu.Unlock()
+	if lists != 1 {
+		t.Fatalf("the MCP server was asked for its tools %d times over two model requests, want once (the list is kept for %s)", lists, "30s")
 	}
 	for _, a := range auth {
 		if a != "Bearer "+bearer {
