@@ -266,13 +266,28 @@ func (l *Launcher) setNetwork(ctx context.Context, cfg Config) error {
 	}
 	path, err := exec.LookPath(program)
 	if err != nil {
-		return fmt.Errorf("pasta (%s) is not installed or not on PATH", program)
+		l.fallback = fmt.Errorf("pasta (%s) is not installed or not on PATH", program)
+		return l.fallback
 	}
 	l.pasta = path
 	if err := l.probePasta(ctx); err != nil {
 		l.pasta = ""
-		return fmt.Errorf("pasta (%s) cannot connect a sandbox's network namespace here: %w", path, err)
+		l.fallback = fmt.Errorf("pasta (%s) cannot connect a sandbox's network namespace here: %w", path, err)
+		return l.fallback
 	}
 	l.network = "on (pasta: the internet, not the host's loopback)"
 	return nil
+}
+
+// Network says what the shell reaches: On only where pasta connects each
+// sandbox's namespace (then pasta's path), Off or Host; for On fallen back
+// to the host's network, Host and why.
+func (l *Launcher) Network() (n Network, pasta string, fallback error) {
+	switch {
+	case l.pasta != "":
+		return On, l.pasta, nil
+	case l.cfg.Network == Off || l.cfg.Network == Host:
+		return l.cfg.Network, "", nil
+	}
+	return Host, "", l.fallback
 }

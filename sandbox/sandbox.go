@@ -138,6 +138,8 @@ type Launcher struct {
 	pasta string
 	// network is what the shell reaches, as LogAttrs reports it.
 	network string
+	// fallback says why network On fell back to the host's.
+	fallback error
 }
 
 // SandboxUID is the user (and group) the sandboxed shell runs as, where a
