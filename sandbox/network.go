@@ -40,7 +40,7 @@ func ParseNetwork(s string) (Network, error) {
 	case On, Off, Host:
 		return n, nil
 	}
-	return "", fmt.Errorf("sandbox network %q: use on (the internet, not the host's loopback), off (no network) or host (the host's network, loopback included)", s)
+	return "", fmt.Errorf("sandbox network %q: use on, off or host: on (the internet, not the host's loopback), off (no network), host (the host's network, loopback included)", s)
 }
 
 // PastaHint says how to get pasta; it ends every message about it missing.

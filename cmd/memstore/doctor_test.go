@@ -282,7 +282,7 @@ func TestDoctorSaysWhatTheSandboxNetworkReaches(t *testing.T) {
 		"on":     "✓ sandbox network on: each sandbox has a network of its own through pasta (",
 		"off":    "✓ sandbox network off: sandboxed commands reach no network",
 		"host":   "! sandbox network host: sandboxed commands share the host's network, its loopback included",
-		"bridge": "✗ sandbox network --sandbox-network: sandbox network \"bridge\": use on (the internet",
+		"bridge": "✗ sandbox network --sandbox-network: sandbox network \"bridge\": use on, off or host: on (the internet",
 	} {
 		d := doctor{flags: workerFlags{sandbox: "bwrap", sandboxNetwork: network}}
 		var got []string
