@@ -99,15 +99,12 @@ func (b Bind) String() string {
 type Config struct {
 	// Mode is Auto, Bwrap or None; empty means None.
 	Mode Mode
-	// NoNetwork gives each sandbox its own empty network namespace (only a
-	// loopback device), so commands cannot reach the network.
-	NoNetwork bool
-	// HostNetwork says the operator chose, on purpose, to share the
-	// host's network, loopback included (--sandbox-network host). Without
-	// it or NoNetwork the network is "on", which this build also serves
-	// with the host's network (a namespace of its own through pasta or
-	// slirp4netns is not built yet), after a warning that says so.
-	HostNetwork bool
+	// Network is what sandboxed commands reach: On (empty means On), Off
+	// or Host.
+	Network Network
+	// Pasta is the pasta executable that connects On's namespaces; empty
+	// finds "pasta" on PATH.
+	Pasta string
 	// Binds are shown in every sandbox, after the system folders.
 	Binds []Bind
 	// Program is the bwrap executable; empty finds "bwrap" on PATH.
@@ -135,6 +132,14 @@ type Launcher struct {
 	// disableUserns: bubblewrap can keep the shell from making user
 	// namespaces of its own (--disable-userns, bwrap 0.8 and later).
 	disableUserns bool
+	// pasta is the pasta executable attached to each sandbox's network
+	// namespace (network On); "" when the network is Off, Host, or On
+	// fallen back to the host's.
+	pasta string
+	// network is what the shell reaches, as LogAttrs reports it.
+	network string
+	// fallback says why network On fell back to the host's.
+	fallback error
 }
 
 // SandboxUID is the user (and group) the sandboxed shell runs as, where a
@@ -159,6 +164,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 	default:
 		return nil, fmt.Errorf("sandbox: unknown mode %q: use auto, bwrap or none", cfg.Mode)
 	}
+	if _, err := ParseNetwork(string(cfg.Network)); cfg.Network != "" && err != nil {
+		return nil, err
+	}
 	for _, b := range cfg.Binds {
 		if _, err := os.Stat(b.Src); err != nil {
 			return nil, fmt.Errorf("sandbox bind %s: its source cannot be used (%v); fix the path or drop the bind", b, err)
@@ -178,9 +186,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Launcher, error) {
 		} else {
 			l.disableUserns = probeRun(ctx, program, append(slices.Clip(userArgs), "--disable-userns")) == nil
 		}
-		if !cfg.NoNetwork && !cfg.HostNetwork {
+		if err := l.setNetwork(ctx, cfg); err != nil {
 			log.Warn("--sandbox-network on shares the host's network: sandboxed commands reach the host's loopback too (the API, the worker's metrics listener, local databases)",
-				"fix", "pass --sandbox-network off to cut the network, or --sandbox-network host to say the host's network is meant")
+				"reason", err.Error(), "fix", PastaHint+"; or pass --sandbox-network off to cut the network, or --sandbox-network host to say the host's network is meant")
 		}
 		if l.seccomp, err = SeccompProgram(); err != nil {
 			log.Warn("the sandboxed shell runs without a seccomp filter: it may make namespaces of its own, mount and trace", "reason", err.Error())
@@ -320,8 +328,8 @@ type View struct {
 // same link.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
 
-// Command is the command line that runs argv inside v. On a nil
-// Launcher it is argv. Otherwise it is a /bin/sh that opens the files
+// Command is the command line that runs argv inside v; start it with
+// Start. On a nil Launcher it is argv. Otherwise it is a /bin/sh that opens the files
 // holding bubblewrap's arguments and the seccomp filter, removes them, and
 // execs bwrap --args FD -- argv: bwrap's command line, which every process
 // in the sandbox can read as /proc/1/cmdline, names none of the host's
@@ -348,8 +356,14 @@ func (l *Launcher) Command(v View, argv []string) []string {
 	if err != nil {
 		return failing("sandbox: " + err.Error())
 	}
+	// With pasta, bubblewrap writes its status to a descriptor only
+	// Start opens; without it, the number could be one of bubblewrap's own.
+	guard := ""
+	if l.pasta != "" {
+		guard = `{ : >&` + strconv.Itoa(infoFD) + `; } 2>/dev/null || { echo 'sandbox: this command must be started by Launcher.Start, which connects its network' >&2; exit 126; }; `
+	}
 	if l.seccomp == nil {
-		const script = `exec 4<"$1" && rm -f -- "$1" && shift && exec "$0" --args 4 -- "$@"`
+		script := guard + `exec 4<"$1" && rm -f -- "$1" && shift && exec "$0" --args 4 -- "$@"`
 		return append([]string{"/bin/sh", "-c", script, l.program, args}, argv...)
 	}
 	seccomp, err := writeTemp("memstore-sandbox-seccomp-*", l.seccomp)
@@ -357,7 +371,7 @@ func (l *Launcher) Command(v View, argv []string) []string {
 		os.Remove(args)
 		return failing("sandbox: " + err.Error())
 	}
-	const script = `exec 3<"$1" 4<"$2" && rm -f -- "$1" "$2" && shift 2 && exec "$0" --args 4 -- "$@"`
+	script := guard + `exec 3<"$1" 4<"$2" && rm -f -- "$1" "$2" && shift 2 && exec "$0" --args 4 -- "$@"`
 	return append([]string{"/bin/sh", "-c", script, l.program, seccomp, args}, argv...)
 }
 
@@ -406,8 +420,11 @@ func (l *Launcher) bwrapArgs(v View) []string {
 	if l.seccomp != nil {
 		a = append(a, "--seccomp", "3")
 	}
-	if l.cfg.NoNetwork {
+	if l.cfg.Network == Off {
 		a = append(a, "--unshare-net")
+	}
+	if l.pasta != "" {
+		a = append(a, "--unshare-net", "--info-fd", strconv.Itoa(infoFD))
 	}
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
@@ -473,12 +490,8 @@ func (l *Launcher) LogAttrs(v View) []any {
 	for _, b := range l.cfg.Binds {
 		binds = append(binds, b.String())
 	}
-	network := "host"
-	if l.cfg.NoNetwork {
-		network = "off"
-	}
 	return []any{"sandbox", string(Bwrap), "workdir", v.Workdir, "stores", rw, "read_only_stores", ro,
-		"binds", binds, "network", network, "uid", l.ShellUID()}
+		"binds", binds, "network", l.network, "uid", l.ShellUID()}
 }
 
 // ShellUID is the user the shell runs as: SandboxUID when a user namespace

@@ -84,7 +84,8 @@ func (h *host) tools(t *testing.T, l *sandbox.Launcher, wrap ...string) *toolset
 			{Path: "/mnt/memory/notes", Dir: h.notes},
 			{Path: "/mnt/memory/policy", Dir: h.policy, ReadOnly: true},
 		},
-		WrapShell: func(argv []string) []string { return append(wrap, handOver(t, l.Command(h.view, argv), wrap)...) },
+		WrapShell:  func(argv []string) []string { return append(wrap, handOver(t, l.Command(h.view, argv), wrap)...) },
+		StartShell: l.Start,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,11 @@ func TestShellSeesExactlyTheSessionAsAnUnprivilegedUser(t *testing.T) {
 	var stderr bytes.Buffer
 	probe := exec.Command(drop[0], append(drop[1:], handOver(t, l.Command(sandbox.View{Workdir: "/"}, []string{"true"}), drop)...)...)
 	probe.Stderr = &stderr
-	if err := probe.Run(); err != nil {
+	wait, err := l.Start(probe)
+	if err == nil {
+		err = wait()
+	}
+	if err != nil {
 		t.Skipf("the kernel refuses bubblewrap to an unprivileged user (user namespaces), so the sandbox would fall back to none for one: %v: %s", err, stderr.String())
 	}
 	h := newHost(t)
@@ -345,7 +350,7 @@ func TestShellControlsWorkInsideTheSandbox(t *testing.T) {
 // With the network off the shell has only a loopback device.
 func TestNetworkOff(t *testing.T) {
 	h := newHost(t)
-	ts := h.tools(t, launcher(t, sandbox.Config{NoNetwork: true}))
+	ts := h.tools(t, launcher(t, sandbox.Config{Network: sandbox.Off}))
 	wantOut(t, bash(t, ts, "ls /sys/class/net 2>/dev/null || cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"), "lo\n")
 }
 

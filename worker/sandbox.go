@@ -29,6 +29,7 @@ func (w *Worker) toolsetConfig(room string, mounts []toolset.Mount, skills []str
 	cfg := toolset.Config{Workdir: room, Mounts: mounts, Logger: log, BashEnv: w.cfg.Sandbox.ShellEnv(room, w.sandbox.ShellUser())}
 	if w.sandbox != nil {
 		cfg.WrapShell = func(argv []string) []string { return w.sandbox.Command(view, argv) }
+		cfg.StartShell = w.sandbox.Start
 	}
 	return cfg
 }

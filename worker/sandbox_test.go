@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,7 +114,13 @@ func TestSandboxedBashSeesTheStoresAtTheirMountPaths(t *testing.T) {
 		t.Errorf("the read-only store changed: %q", m)
 	}
 	line := logs.Line("session sandbox", "session_id="+sess.ID)
-	for _, part := range []string{"sandbox=bwrap", "stores=[/mnt/memory/project-notes]", "read_only_stores=[/mnt/memory/team-handbook]", "network=host", "workdir=" + filepath.Join(cfg.Workdir, sess.ID+roomSuffix)} {
+	// The default network, on: a namespace of its own where pasta connects
+	// it (a root worker with pasta installed), else the host's.
+	network := `network="on (pasta`
+	if _, err := exec.LookPath("pasta"); err != nil || os.Geteuid() != 0 {
+		network = `network="host (on, without pasta)"`
+	}
+	for _, part := range []string{"sandbox=bwrap", "stores=[/mnt/memory/project-notes]", "read_only_stores=[/mnt/memory/team-handbook]", network, "workdir=" + filepath.Join(cfg.Workdir, sess.ID+roomSuffix)} {
 		if !strings.Contains(line, part) {
 			t.Errorf("the sandbox log line %q lacks %q", line, part)
 		}

@@ -189,8 +189,8 @@ func (d *demo) play(ctx context.Context, rs *runningServer, raw *slog.Logger) er
 		Client: c, EnvironmentID: d.env.ID, EnvironmentKey: key.Key, WorkerID: "demo-worker",
 		Workdir: workdir, MountRoot: mountRoot, MemorySyncInterval: memsync.MinInterval,
 		// The demo's scripted agent is this machine's own: the host's
-		// network is meant (and "on" would warn that it is the host's).
-		Sandbox: sandbox.Config{Mode: sandbox.Auto, HostNetwork: true},
+		// network is meant.
+		Sandbox: sandbox.Config{Mode: sandbox.Auto, Network: sandbox.Host},
 		// The demo narrates the interval's sync after a call, step by
 		// step, which needs the syncs in line with the calls.
 		MemorySyncInline: true,

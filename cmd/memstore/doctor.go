@@ -246,14 +246,37 @@ func (d doctor) sandboxChecks(ctx context.Context) []finding {
 	if mode == sandbox.None {
 		return []finding{warn("sandbox", "none: agents' bash runs unconfined, as the worker's user", "use --sandbox auto (or bwrap) with bubblewrap installed")}
 	}
-	l, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap}, slog.New(slog.DiscardHandler))
+	network, err := sandbox.ParseNetwork(d.flags.sandboxNetwork)
+	if err != nil {
+		return []finding{fail("sandbox network", "--sandbox-network: "+err.Error(), "")}
+	}
+	l, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap, Network: network}, slog.New(slog.DiscardHandler))
 	switch {
 	case err == nil:
-		return []finding{ok("sandbox", "bubblewrap works: each session's bash sees only its workdir and its stores"), shellUserFinding(l.ShellUID(), os.Geteuid())}
+		return []finding{ok("sandbox", "bubblewrap works: each session's bash sees only its workdir and its stores"), shellUserFinding(l.ShellUID(), os.Geteuid()), networkFinding(l)}
 	case mode == sandbox.Bwrap:
 		return []finding{fail("sandbox", "--sandbox bwrap, but "+err.Error(), "")}
 	}
 	return []finding{warn("sandbox", "--sandbox auto falls back to none: "+err.Error(), "")}
+}
+
+// networkFinding says what sandboxed commands reach with
+// --sandbox-network, and whether pasta, which makes "on" what it says, is
+// there and works.
+func networkFinding(l *sandbox.Launcher) finding {
+	const name = "sandbox network"
+	n, pasta, fallback := l.Network()
+	switch {
+	case n == sandbox.On:
+		return ok(name, "on: each sandbox has a network of its own through pasta ("+pasta+"): the internet, not the host's loopback (the API, the metrics listener)")
+	case n == sandbox.Off:
+		return ok(name, "off: sandboxed commands reach no network, only a loopback of their own")
+	case fallback != nil:
+		return warn(name, "on falls back to the host's network, its loopback included (the API, the metrics listener): "+fallback.Error(),
+			sandbox.PastaHint+"; or pass --sandbox-network off, or host to say the host's network is meant")
+	}
+	return warn(name, "host: sandboxed commands share the host's network, its loopback included (the API, the metrics listener)",
+		"pass --sandbox-network on (with pasta installed) unless the host's network is meant")
 }
 
 // envCheck says which variables an agent's shell gets: the names only

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/sandbox"
 )
@@ -261,5 +262,40 @@ func TestDoctorListsTheFoldersAKilledWorkerLeft(t *testing.T) {
 	})
 	if !strings.Contains(out2.String(), "found a store folder a stopped worker left") || !strings.Contains(out2.String(), sess.ID) {
 		t.Errorf("the worker's log does not name the leftover:\n%s", out2.String())
+	}
+}
+
+// The report says what sandboxed commands reach with each
+// --sandbox-network: on through pasta (installed here, see .ci/run), off,
+// host (a warning), and on without pasta (a warning that says why and how
+// to install it).
+func TestDoctorSaysWhatTheSandboxNetworkReaches(t *testing.T) {
+	testenv.Pasta(t)
+	l, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Pasta: "/no/such/pasta"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	if f := networkFinding(l); f.mark != checkWarn || !strings.Contains(f.detail, "on falls back to the host's network") || !strings.Contains(f.detail, "/no/such/pasta") || !strings.Contains(f.fix, "apt-get install passt") {
+		t.Errorf("on without pasta: %+v", f)
+	}
+	for network, want := range map[string]string{
+		"on":     "✓ sandbox network on: each sandbox has a network of its own through pasta (",
+		"off":    "✓ sandbox network off: sandboxed commands reach no network",
+		"host":   "! sandbox network host: sandboxed commands share the host's network, its loopback included",
+		"bridge": "✗ sandbox network --sandbox-network: sandbox network \"bridge\": use on, off or host: on (the internet",
+	} {
+		d := doctor{flags: workerFlags{sandbox: "bwrap", sandboxNetwork: network}}
+		var got []string
+		for _, f := range d.sandboxChecks(context.Background()) {
+			got = append(got, f.mark+" "+f.name+" "+f.detail)
+		}
+		if !strings.Contains(strings.Join(got, "\n"), want) {
+			t.Errorf("--sandbox-network %s: the findings lack %q:\n%s", network, want, strings.Join(got, "\n"))
+		}
+	}
+	// And the report prints it.
+	h := newDoctorHost(t)
+	if _, out := runDoctor(t, h.args("--sandbox", "bwrap", "--sandbox-network", "host")); !strings.Contains(out, "! sandbox network  host:") {
+		t.Errorf("the report lacks the network's line:\n%s", out)
 	}
 }

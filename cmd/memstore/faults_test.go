@@ -53,6 +53,10 @@ var faultPoints = []string{
 	"final.planned#1", "end.disposing#1",
 }
 
+// finalSyncRepeats is how many more times the long run kills both
+// processes in the final sync (see TestKilledAtAnyPoint…).
+const finalSyncRepeats = 8
+
 // victims are what dies at a fault point.
 var victims = []string{"worker", "server", "both"}
 
@@ -63,15 +67,22 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 	type scenario struct {
 		point, victim string
 		sandboxed     bool
+		again         int // a repetition's number (1, 2, …); 0 for the first run
 	}
 	var scenarios []scenario
 	if testenv.IsLong() {
 		for _, v := range victims {
 			for _, p := range faultPoints {
-				scenarios = append(scenarios, scenario{p, v, false})
+				scenarios = append(scenarios, scenario{p, v, false, 0})
 			}
 		}
-		scenarios = append(scenarios, scenario{"final.planned#1", "worker", true})
+		scenarios = append(scenarios, scenario{"final.planned#1", "worker", true, 0})
+		// Both killed in the final sync once lost a memory on the server,
+		// and no cause has been found (docs/testing.md): the long run
+		// repeats it, so a recurrence shows with its dump.
+		for i := 1; i <= finalSyncRepeats; i++ {
+			scenarios = append(scenarios, scenario{"final.planned#1", "both", false, i})
+		}
 	} else {
 		// The README's test command: one kill of each kind. Live sync (the
 		// default) uploads each write as it happens, so the final sync
@@ -80,8 +91,8 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 		// and the mid-session sync's. The sandboxed kill lands in the final
 		// sync: the next worker finds the session ended and must finish
 		// the folders left in the session's own folder.
-		scenarios = []scenario{{"write.uploaded#1", "worker", false}, {"tool.posted#4", "server", false},
-			{"sync.uploaded#1", "both", false}, {"final.planned#1", "worker", true}}
+		scenarios = []scenario{{"write.uploaded#1", "worker", false, 0}, {"tool.posted#4", "server", false, 0},
+			{"sync.uploaded#1", "both", false, 0}, {"final.planned#1", "worker", true, 0}}
 	}
 	bin := filepath.Join(t.TempDir(), "memstore")
 	if out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -94,6 +105,9 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 		name := sc.victim + "@" + sc.point
 		if sc.sandboxed {
 			name += "+sandbox"
+		}
+		if sc.again > 0 {
+			name += fmt.Sprintf("+again%d", sc.again)
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -79,7 +79,7 @@ func (f *workerFlags) registerLocal(fs *pflag.FlagSet, workdirDefault, mountRoot
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "0", "the lease each heartbeat asks for, in whole seconds (the server grants 5s to 600s); a shorter lease hands a crashed worker's sessions to another worker sooner; 0 leaves it to the server (60s on memstore)")
 	fs.StringVar(&f.logFormat, "log-format", envOr("ANTHROPIC_LOG_FORMAT", "text"), "log format: text or json (env ANTHROPIC_LOG_FORMAT)")
 	fs.StringVar(&f.sandbox, "sandbox", envOr("ANTHROPIC_SANDBOX", string(sandbox.Auto)), "run each session's bash in a bubblewrap sandbox that shows only its workdir and stores: auto (when bubblewrap works here, else none with a warning), bwrap (required) or none (env ANTHROPIC_SANDBOX)")
-	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "whether sandboxed commands reach the network: on, off (a loopback of their own only) or host (the host's network, its loopback included; on does the same for now, with a warning) (env ANTHROPIC_SANDBOX_NETWORK)")
+	fs.StringVar(&f.sandboxNetwork, "sandbox-network", envOr("ANTHROPIC_SANDBOX_NETWORK", "on"), "what sandboxed commands reach: on (the internet through pasta, not the host's loopback; the host's network with a warning where pasta is not installed), off (a loopback of their own only) or host (the host's network, its loopback included) (env ANTHROPIC_SANDBOX_NETWORK)")
 	fs.StringArrayVar(&f.sandboxBinds, "sandbox-bind", nil, "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more")
 	fs.StringArrayVar(&f.sandboxEnv, "sandbox-env", nil, "also give every session's shell this variable: NAME (the worker's value) or NAME=value; repeat for more (the shell otherwise gets only PATH, LANG, LANGUAGE, LC_*, TERM, TZ, and its own HOME and USER)")
 	fs.StringVar(&f.maxSessions, "max-sessions", envOr("ANTHROPIC_MAX_SESSIONS", "0"), fmt.Sprintf("how many sessions to serve at once; 1 serves one at a time; 0 is two per CPU, at least 2 and at most 64 (%d here) (env ANTHROPIC_MAX_SESSIONS)", worker.DefaultMaxSessions()))
@@ -132,8 +132,9 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--sandbox: %w", err)
 	}
-	if f.sandboxNetwork != "on" && f.sandboxNetwork != "off" && f.sandboxNetwork != "host" {
-		return cfg, fmt.Errorf("--sandbox-network %q: on, off or host", f.sandboxNetwork)
+	network, err := sandbox.ParseNetwork(f.sandboxNetwork)
+	if err != nil {
+		return cfg, fmt.Errorf("--sandbox-network: %w", err)
 	}
 	binds := make([]sandbox.Bind, len(f.sandboxBinds))
 	for i, s := range f.sandboxBinds {
@@ -178,7 +179,7 @@ func (f *workerFlags) config(logger *slog.Logger) (worker.Config, error) {
 		MaxIdle:             maxIdle,
 		LeaseTTL:            leaseTTL,
 		FaultPoint:          faultPoint(logger),
-		Sandbox:             sandbox.Config{Mode: mode, NoNetwork: f.sandboxNetwork == "off", HostNetwork: f.sandboxNetwork == "host", Binds: binds, Env: envs},
+		Sandbox:             sandbox.Config{Mode: mode, Network: network, Binds: binds, Env: envs},
 		Logger:              logger,
 	}, nil
 }

@@ -171,7 +171,7 @@ func (t *Toolset) shell() (*shell, error) {
 	if t.cfg.WrapShell != nil {
 		argv = t.cfg.WrapShell(argv)
 	}
-	sh, err := startShell(argv, dir, env, t.cfg.MaxOutputBytes)
+	sh, err := startShell(argv, dir, env, t.cfg.MaxOutputBytes, t.cfg.StartShell)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start the shell: %w", err)
 	}
@@ -238,8 +238,9 @@ type shell struct {
 	notify chan struct{} // a wake-up after each delivery (capacity 1)
 }
 
-// startShell starts argv (bash, perhaps wrapped in a sandbox) in dir.
-func startShell(argv []string, dir string, env []string, limit int) (*shell, error) {
+// startShell starts argv (bash, perhaps wrapped in a sandbox) in dir,
+// with start (when set) in place of exec.Cmd's Start and Wait.
+func startShell(argv []string, dir string, env []string, limit int, start func(*exec.Cmd) (func() error, error)) (*shell, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -255,7 +256,10 @@ func startShell(argv []string, dir string, env []string, limit int) (*shell, err
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	if start == nil {
+		start = func(cmd *exec.Cmd) (func() error, error) { return cmd.Wait, cmd.Start() }
+	}
+	wait, err := start(cmd)
 	// The child holds its own copies; ours would keep the output pipe from
 	// ever reaching EOF.
 	inR.Close()
@@ -270,7 +274,7 @@ func startShell(argv []string, dir string, env []string, limit int) (*shell, err
 		exited: make(chan struct{}), read: make(chan struct{}), notify: make(chan struct{}, 1),
 	}
 	go func() {
-		_ = cmd.Wait()
+		_ = wait()
 		close(s.exited)
 	}()
 	go s.drain()

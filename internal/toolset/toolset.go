@@ -93,6 +93,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -166,6 +167,11 @@ type Config struct {
 	// through, and exit with the shell's status, so that timeouts, the
 	// output cap and the kill of everything a command started keep working.
 	WrapShell func(argv []string) []string
+	// StartShell, when set, starts the shell's command (already wrapped)
+	// in place of cmd.Start and returns what waits for it: the sandbox
+	// starts the helper that connects its network beside the shell, and
+	// stops it once the shell has exited.
+	StartShell func(cmd *exec.Cmd) (wait func() error, err error)
 
 	// Logger receives the toolset's own events (shell started, killed).
 	// Default: slog.Default(). The worker passes one already carrying
