@@ -1,0 +1,18 @@
+// Command memstore-worker is memstore's environment worker alone:
+// `memstore-worker poll | run | webhook` are `memstore worker poll | run |
+// webhook`, flags and all, in a binary that links none of the server, the
+// console or the database drivers. It is a fifth of memstore's size, and
+// an idle worker's resident memory is mostly the pages of its executable.
+package main
+
+import (
+	"os"
+
+	"github.com/memstore/memstore/internal/workercli"
+)
+
+func main() {
+	root := workercli.NewCommand(os.Stderr)
+	root.Use = "memstore-worker"
+	workercli.Main(root)
+}
