@@ -6,13 +6,21 @@
 package main
 
 import (
+	"io"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/memstore/memstore/internal/workercli"
 )
 
 func main() {
-	root := workercli.NewCommand(os.Stderr)
+	workercli.Main(newRootCommand(os.Stderr))
+}
+
+// newRootCommand is `memstore worker` under the binary's own name.
+func newRootCommand(stderr io.Writer) *cobra.Command {
+	root := workercli.NewCommand(stderr)
 	root.Use = "memstore-worker"
-	workercli.Main(root)
+	return root
 }
