@@ -245,7 +245,9 @@ func (a *applier) download(ctx context.Context, act Action) result {
 	}
 	a.st.placed.Store(true)
 	a.st.fault("downloaded")
-	a.mark(func(s State) { s.MarkSynced(act.Path, sum) })
+	// m.ContentSHA256 equals sum and the remote listing holds it already:
+	// the state shares it instead of keeping a copy per file.
+	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.tally(0, 0, int64(len(content)))
 	a.debug(ctx, act, "downloaded")
 	return done

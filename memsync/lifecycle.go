@@ -210,7 +210,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	// Adopted from the start: until its edits are saved, the folder may hold
 	// the only copy of what the agent wrote, so a failure below leaves it,
 	// with its journal, for the next claim (see discard).
-	st.state, st.journaled = j.State, j.State.Clone()
+	st.state, st.journaled = j.State, stateSum(j.State)
 	st.enter(ctx, phaseAdopted)
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {

@@ -2,6 +2,7 @@ package memsync
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,9 +64,9 @@ type store struct {
 	// opens them.
 	stateRoot *confined.Root
 	lock      *os.File
-	// journaled is the state the journal holds, so an unchanged state is
-	// not written again.
-	journaled State
+	// journaled fingerprints the state the journal holds (stateSum), so
+	// an unchanged state is not written again; nil: write the next one.
+	journaled *[sha256.Size]byte
 	// placed: the worker wrote or removed files in the folder since its
 	// filesystem was last flushed (set by apply's goroutines); the next
 	// journal write flushes first.

@@ -87,7 +87,7 @@ func skillEntries(flags []string) ([]json.RawMessage, error) {
 	for _, f := range flags {
 		id, version, _ := strings.Cut(f, "@")
 		if id == "" {
-			return nil, usageError{fmt.Errorf("--skill %q: give SKILL_ID or SKILL_ID@VERSION (memstore skill list shows the ids)", f)}
+			return nil, usageError{Err: fmt.Errorf("--skill %q: give SKILL_ID or SKILL_ID@VERSION (memstore skill list shows the ids)", f)}
 		}
 		e := map[string]string{"type": "custom", "skill_id": id}
 		if version != "" {

@@ -42,7 +42,7 @@ A server on PostgreSQL (--database) is backed up with pg_dump.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case verify != "" && to != "":
-				return usageError{errors.New("--verify checks a backup and --to makes one; give one of them")}
+				return usageError{Err: errors.New("--verify checks a backup and --to makes one; give one of them")}
 			case verify != "":
 				m, err := backup.Verify(cmd.Context(), verify)
 				if err != nil {
@@ -52,7 +52,7 @@ A server on PostgreSQL (--database) is backed up with pg_dump.`,
 			case database != "":
 				return fmt.Errorf(pgDumpAdvice, postgres.Redact(database))
 			case to == "":
-				return usageError{errors.New("--to FILE is required: the new backup file (or --verify FILE to check one)")}
+				return usageError{Err: errors.New("--to FILE is required: the new backup file (or --verify FILE to check one)")}
 			}
 			m, err := backup.Create(cmd.Context(), dataDir, to)
 			if err != nil {
@@ -85,9 +85,9 @@ which must not exist or be empty. Then serve it: memstore serve --data DIR.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case from == "":
-				return usageError{errors.New("--from FILE is required: the backup to restore")}
+				return usageError{Err: errors.New("--from FILE is required: the backup to restore")}
 			case dataDir == "":
-				return usageError{errors.New("--data DIR is required: the new data folder to restore into")}
+				return usageError{Err: errors.New("--data DIR is required: the new data folder to restore into")}
 			}
 			m, err := backup.Restore(cmd.Context(), from, dataDir)
 			if err != nil {

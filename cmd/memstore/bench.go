@@ -82,30 +82,30 @@ func runBench(cmd *cobra.Command, cli *cliContext, f benchFlags) error {
 	// Every setting is checked before the first request.
 	mix, err := loadgen.ParseMix(f.mix)
 	if err != nil {
-		return usageError{fmt.Errorf("--mix: %w", err)}
+		return usageError{Err: fmt.Errorf("--mix: %w", err)}
 	}
 	cfg := loadgen.Config{Duration: f.duration, Requests: f.requests, Rate: f.rate, Concurrency: f.concurrency,
 		Followers: f.followers, Mix: mix, ContentBytes: f.contentSize}
 	if f.seed != "" {
 		shape, err := loadgen.ParseShape(f.seed, f.contentSize)
 		if err != nil {
-			return usageError{fmt.Errorf("--seed: %w", err)}
+			return usageError{Err: fmt.Errorf("--seed: %w", err)}
 		}
 		cfg.Seed = &shape
 	}
 	switch {
 	case f.duration <= 0:
-		return usageError{fmt.Errorf("--duration %v: give a positive duration, such as 30s", f.duration)}
+		return usageError{Err: fmt.Errorf("--duration %v: give a positive duration, such as 30s", f.duration)}
 	case f.requests <= 0:
-		return usageError{fmt.Errorf("--requests %d: give a positive number", f.requests)}
+		return usageError{Err: fmt.Errorf("--requests %d: give a positive number", f.requests)}
 	case f.rate < 0:
-		return usageError{fmt.Errorf("--rate %v: give 0 (flat out) or a positive number of requests per second", f.rate)}
+		return usageError{Err: fmt.Errorf("--rate %v: give 0 (flat out) or a positive number of requests per second", f.rate)}
 	case f.concurrency < 1:
-		return usageError{fmt.Errorf("--concurrency %d: give 1 or more", f.concurrency)}
+		return usageError{Err: fmt.Errorf("--concurrency %d: give 1 or more", f.concurrency)}
 	case f.followers < 0:
-		return usageError{fmt.Errorf("--followers %d: give 0 or more", f.followers)}
+		return usageError{Err: fmt.Errorf("--followers %d: give 0 or more", f.followers)}
 	case f.contentSize < 1 || f.contentSize > api.MaxContentBytes:
-		return usageError{fmt.Errorf("--content-size %d: give between 1 and %d bytes (the API's limit per memory)", f.contentSize, api.MaxContentBytes)}
+		return usageError{Err: fmt.Errorf("--content-size %d: give between 1 and %d bytes (the API's limit per memory)", f.contentSize, api.MaxContentBytes)}
 	}
 	format, err := cli.format(cli.stdout)
 	if err != nil {

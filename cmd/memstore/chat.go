@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/workercli"
 )
 
 func newChatCommand(s streams) *cobra.Command {
@@ -79,7 +80,7 @@ func runChat(ctx context.Context, cli *cliContext, env, agentID, session string,
 		}
 		id = s.ID
 	}
-	interrupts, release := takeInterrupts(ctx)
+	interrupts, release := workercli.TakeInterrupts(ctx)
 	defer release()
 	return runChatSession(ctx, c, id, chatTerminal{in: cli.stdin, out: cli.stdout, interrupts: interrupts,
 		workerWait: func() <-chan time.Time { return time.After(chatWorkerWait) }, customTool: custom})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/workercli"
 	"github.com/memstore/memstore/memsync"
 	"github.com/memstore/memstore/sandbox"
 	"github.com/memstore/memstore/worker"
@@ -98,7 +99,7 @@ func runDemo(ctx context.Context, keep, verbose bool, stdout, stderr io.Writer) 
 		defer fmt.Fprintf(stdout, "\nThe demo's files are kept in %s\n", tmp)
 	} else {
 		defer os.RemoveAll(tmp)
-		onForceQuit(ctx, func() { fmt.Fprintf(stderr, "memstore demo: its temporary folder %s is left behind; remove it\n", tmp) })
+		workercli.OnForceQuit(ctx, func() { fmt.Fprintf(stderr, "memstore demo: its temporary folder %s is left behind; remove it\n", tmp) })
 	}
 	raw := slog.New(slog.DiscardHandler)
 	if verbose {

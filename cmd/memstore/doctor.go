@@ -21,6 +21,7 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/confined"
+	"github.com/memstore/memstore/internal/workercli"
 	"github.com/memstore/memstore/memsync"
 	"github.com/memstore/memstore/sandbox"
 )
@@ -31,7 +32,7 @@ import (
 // wrong and how to fix it.
 
 func newDoctorCommand(s streams) *cobra.Command {
-	var f workerFlags
+	var f workercli.Flags
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "check that this host can run a worker: mount root, filesystem, sandbox, server, key, clock",
@@ -48,13 +49,13 @@ same settings are checked; it exits 0 when the host is ready and 1 when it is no
 			return d.report(cmd.Context(), s.stdout)
 		},
 	}
-	f.register(cmd.Flags())
+	f.Register(cmd.Flags())
 	return cmd
 }
 
 // doctor runs the checks; now is the clock the skew is measured with.
 type doctor struct {
-	flags workerFlags
+	flags workercli.Flags
 	now   func() time.Time
 }
 
@@ -117,7 +118,7 @@ func (d doctor) checks(ctx context.Context) []finding {
 // mountChecks looks at the mount root, then, in a scratch folder inside
 // it, at what the filesystem does with letter case and symlinks.
 func (d doctor) mountChecks() []finding {
-	root := d.flags.mountRoot
+	root := d.flags.MountRoot
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return []finding{fail("mount root", fmt.Sprintf("%s: %v", root, err), "pass an absolute folder with --mount-root")}
@@ -239,14 +240,14 @@ func symlinkFinding(r *confined.Root, scratch string) finding {
 // sandbox here, what --sandbox makes of that, and, when it can, which
 // user the shell runs as.
 func (d doctor) sandboxChecks(ctx context.Context) []finding {
-	mode, err := sandbox.ParseMode(d.flags.sandbox)
+	mode, err := sandbox.ParseMode(d.flags.Sandbox)
 	if err != nil {
 		return []finding{fail("sandbox", err.Error(), "pass --sandbox auto, bwrap or none")}
 	}
 	if mode == sandbox.None {
 		return []finding{warn("sandbox", "none: agents' bash runs unconfined, as the worker's user", "use --sandbox auto (or bwrap) with bubblewrap installed")}
 	}
-	network, err := sandbox.ParseNetwork(d.flags.sandboxNetwork)
+	network, err := sandbox.ParseNetwork(d.flags.SandboxNetwork)
 	if err != nil {
 		return []finding{fail("sandbox network", "--sandbox-network: "+err.Error(), "")}
 	}
@@ -284,7 +285,7 @@ func networkFinding(l *sandbox.Launcher) finding {
 func (d doctor) envCheck() finding {
 	const name = "agent env"
 	var cfg sandbox.Config
-	for _, s := range d.flags.sandboxEnv {
+	for _, s := range d.flags.SandboxEnv {
 		kv, err := sandbox.ParseEnv(s)
 		if err != nil {
 			return fail(name, "--sandbox-env: "+err.Error(), "")
@@ -314,13 +315,13 @@ func shellUserFinding(shellUID, workerUID int) finding {
 // serverCheck asks the server's /healthz, and returns the answer's Date
 // for the clock check.
 func (d doctor) serverCheck(ctx context.Context) (finding, time.Time) {
-	base := strings.TrimRight(d.flags.baseURL, "/")
+	base := strings.TrimRight(d.flags.BaseURL, "/")
 	fix := "start the server, or point --base-url (ANTHROPIC_BASE_URL) at it"
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
 	if err != nil {
-		return fail("server", fmt.Sprintf("--base-url %q: %v", d.flags.baseURL, err), "pass the server's http:// or https:// URL"), time.Time{}
+		return fail("server", fmt.Sprintf("--base-url %q: %v", d.flags.BaseURL, err), "pass the server's http:// or https:// URL"), time.Time{}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -344,11 +345,11 @@ func (d doctor) serverCheck(ctx context.Context) (finding, time.Time) {
 // claims nothing.
 func (d doctor) keyCheck(ctx context.Context) finding {
 	const name = "environment key"
-	env, key := d.flags.environmentID, d.flags.envKey()
+	env, key := d.flags.EnvironmentID, d.flags.EnvKey()
 	if env == "" || key == "" {
 		return fail(name, "no environment id or no environment key given", "pass --environment-id (ANTHROPIC_ENVIRONMENT_ID) and set ANTHROPIC_ENVIRONMENT_KEY (memstore env key create ENV mints one)")
 	}
-	c, err := client.New(d.flags.baseURL, client.WithBearerToken(key), client.WithRetryPolicy(client.RetryPolicy{MaxRetries: 0}))
+	c, err := client.New(d.flags.BaseURL, client.WithBearerToken(key), client.WithRetryPolicy(client.RetryPolicy{MaxRetries: 0}))
 	if err != nil {
 		return fail(name, err.Error(), "pass the server's http:// or https:// URL with --base-url")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/memstore/memstore/client"
 	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/workercli"
 	"github.com/memstore/memstore/sandbox"
 )
 
@@ -284,7 +285,7 @@ func TestDoctorSaysWhatTheSandboxNetworkReaches(t *testing.T) {
 		"host":   "! sandbox network host: sandboxed commands share the host's network, its loopback included",
 		"bridge": "✗ sandbox network --sandbox-network: sandbox network \"bridge\": use on, off or host: on (the internet",
 	} {
-		d := doctor{flags: workerFlags{sandbox: "bwrap", sandboxNetwork: network}}
+		d := doctor{flags: workercli.Flags{Sandbox: "bwrap", SandboxNetwork: network}}
 		var got []string
 		for _, f := range d.sandboxChecks(context.Background()) {
 			got = append(got, f.mark+" "+f.name+" "+f.detail)

@@ -55,7 +55,7 @@ func (o outputFlags) format(stdout io.Writer) (string, error) {
 		}
 		return outputJSON, nil
 	}
-	return "", usageError{fmt.Errorf("--output %q: use json, table or yaml", o.output)}
+	return "", usageError{Err: fmt.Errorf("--output %q: use json, table or yaml", o.output)}
 }
 
 // print writes v, an API object or a list of them, to stdout in the output

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/workercli"
 )
 
 // Every setting a worker refuses is refused before it polls: the command
@@ -236,8 +237,8 @@ func TestMemorySyncIntervalOfMinusOneDisablesMemory(t *testing.T) {
 		{"15", false, true},
 		{"-x", false, true},
 	} {
-		f := workerFlags{baseURL: "http://127.0.0.1:1", syncInterval: tc.value, syncDeletions: "enabled", maxIdle: "60s", sandbox: "none", sandboxNetwork: "on"}
-		cfg, err := f.config(slog.New(slog.DiscardHandler))
+		f := workercli.Flags{BaseURL: "http://127.0.0.1:1", SyncInterval: tc.value, SyncDeletions: "enabled", MaxIdle: "60s", Sandbox: "none", SandboxNetwork: "on"}
+		cfg, err := f.Config(slog.New(slog.DiscardHandler))
 		switch {
 		case tc.refused && (err == nil || !strings.Contains(err.Error(), "--memory-sync-interval")):
 			t.Errorf("%q: err %v, want a refusal naming the flag", tc.value, err)

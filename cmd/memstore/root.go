@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/memstore/memstore/internal/workercli"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +32,7 @@ The operator verbs find a local server and its admin key on their own
   memstore store create notes -q     # print only the new store's id`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown command %q", args[0])}
+				return usageError{Err: fmt.Errorf("unknown command %q", args[0])}
 			}
 			return nil
 		},
@@ -56,14 +57,14 @@ The operator verbs find a local server and its admin key on their own
 		}
 		fmt.Fprint(s.stderr, cmd.UsageString())
 	})
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(
 		newServeCommand(s),
 		newUpCommand(s),
 		newDemoCommand(s),
 		newMigrateCommand(s),
-		newWorkerCommand(s),
+		workercli.NewCommand(s.stderr),
 		newDoctorCommand(s),
 		newEnvCommand(s),
 		newAgentCommand(s),
@@ -106,54 +107,24 @@ Global Flags:
 Run '{{.CommandPath}} <command> --help' for a command's flags and examples.{{end}}
 `
 
-// errUsage marks an error already explained on stderr (exit status 2).
-var errUsage = errors.New("usage")
-
-// usageError is a command called the wrong way: run prints it with the
-// command's usage and exits 2.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 // argCount accepts between min and max positional arguments (max -1: no
 // upper bound).
 func argCount(min, max int) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) < min || (max >= 0 && len(args) > max) {
-			return usageError{errors.New("wrong number of arguments")}
+			return usageError{Err: errors.New("wrong number of arguments")}
 		}
 		return nil
 	}
 }
 
-// noArgs is argCount(0, 0) with a message that says where settings go.
-func noArgs(_ *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return fmt.Errorf("unexpected argument %q; every setting is a flag", args[0])
-	}
-	return nil
-}
+// The command-line plumbing the worker's commands share with the rest
+// lives in internal/workercli, which the worker-only binary builds from.
+type usageError = workercli.UsageError
 
-// newNoun makes a command that groups verbs ("memstore env"): alone it
-// prints its usage and exits 2; an unknown verb is a usage error.
-func newNoun(use, short string, verbs ...*cobra.Command) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case len(args) == 0:
-				fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
-				return errUsage
-			case args[0] == "help":
-				cmd.HelpFunc()(cmd, nil)
-				return nil
-			}
-			return usageError{fmt.Errorf("unknown verb %q", args[0])}
-		},
-		ValidArgsFunction: cobra.NoFileCompletions,
-	}
-	cmd.AddCommand(verbs...)
-	return cmd
-}
+var (
+	errUsage = workercli.ErrUsage
+	noArgs   = workercli.NoArgs
+	newNoun  = workercli.NewNoun
+	envOr    = workercli.EnvOr
+)

@@ -26,6 +26,7 @@ import (
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/storage/sqlite"
+	"github.com/memstore/memstore/internal/workercli"
 )
 
 func newServeCommand(s streams) *cobra.Command {
@@ -51,7 +52,7 @@ func newServeCommand(s streams) *cobra.Command {
 	fs.DurationVar(&o.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "longest a client may take to send a request body (answered 408 after)")
 	fs.IntVar(&o.maxPerAddress, "max-requests-per-address", server.DefaultMaxRequestsPerAddress, "requests in flight from one client address (answered 429 over it; -1: no limit)")
 	fs.IntVar(&o.maxPerKey, "max-requests-per-key", server.DefaultMaxRequestsPerKey, "requests in flight with one key or token (answered 429 over it; -1: no limit)")
-	metricsAddrFlag(fs, &o.metricsAddr)
+	workercli.MetricsAddrFlag(fs, &o.metricsAddr)
 	fs.StringVar(&o.versionRetention, "version-retention", envOr("MEMSTORE_VERSION_RETENTION", retention.KindKeepAll), "versions kept of each memory in stores without a policy of their own: keep_all, keep_last=N or max_age=DURATION (e.g. 720h); the newest version and redaction records always stay (env MEMSTORE_VERSION_RETENTION; see docs/operations.md)")
 	fs.DurationVar(&o.pruneInterval, "prune-interval", defaultPruneInterval, "how often the background pruner deletes the versions retention lets go")
 	fs.BoolVar(&o.webhooksAllowPrivate, "webhooks-allow-private", false, "let webhook URLs point at addresses that are not globally reachable (loopback, private, link-local, carrier-grade NAT, …), and use plain HTTP (development and tests only: otherwise a webhook could make the server call what only it can reach; see docs/security.md)")
@@ -117,9 +118,9 @@ func checkModelFlags(o serveOptions) error {
 	}
 	switch b := o.modelThinkingBudget; {
 	case limit < 0:
-		return usageError{fmt.Errorf("--model-max-tokens %d: give a positive number of tokens (default %d)", limit, agent.DefaultMaxTokens)}
+		return usageError{Err: fmt.Errorf("--model-max-tokens %d: give a positive number of tokens (default %d)", limit, agent.DefaultMaxTokens)}
 	case b != 0 && (b < 1024 || b >= limit):
-		return usageError{fmt.Errorf("--model-thinking-budget %d: give 0 (no thinking) or at least 1024 and below --model-max-tokens (%d)", b, limit)}
+		return usageError{Err: fmt.Errorf("--model-thinking-budget %d: give 0 (no thinking) or at least 1024 and below --model-max-tokens (%d)", b, limit)}
 	}
 	return nil
 }
@@ -171,7 +172,7 @@ func modelConfig(o serveOptions, logger *slog.Logger) agent.ClaudeConfig {
 }
 
 func runServe(ctx context.Context, o serveOptions, s streams) error {
-	logger, err := newLogger(s.stderr, o.logFormat)
+	logger, err := workercli.NewLogger(s.stderr, o.logFormat)
 	if err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func runServe(ctx context.Context, o serveOptions, s streams) error {
 		return err
 	}
 	if o.metricsAddr != "" {
-		_, stopMetrics, err := serveMetrics(o.metricsAddr, rs.metrics, logger)
+		_, stopMetrics, err := workercli.ServeMetrics(o.metricsAddr, rs.metrics, logger)
 		if err != nil {
 			rs.shutdown()
 			return err
@@ -190,17 +191,6 @@ func runServe(ctx context.Context, o serveOptions, s streams) error {
 	<-ctx.Done()
 	logger.Info("shutting down", "addr", rs.addr)
 	return rs.shutdown()
-}
-
-func newLogger(w io.Writer, format string) (*slog.Logger, error) {
-	switch format {
-	case "text", "":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
-	default:
-		return nil, fmt.Errorf("--log-format %q: use text or json", format)
-	}
 }
 
 // runningServer is a started server: its address, admin key and shutdown.
@@ -226,12 +216,12 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	if o.versionRetention != "" {
 		p, err := retention.Parse(o.versionRetention)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--version-retention %w", err)}
+			return nil, usageError{Err: fmt.Errorf("--version-retention %w", err)}
 		}
 		defaultRetention = p
 	}
 	if o.pruneInterval < 0 {
-		return nil, usageError{fmt.Errorf("--prune-interval %s: give a positive duration such as 1m", o.pruneInterval)}
+		return nil, usageError{Err: fmt.Errorf("--prune-interval %s: give a positive duration such as 1m", o.pruneInterval)}
 	}
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder %s: %w (choose another with --data)", o.dataDir, err)
@@ -259,7 +249,7 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	a := app.New(app.Config{Store: db, Logger: logger, MaxMemoriesPerStore: o.maxMemories, Model: modelConfig(o, logger),
 		Webhooks: app.WebhooksConfig{AllowPrivate: o.webhooksAllowPrivate}, DefaultRetention: defaultRetention,
 		MCP: app.MCPConfig{AllowPrivate: o.mcpAllowPrivate}, SecretsKey: secretsKey})
-	tp, stopTracing, err := tracerProvider(ctx, "memstore-server")
+	tp, stopTracing, err := workercli.TracerProvider(ctx, "memstore-server")
 	if err != nil {
 		ln.Close()
 		a.Close()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/testlog"
+	"github.com/memstore/memstore/internal/workercli"
 )
 
 // serveProc is `memstore serve` running in a child process.
@@ -270,7 +271,7 @@ func TestMetricsAddressTakenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, stop, err := serveMetrics(ln.Addr().String(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	_, stop, err := workercli.ServeMetrics(ln.Addr().String(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err == nil {
 		stop()
 		t.Fatal("serveMetrics on a taken address succeeded")

@@ -59,7 +59,7 @@ func skillCreateVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
 			}
 			if skillID != "" {
 				if displayName != "" {
-					return usageError{errors.New("--display-name belongs to a new skill; leave it out with --skill")}
+					return usageError{Err: errors.New("--display-name belongs to a new skill; leave it out with --skill")}
 				}
 				v, err := c.CreateSkillVersion(ctx, skillID, files)
 				if err != nil {

@@ -113,7 +113,7 @@ func memoryGetVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Command {
   memstore memory get $STORE --path /todo.md --json`,
 		argCount(1, 2), func(ctx context.Context, args []string) error {
 			if (byPath == "") == (len(args) == 1) {
-				return usageError{errors.New("give the memory's id or --path, one of the two")}
+				return usageError{Err: errors.New("give the memory's id or --path, one of the two")}
 			}
 			c, err := cli.client()
 			if err != nil {
@@ -205,7 +205,7 @@ func memoryVersionsVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Comman
   memstore memory versions $STORE --path /todo.md`,
 		argCount(1, 1), func(ctx context.Context, args []string) error {
 			if memory != "" && byPath != "" {
-				return usageError{errors.New("--memory and --path both choose the memory: give one")}
+				return usageError{Err: errors.New("--memory and --path both choose the memory: give one")}
 			}
 			c, err := cli.client()
 			if err != nil {

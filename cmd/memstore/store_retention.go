@@ -24,11 +24,11 @@ func storeRetentionVerb(cli *cliContext, ids cobra.CompletionFunc) *cobra.Comman
 			if args[1] != api.RetentionServerDefault {
 				p, err := retention.Parse(args[1])
 				if err != nil {
-					return usageError{fmt.Errorf("%w, or server_default", err)}
+					return usageError{Err: fmt.Errorf("%w, or server_default", err)}
 				}
 				w = api.VersionRetention{Type: p.Kind(), KeepLast: p.KeepLast, MaxAgeSeconds: int64(p.MaxAge / time.Second)}
 				if p.MaxAge%time.Second != 0 {
-					return usageError{fmt.Errorf("%q: give max_age in whole seconds", args[1])}
+					return usageError{Err: fmt.Errorf("%q: give max_age in whole seconds", args[1])}
 				}
 			}
 			c, err := cli.client()

@@ -20,12 +20,13 @@ import (
 	"github.com/memstore/memstore/internal/console"
 	"github.com/memstore/memstore/internal/secret"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/workercli"
 	"github.com/memstore/memstore/worker"
 )
 
 func newUpCommand(s streams) *cobra.Command {
 	var o serveOptions
-	var f workerFlags
+	var f workercli.Flags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "run a server and one worker in one process, ready for real sessions",
@@ -37,10 +38,10 @@ func newUpCommand(s streams) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.addr, "addr", envOr("MEMSTORE_ADDR", "127.0.0.1:8080"), "listen address (env MEMSTORE_ADDR)")
 	fs.StringVar(&o.dataDir, "data", envOr("MEMSTORE_DATA", "./memstore-data"), "data folder: the database, admin.key, up.json and, by default, the worker's folders (env MEMSTORE_DATA)")
-	f.registerLocal(fs, "default: <data>/workdir", "")
+	f.RegisterLocal(fs, "default: <data>/workdir", "")
 	fs.Lookup("mount-root").Usage += "; default: <data>/memory, which up creates"
 	modelFlag(fs, &o)
-	metricsAddrFlag(fs, &o.metricsAddr)
+	workercli.MetricsAddrFlag(fs, &o.metricsAddr)
 	return cmd
 }
 
@@ -51,16 +52,16 @@ type upState struct {
 	EnvironmentKey string `json:"environment_key"`
 }
 
-func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error {
+func runUp(ctx context.Context, o serveOptions, f workercli.Flags, s streams) error {
 	stdout, stderr := s.stdout, s.stderr
-	o.logFormat = f.logFormat
-	if f.workdir == "" {
-		f.workdir = filepath.Join(o.dataDir, "workdir")
+	o.logFormat = f.LogFormat
+	if f.Workdir == "" {
+		f.Workdir = filepath.Join(o.dataDir, "workdir")
 	}
-	if f.mountRoot == "" {
-		f.mountRoot = filepath.Join(o.dataDir, "memory")
+	if f.MountRoot == "" {
+		f.MountRoot = filepath.Join(o.dataDir, "memory")
 	}
-	logger, err := newLogger(stderr, f.logFormat)
+	logger, err := workercli.NewLogger(stderr, f.LogFormat)
 	if err != nil {
 		return err
 	}
@@ -85,13 +86,13 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	if err != nil {
 		return err
 	}
-	for _, dir := range []string{f.workdir, f.mountRoot} {
+	for _, dir := range []string{f.Workdir, f.MountRoot} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	f.baseURL, f.environmentID, f.environmentKey = rs.baseURL, st.EnvironmentID, st.EnvironmentKey
-	cfg, err := f.config(logger)
+	f.BaseURL, f.EnvironmentID, f.EnvironmentKey = rs.baseURL, st.EnvironmentID, st.EnvironmentKey
+	cfg, err := f.Config(logger)
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	if o.metricsAddr != "" {
 		cfg.Metrics = workerMetrics
 	}
-	tp, stopTracing, err := tracerProvider(ctx, "memstore-worker")
+	tp, stopTracing, err := workercli.TracerProvider(ctx, "memstore-worker")
 	if err != nil {
 		return err
 	}
@@ -111,10 +112,10 @@ func runUp(ctx context.Context, o serveOptions, f workerFlags, s streams) error 
 	if err != nil {
 		return err
 	}
-	onForceQuit(ctx, w.Abandon)
+	workercli.OnForceQuit(ctx, w.Abandon)
 	metricsNote := ""
 	if o.metricsAddr != "" {
-		url, stopMetrics, err := serveMetrics(o.metricsAddr, prometheus.Gatherers{rs.metrics, workerMetrics}, logger)
+		url, stopMetrics, err := workercli.ServeMetrics(o.metricsAddr, prometheus.Gatherers{rs.metrics, workerMetrics}, logger)
 		if err != nil {
 			return err
 		}

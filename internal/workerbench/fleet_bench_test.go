@@ -26,19 +26,27 @@ import (
 // agent. Its mount prefix is a folder of its own, which the official
 // worker uses verbatim, so neither worker needs /mnt/memory.
 type rig struct {
-	b       *testing.B
-	bin     string
-	baseURL string
-	mnt     string
-	admin   *client.Client
-	agent   *api.Agent
+	b   *testing.B
+	bin string
+	// workerBin is memstore-worker, the worker alone, built as a worker
+	// host would build it (static, CGO_ENABLED=0).
+	workerBin string
+	baseURL   string
+	mnt       string
+	admin     *client.Client
+	agent     *api.Agent
 }
 
 func startRig(b *testing.B) *rig {
 	dir := b.TempDir()
-	r := &rig{b: b, bin: filepath.Join(dir, "memstore"), mnt: filepath.Join(dir, "mnt")}
+	r := &rig{b: b, bin: filepath.Join(dir, "memstore"), workerBin: filepath.Join(dir, "memstore-worker"), mnt: filepath.Join(dir, "mnt")}
 	if out, err := exec.Command("go", "build", "-o", r.bin, "github.com/memstore/memstore/cmd/memstore").CombinedOutput(); err != nil {
 		b.Fatalf("build memstore: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "-o", r.workerBin, "github.com/memstore/memstore/cmd/memstore-worker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build memstore-worker: %v\n%s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,8 +118,8 @@ type fleet struct {
 	procs []*exec.Cmd
 }
 
-// startFleet starts the memstore worker (one process serving up to n
-// sessions) or n official workers (one process each, as the official
+// startFleet starts the memstore worker (one memstore-worker process
+// serving up to n sessions) or n official workers (one process each, as the official
 // worker serves one session at a time).
 func (r *rig) startFleet(kind string, n int) *fleet {
 	ctx := context.Background()
@@ -133,7 +141,7 @@ func (r *rig) startFleet(kind string, n int) *fleet {
 		f.procs = append(f.procs, cmd)
 	}
 	if kind == "memstore" {
-		cmd := exec.Command(r.bin, "worker", "poll", "--sandbox", "none", "--max-sessions", strconv.Itoa(n), "--memory-sync-interval", "5s", "--max-idle", "1s")
+		cmd := exec.Command(r.workerBin, "poll", "--sandbox", "none", "--max-sessions", strconv.Itoa(n), "--memory-sync-interval", "5s", "--max-idle", "1s")
 		if path := os.Getenv("WORKERBENCH_LOG"); path != "" {
 			// The memstore worker's log, for a run that needs looking into.
 			logFile, err := os.Create(path)
@@ -242,11 +250,16 @@ func mixedScript(dir string) string {
 }
 
 // sessionTimes are one session's figures from the server's timestamps:
-// the claim (the item's acknowledgement) to the first tool result, and
-// each call's latency, from when it could start (its tool_use, or the
-// previous call's result if later) to its result.
-func (r *rig) sessionTimes(sessionID, envID string) (firstResult time.Duration, calls []time.Duration) {
+// the claim (the item's acknowledgement) to the first tool result, the
+// session's creation to it (the wait in the queue included), and each
+// call's latency, from when it could start (its tool_use, or the previous
+// call's result if later) to its result.
+func (r *rig) sessionTimes(sessionID, envID string) (firstResult, fromCreated time.Duration, calls []time.Duration) {
 	ctx := context.Background()
+	sess, err := r.admin.GetSession(ctx, sessionID)
+	if err != nil {
+		r.b.Fatal(err)
+	}
 	var acked time.Time
 	for w, err := range r.admin.ListAllWork(ctx, envID, api.WorkListParams{}) {
 		if err != nil {
@@ -271,6 +284,7 @@ func (r *rig) sessionTimes(sessionID, envID string) (firstResult time.Duration, 
 		case api.EventUserToolResult:
 			if firstResult == 0 {
 				firstResult = e.ProcessedAt.Sub(acked)
+				fromCreated = e.ProcessedAt.Sub(sess.CreatedAt)
 			}
 			from := uses[e.ToolUseID]
 			if prev.After(from) {
@@ -280,7 +294,7 @@ func (r *rig) sessionTimes(sessionID, envID string) (firstResult time.Duration, 
 			prev = *e.ProcessedAt
 		}
 	}
-	return firstResult, calls
+	return firstResult, fromCreated, calls
 }
 
 // percentile is the p-th percentile (0–100) of ds, nearest rank.
@@ -316,6 +330,16 @@ func (r *rig) waitStopped(envID string, n int, limit time.Duration) {
 	}
 }
 
+// loadAverage is the host's 1, 5 and 15 minute load averages, printed
+// beside the figures: latencies on a busy host say more about the host.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // BenchmarkFleet serves N concurrent sessions (WORKERBENCH_SESSIONS,
@@ -342,6 +366,7 @@ func BenchmarkFleet(b *testing.B) {
 			idleAnon, peakAnon     int64
 			cpu                    float64
 			first50, first95, call time.Duration
+			created95              time.Duration
 			took                   time.Duration
 		}
 		run := func(kind string, stores []string) figures {
@@ -367,20 +392,22 @@ func BenchmarkFleet(b *testing.B) {
 			f.took = time.Since(start)
 			f.peak, f.peakAnon = peak(), peakAnon()
 			f.cpu = fl.stop()
-			var firsts, calls []time.Duration
+			var firsts, fromCreated, calls []time.Duration
 			for _, s := range sessions {
-				first, c := r.sessionTimes(s, fl.env.ID)
+				first, created, c := r.sessionTimes(s, fl.env.ID)
 				if len(c) != 12 {
 					b.Fatalf("%s: session %s got %d tool results, want 12", kind, s, len(c))
 				}
 				firsts, calls = append(firsts, first), append(calls, c...)
+				fromCreated = append(fromCreated, created)
 			}
 			f.first50, f.first95, f.call = percentile(firsts, 50), percentile(firsts, 95), percentile(calls, 95)
+			f.created95 = percentile(fromCreated, 95)
 			return f
 		}
 		off := run("official", stores[:n])
 		ms := run("memstore", stores[n:])
-		fmt.Printf("\n%d concurrent sessions, 500 memories each, 12 calls (read, write, edit, grep, bash); %d CPUs\n", n, runtime.NumCPU())
+		fmt.Printf("\n%d concurrent sessions, 500 memories each, 12 calls (read, write, edit, grep, bash); %d CPUs; load average %s\n", n, runtime.NumCPU(), loadAverage())
 		fmt.Printf("%-40s %-22s %-22s %s\n", "figure", fmt.Sprintf("official (%d procs)", n), "memstore (1 proc)", "memstore/official")
 		row := func(name string, o, m float64, show func(float64) string) {
 			fmt.Printf("%-40s %-22s %-22s %.2f×\n", name, show(o), show(m), m/o)
@@ -395,6 +422,7 @@ func BenchmarkFleet(b *testing.B) {
 		row("CPU seconds (workers and their shells)", off.cpu, ms.cpu, secs)
 		row("claim → first tool result p50", float64(off.first50), float64(ms.first50), dur)
 		row("claim → first tool result p95", float64(off.first95), float64(ms.first95), dur)
+		row("session created → first tool result p95", float64(off.created95), float64(ms.created95), dur)
 		row("tool-call latency p95", float64(off.call), float64(ms.call), dur)
 		row("all sessions ended after", float64(off.took), float64(ms.took), dur)
 	}
@@ -431,7 +459,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 		}
 		offIdle, offPeak, offIdleAnon, offPeakAnon := measure("official")
 		msIdle, msPeak, msIdleAnon, msPeakAnon := measure("memstore")
-		fmt.Printf("\none session, 8 stores × 2,000 memories × 4 KB; a worker process of each kind\n")
+		fmt.Printf("\none session, 8 stores × 2,000 memories × 4 KB; a worker process of each kind; load average %s\n", loadAverage())
 		fmt.Printf("%-28s %-14s %-14s %s\n", "figure", "official", "memstore", "goal (memstore)")
 		fmt.Printf("%-28s %-14s %-14s %s\n", "idle worker RSS", mib(offIdle), mib(msIdle), "≤ 16 MB")
 		fmt.Printf("%-28s %-14s %-14s %s\n", "peak RSS serving the session", mib(offPeak), mib(msPeak), "≤ 40 MB")

@@ -1,6 +1,6 @@
 //go:build memstore_faults
 
-package main
+package workercli
 
 import (
 	"fmt"
@@ -16,11 +16,11 @@ import (
 // n-th time the worker reaches point (worker.Config.FaultPoint).
 const faultVar = "MEMSTORE_FAULT_AT"
 
-// faultPoint returns, when MEMSTORE_FAULT_AT is set, a hook that logs and
+// FaultPoint returns, when MEMSTORE_FAULT_AT is set, a hook that logs and
 // then stops the whole process (SIGSTOP) at the chosen moment. The test
 // that set it sees the process stopped and decides what dies there: the
 // worker (SIGKILL), the server (and the worker goes on, SIGCONT), or both.
-func faultPoint(log *slog.Logger) func(string) {
+func FaultPoint(log *slog.Logger) func(string) {
 	spec := os.Getenv(faultVar)
 	if spec == "" {
 		return nil

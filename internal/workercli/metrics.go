@@ -1,4 +1,4 @@
-package main
+package workercli
 
 import (
 	"context"
@@ -14,19 +14,19 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// metricsAddrFlag registers --metrics-addr, of serve, up and the worker
+// MetricsAddrFlag registers --metrics-addr, of serve, up and the worker
 // verbs, on fs.
-func metricsAddrFlag(fs *pflag.FlagSet, addr *string) {
-	fs.StringVar(addr, "metrics-addr", envOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
+func MetricsAddrFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "metrics-addr", EnvOr("MEMSTORE_METRICS_ADDR", ""), "address to serve Prometheus metrics at (GET /metrics, no credential: keep it private); default: none (env MEMSTORE_METRICS_ADDR)")
 }
 
-// serveMetrics serves what g gathers at /metrics on a listener of its own,
+// ServeMetrics serves what g gathers at /metrics on a listener of its own,
 // for --metrics-addr. It is a separate address, not a path of the API, so that
 // the API's credentials need not be handed to the monitoring system and
 // the figures are not shown to whoever can reach the API. It returns once
 // the address is bound, with the metrics' URL; stop shuts the listener
 // down.
-func serveMetrics(addr string, g prometheus.Gatherer, logger *slog.Logger) (url string, stop func(), err error) {
+func ServeMetrics(addr string, g prometheus.Gatherer, logger *slog.Logger) (url string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen on %s for metrics: %w (pick a free address with --metrics-addr, or leave it empty to serve no metrics)", addr, err)

@@ -1,4 +1,4 @@
-package main
+package workercli
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/memstore/memstore/internal/telemetry"
 )
 
-// tracerProvider is the process's tracer provider when
+// TracerProvider is the process's tracer provider when
 // OTEL_EXPORTER_OTLP_ENDPOINT asks for traces, and nil (no spans, no
 // tracing middleware) otherwise; stop flushes what is left.
-func tracerProvider(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
+func TracerProvider(ctx context.Context, service string) (trace.TracerProvider, func(context.Context) error, error) {
 	if !telemetry.Enabled(os.Getenv) {
 		return nil, func(context.Context) error { return nil }, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package workercli
 
 import (
 	"context"
@@ -16,15 +16,15 @@ import (
 func TestSecondSignalQuitsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	quit := &forceQuit{}
-	ctx = withForceQuit(ctx, quit)
+	quit := &ForceQuit{}
+	ctx = WithForceQuit(ctx, quit)
 	lost := false
-	onForceQuit(ctx, func() { lost = true })
+	OnForceQuit(ctx, func() { lost = true })
 
 	sigs := make(chan os.Signal, 1)
 	exited := make(chan int, 1)
 	var stderr testlog.Buffer
-	go quit.watch(sigs, cancel, &stderr, func(code int) { exited <- code })
+	go quit.Watch(sigs, cancel, &stderr, func(code int) { exited <- code })
 
 	sigs <- syscall.SIGTERM
 	<-ctx.Done()
@@ -53,10 +53,10 @@ func TestSecondSignalQuitsAtOnce(t *testing.T) {
 func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	quit := &forceQuit{}
+	quit := &ForceQuit{}
 	sigs := make(chan os.Signal, 1)
 	var stderr testlog.Buffer
-	go quit.watch(sigs, cancel, &stderr, func(int) {})
+	go quit.Watch(sigs, cancel, &stderr, func(int) {})
 	sigs <- os.Interrupt
 	<-ctx.Done() // watch writes before it cancels
 	if stderr.String() != "" {
@@ -69,11 +69,11 @@ func TestFirstSignalIsQuietWithoutForceQuitHooks(t *testing.T) {
 func TestTakenInterruptsReachTheCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	quit := &forceQuit{}
-	ctx = withForceQuit(ctx, quit)
-	interrupts, release := takeInterrupts(ctx)
+	quit := &ForceQuit{}
+	ctx = WithForceQuit(ctx, quit)
+	interrupts, release := TakeInterrupts(ctx)
 	sigs := make(chan os.Signal, 1)
-	go quit.watch(sigs, cancel, &testlog.Buffer{}, func(int) {})
+	go quit.Watch(sigs, cancel, &testlog.Buffer{}, func(int) {})
 	for range 3 {
 		sigs <- os.Interrupt
 		<-interrupts

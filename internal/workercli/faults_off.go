@@ -1,10 +1,10 @@
 //go:build !memstore_faults
 
-package main
+package workercli
 
 import "log/slog"
 
-// faultPoint is nil in the memstore binary: only a build with the
+// FaultPoint is nil in the memstore binary: only a build with the
 // memstore_faults tag, made by the fault-injection tests, stops itself at
 // the worker's fault points (see faults_on.go).
-func faultPoint(*slog.Logger) func(string) { return nil }
+func FaultPoint(*slog.Logger) func(string) { return nil }
