@@ -10,8 +10,9 @@ import (
 // tsIndex is the tsvector column memories.search (migration 0008).
 type tsIndex struct{}
 
-// Query matches every term through plainto_tsquery (an AND of the words)
-// and ranks by ts_rank only the newest storage.SearchCandidates matches in
+// Query matches every term, an AND of the words as a tsquery (terms are
+// storage.SearchWords, the words Entry indexes, holding only letters and
+// digits, so none needs quoting), and ranks by ts_rank only the newest storage.SearchCandidates matches in
 // the stores (ids grow with creation time): ts_rank reads each match's
 // whole tsvector, so ranking every match of a common word costs hundreds
 // of milliseconds, while picking the candidates reads only ids (the GIN
@@ -22,7 +23,7 @@ func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) 
 	b.WriteString(`SELECT h.id, h.store_id, h.path, h.content_sha256, h.content_size_bytes, h.version_id, h.created_at, h.updated_at, ` +
 		`v.content, h.score ` +
 		`FROM (SELECT m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at, ts_rank(m.search, c.q)::float8 AS score ` +
-		`FROM (SELECT m.id, q FROM memories m, plainto_tsquery('simple', ?) q WHERE m.search @@ q AND m.store_id IN (?`)
+		`FROM (SELECT m.id, q FROM memories m, CAST(? AS tsquery) q WHERE m.search @@ q AND m.store_id IN (?`)
 	b.WriteString(strings.Repeat(", ?", stores-1))
 	b.WriteString(`)`)
 	if subtree {
@@ -30,5 +31,86 @@ func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) 
 	}
 	b.WriteString(` ORDER BY m.id DESC LIMIT ` + strconv.Itoa(storage.SearchCandidates) + `) c JOIN memories m ON m.id = c.id ` +
 		`ORDER BY score DESC, m.id LIMIT ? OFFSET ?) h JOIN memory_versions v ON v.id = h.version_id ORDER BY h.score DESC, h.id`)
-	return b.String(), strings.Join(terms, " ")
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = "'" + t + "'"
+	}
+	return b.String(), strings.Join(quoted, " & ")
+}
+
+// Entry computes the memory's tsvector here, in the server, and the write
+// stores it in memories.search: PostgreSQL's text parser cost a 4 KB memory
+// half a millisecond of the backend that holds the store's row lock, so one
+// store's writes queued behind it (docs/postgresql-performance.md), while
+// reading a tsvector's text costs a twentieth of that. The words are
+// storage.SearchWords, the rule the query's words follow too, so what a
+// write indexes is what a search asks for by construction. The trigger
+// (migration 0012) computes the entry itself for a row written without one.
+func (tsIndex) Entry(path, content string) (string, any) {
+	return "search", tsvectorText(path, content)
+}
+
+// Limits of a tsvector that to_tsvector keeps to as well: a lexeme is
+// shorter than 2,047 bytes (longer words are not indexed), a position is at
+// most 16,383 (later words count as 16,383), a lexeme keeps its first 255
+// positions in one text and its first 256 in the path's and the content's
+// together.
+const (
+	maxLexemeBytes = 2047
+	maxPosition    = 16383
+	maxTextPoints  = 255
+	maxPoints      = 256
+)
+
+// tsvectorText is the text form of the tsvector that
+// setweight(words(path), 'A') || words(content) is: the path's words with
+// weight A at positions 1…, then the content's words (weight D) after the
+// path's last position, as memory_search_document builds it (migrations
+// 0008 and 0012), so ts_rank weighs a path word over a content word as
+// before. TestSearchEntriesFromTheServerAreTheDatabasesOwn holds the two
+// to the same entries.
+func tsvectorText(path, content string) string {
+	type entry struct {
+		word      string
+		positions []string
+		last      int // the last position kept
+		inText    int // positions kept from the text being read
+	}
+	var entries []*entry
+	byWord := map[string]*entry{}
+	pos := 0
+	add := func(text, weight string) {
+		for _, e := range entries {
+			e.inText = 0
+		}
+		for w := range storage.SearchWords(text) {
+			if len(w) >= maxLexemeBytes {
+				continue
+			}
+			pos = min(pos+1, maxPosition)
+			e := byWord[w]
+			if e == nil {
+				e = &entry{word: w}
+				byWord[w] = e
+				entries = append(entries, e)
+			}
+			if e.inText < maxTextPoints && len(e.positions) < maxPoints && e.last != pos {
+				e.positions = append(e.positions, strconv.Itoa(pos)+weight)
+				e.last = pos
+				e.inText++
+			}
+		}
+	}
+	add(path, "A")
+	add(content, "")
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		// Words hold only letters and digits: no quote or backslash to
+		// escape.
+		b.WriteString("'" + e.word + "':" + strings.Join(e.positions, ","))
+	}
+	return b.String()
 }
