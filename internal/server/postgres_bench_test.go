@@ -125,16 +125,33 @@ func newPostgresBenchClient(b *testing.B, url string, clients int) *postgresBenc
 }
 
 func (c *postgresBenchClient) do(method, path string, body, out any) error {
-	j, err := json.Marshal(body)
-	if err != nil {
-		return err
+	return c.doAs("", method, path, body, out)
+}
+
+// doAs calls with cred as a Bearer token instead of the admin key when it
+// is not empty (an environment key), and the header pairs in hdr.
+func (c *postgresBenchClient) doAs(cred, method, path string, body, out any, hdr ...string) error {
+	var rd io.Reader
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, c.url+path, bytes.NewReader(j))
+	req, err := http.NewRequest(method, c.url+path, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", c.key)
+	if cred != "" {
+		req.Header.Set("Authorization", "Bearer "+cred)
+	} else {
+		req.Header.Set("x-api-key", c.key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
 		return err
