@@ -50,7 +50,9 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	var raw, creates, updates throughput
 	for b.Loop() {
 		raw, creates, updates = throughput{}, throughput{}, throughput{}
-		pool, err := pgxpool.New(ctx, url)
+		// The reference's connections are named, so pg_stat_activity
+		// tells them from the server's (docs/postgresql-performance.md).
+		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,6 +96,10 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	b.ReportMetric(creates.perSecond()/raw.perSecond(), "creates/raw")
 	b.ReportMetric(updates.perSecond()/raw.perSecond(), "updates/raw")
 }
+
+// rawReferenceApp is the application_name of the raw reference's
+// connections.
+const rawReferenceApp = "memstore_bench_raw"
 
 // postgresBenchClient calls a server on PostgreSQL with the admin key.
 type postgresBenchClient struct {

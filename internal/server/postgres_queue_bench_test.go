@@ -42,7 +42,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	var rawClaims, claims, rawAppends, appends throughput
 	for b.Loop() {
 		rawClaims, claims, rawAppends, appends = throughput{}, throughput{}, throughput{}, throughput{}
-		pool, err := pgxpool.New(ctx, url)
+		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
 		if err != nil {
 			b.Fatal(err)
 		}
