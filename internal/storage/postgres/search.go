@@ -71,16 +71,15 @@ const (
 // to the same entries.
 func tsvectorText(path, content string) string {
 	type entry struct {
-		word      string
-		positions []string
-		last      int // the last position kept
-		inText    int // positions kept from the text being read
+		positions []uint16 // weight A in the top bit
+		inText    int      // positions kept from the text being read
 	}
-	var entries []*entry
-	byWord := map[string]*entry{}
+	const weightA = 1 << 15
+	var words []string
+	byWord := make(map[string]*entry, 64)
 	pos := 0
-	add := func(text, weight string) {
-		for _, e := range entries {
+	add := func(text string, weight uint16) {
+		for _, e := range byWord {
 			e.inText = 0
 		}
 		for w := range storage.SearchWords(text) {
@@ -90,27 +89,38 @@ func tsvectorText(path, content string) string {
 			pos = min(pos+1, maxPosition)
 			e := byWord[w]
 			if e == nil {
-				e = &entry{word: w}
+				e = &entry{}
 				byWord[w] = e
-				entries = append(entries, e)
+				words = append(words, w)
 			}
-			if e.inText < maxTextPoints && len(e.positions) < maxPoints && e.last != pos {
-				e.positions = append(e.positions, strconv.Itoa(pos)+weight)
-				e.last = pos
+			n := len(e.positions)
+			if e.inText < maxTextPoints && n < maxPoints && (n == 0 || int(e.positions[n-1]&^weightA) != pos) {
+				e.positions = append(e.positions, uint16(pos)|weight)
 				e.inText++
 			}
 		}
 	}
-	add(path, "A")
-	add(content, "")
-	var b strings.Builder
-	for i, e := range entries {
+	add(path, weightA)
+	add(content, 0)
+	b := make([]byte, 0, len(path)+len(content)+len(content)/2)
+	for i, w := range words {
 		if i > 0 {
-			b.WriteByte(' ')
+			b = append(b, ' ')
 		}
 		// Words hold only letters and digits: no quote or backslash to
 		// escape.
-		b.WriteString("'" + e.word + "':" + strings.Join(e.positions, ","))
+		b = append(b, '\'')
+		b = append(b, w...)
+		b = append(b, '\'', ':')
+		for j, p := range byWord[w].positions {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(p&^weightA), 10)
+			if p&weightA != 0 {
+				b = append(b, 'A')
+			}
+		}
 	}
-	return b.String()
+	return string(b)
 }
