@@ -12,12 +12,13 @@ type tsIndex struct{}
 
 // Query matches every term, an AND of the words as a tsquery (terms are
 // storage.SearchWords, the words Entry indexes, holding only letters and
-// digits, so none needs quoting), and ranks by ts_rank only the newest storage.SearchCandidates matches in
-// the stores (ids grow with creation time): ts_rank reads each match's
-// whole tsvector, so ranking every match of a common word costs hundreds
-// of milliseconds, while picking the candidates reads only ids (the GIN
-// index for a rare word, the primary key backwards for a common one, as
-// the planner judges). It reads the content of the page only.
+// digits, so none needs escaping), and ranks by ts_rank only the newest
+// storage.SearchCandidates matches in the stores (ids grow with creation
+// time): ts_rank reads each match's whole tsvector, so ranking every match
+// of a common word costs hundreds of milliseconds, while picking the
+// candidates reads only ids (the GIN index for a rare word, the primary key
+// backwards for a common one, as the planner judges). It reads the content
+// of the page only.
 func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) {
 	var b strings.Builder
 	b.WriteString(`SELECT h.id, h.store_id, h.path, h.content_sha256, h.content_size_bytes, h.version_id, h.created_at, h.updated_at, ` +

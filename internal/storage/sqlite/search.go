@@ -19,10 +19,6 @@ type ftsIndex struct{}
 // first and reads the content of the page only. CROSS JOIN keeps the index
 // the outer loop: left to itself the planner may walk the store's memories
 // and probe the index for each.
-// Entry leaves the index to the FTS5 triggers: FTS5 splits a memory's words
-// in the same transaction at a small cost (docs/search.md).
-func (ftsIndex) Entry(path, content string) (string, any) { return "", nil }
-
 func (ftsIndex) Query(terms []string, stores int, subtree bool) (string, string) {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
@@ -43,3 +39,7 @@ func (ftsIndex) Query(terms []string, stores int, subtree bool) (string, string)
 		`ORDER BY rank, id LIMIT ? OFFSET ?) h JOIN memory_versions v ON v.id = h.version_id ORDER BY h.rank, h.id`)
 	return b.String(), strings.Join(quoted, " ")
 }
+
+// Entry leaves the index to the FTS5 triggers: FTS5 splits a memory's words
+// in the same transaction at a small cost (docs/search.md).
+func (ftsIndex) Entry(path, content string) (string, any) { return "", nil }
