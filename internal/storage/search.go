@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -61,23 +62,45 @@ const (
 	SnippetEllipsis = "…"
 )
 
-// SearchTerms splits a query into the words a full-text index knows:
-// runs of letters and digits, lower-cased. Punctuation separates words and
-// is not searchable, in both backends' indexes alike, so a query is never
-// a syntax the index could misread.
+// SearchTerms splits a query into the words a full-text index knows
+// (SearchWords), each once. Punctuation separates words and is not
+// searchable, in both backends' indexes alike, so a query is never a
+// syntax the index could misread.
 func SearchTerms(query string) []string {
-	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	seen := make(map[string]bool, len(words))
-	terms := words[:0]
-	for _, w := range words {
+	var terms []string
+	seen := map[string]bool{}
+	for w := range SearchWords(query) {
 		if !seen[w] {
 			seen[w] = true
 			terms = append(terms, w)
 		}
 	}
 	return terms
+}
+
+// SearchWords yields the words of text in order, as the search indexes
+// know them: runs of letters and digits, lower-cased. It is the one rule
+// for a query's words and, on PostgreSQL, for a memory's (which the server
+// computes so the store's transaction does not; see postgres.tsIndex).
+func SearchWords(text string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := -1
+		for i, r := range text {
+			word := unicode.IsLetter(r) || unicode.IsDigit(r)
+			switch {
+			case word && start < 0:
+				start = i
+			case !word && start >= 0:
+				if !yield(strings.ToLower(text[start:i])) {
+					return
+				}
+				start = -1
+			}
+		}
+		if start >= 0 {
+			yield(strings.ToLower(text[start:]))
+		}
+	}
 }
 
 // snippetWords is how many words a snippet shows.

@@ -10,19 +10,21 @@ import (
 // tsIndex is the tsvector column memories.search (migration 0008).
 type tsIndex struct{}
 
-// Query matches every term through plainto_tsquery (an AND of the words)
-// and ranks by ts_rank only the newest storage.SearchCandidates matches in
-// the stores (ids grow with creation time): ts_rank reads each match's
-// whole tsvector, so ranking every match of a common word costs hundreds
-// of milliseconds, while picking the candidates reads only ids (the GIN
-// index for a rare word, the primary key backwards for a common one, as
-// the planner judges). It reads the content of the page only.
+// Query matches every term, an AND of the words as a tsquery (terms are
+// storage.SearchWords, the words Entry indexes, holding only letters and
+// digits, so none needs escaping), and ranks by ts_rank only the newest
+// storage.SearchCandidates matches in the stores (ids grow with creation
+// time): ts_rank reads each match's whole tsvector, so ranking every match
+// of a common word costs hundreds of milliseconds, while picking the
+// candidates reads only ids (the GIN index for a rare word, the primary key
+// backwards for a common one, as the planner judges). It reads the content
+// of the page only.
 func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) {
 	var b strings.Builder
 	b.WriteString(`SELECT h.id, h.store_id, h.path, h.content_sha256, h.content_size_bytes, h.version_id, h.created_at, h.updated_at, ` +
 		`v.content, h.score ` +
 		`FROM (SELECT m.id, m.store_id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, m.created_at, m.updated_at, ts_rank(m.search, c.q)::float8 AS score ` +
-		`FROM (SELECT m.id, q FROM memories m, plainto_tsquery('simple', ?) q WHERE m.search @@ q AND m.store_id IN (?`)
+		`FROM (SELECT m.id, q FROM memories m, CAST(? AS tsquery) q WHERE m.search @@ q AND m.store_id IN (?`)
 	b.WriteString(strings.Repeat(", ?", stores-1))
 	b.WriteString(`)`)
 	if subtree {
@@ -30,5 +32,96 @@ func (tsIndex) Query(terms []string, stores int, subtree bool) (string, string) 
 	}
 	b.WriteString(` ORDER BY m.id DESC LIMIT ` + strconv.Itoa(storage.SearchCandidates) + `) c JOIN memories m ON m.id = c.id ` +
 		`ORDER BY score DESC, m.id LIMIT ? OFFSET ?) h JOIN memory_versions v ON v.id = h.version_id ORDER BY h.score DESC, h.id`)
-	return b.String(), strings.Join(terms, " ")
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = "'" + t + "'"
+	}
+	return b.String(), strings.Join(quoted, " & ")
+}
+
+// Entry computes the memory's tsvector here, in the server, and the write
+// stores it in memories.search: PostgreSQL's text parser cost a 4 KB memory
+// half a millisecond of the backend that holds the store's row lock, so one
+// store's writes queued behind it (docs/postgresql-performance.md), while
+// reading a tsvector's text costs a twentieth of that. The words are
+// storage.SearchWords, the rule the query's words follow too, so what a
+// write indexes is what a search asks for by construction. The trigger
+// (migration 0012) computes the entry itself for a row written without one.
+func (tsIndex) Entry(path, content string) (string, any) {
+	return "search", tsvectorText(path, content)
+}
+
+// Limits of a tsvector that to_tsvector keeps to as well: a lexeme is
+// shorter than 2,047 bytes (longer words are not indexed), a position is at
+// most 16,383 (later words count as 16,383), a lexeme keeps its first 255
+// positions in one text and its first 256 in the path's and the content's
+// together.
+const (
+	maxLexemeBytes = 2047
+	maxPosition    = 16383
+	maxTextPoints  = 255
+	maxPoints      = 256
+)
+
+// tsvectorText is the text form of the tsvector that
+// setweight(words(path), 'A') || words(content) is: the path's words with
+// weight A at positions 1…, then the content's words (weight D) after the
+// path's last position, as memory_search_document builds it (migrations
+// 0008 and 0012), so ts_rank weighs a path word over a content word as
+// before. TestSearchEntriesFromTheServerAreTheDatabasesOwn holds the two
+// to the same entries.
+func tsvectorText(path, content string) string {
+	type entry struct {
+		positions []uint16 // weight A in the top bit
+		inText    int      // positions kept from the text being read
+	}
+	const weightA = 1 << 15
+	var words []string
+	byWord := make(map[string]*entry, 64)
+	pos := 0
+	add := func(text string, weight uint16) {
+		for _, e := range byWord {
+			e.inText = 0
+		}
+		for w := range storage.SearchWords(text) {
+			if len(w) >= maxLexemeBytes {
+				continue
+			}
+			pos = min(pos+1, maxPosition)
+			e := byWord[w]
+			if e == nil {
+				e = &entry{}
+				byWord[w] = e
+				words = append(words, w)
+			}
+			n := len(e.positions)
+			if e.inText < maxTextPoints && n < maxPoints && (n == 0 || int(e.positions[n-1]&^weightA) != pos) {
+				e.positions = append(e.positions, uint16(pos)|weight)
+				e.inText++
+			}
+		}
+	}
+	add(path, weightA)
+	add(content, 0)
+	b := make([]byte, 0, len(path)+len(content)+len(content)/2)
+	for i, w := range words {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		// Words hold only letters and digits: no quote or backslash to
+		// escape.
+		b = append(b, '\'')
+		b = append(b, w...)
+		b = append(b, '\'', ':')
+		for j, p := range byWord[w].positions {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(p&^weightA), 10)
+			if p&weightA != 0 {
+				b = append(b, 'A')
+			}
+		}
+	}
+	return string(b)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -400,8 +401,13 @@ func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta in
 
 func (t memoryTx) InsertMemory(ctx context.Context, m storage.MemoryRow) error {
 	t.changed(func(c *Changes) { c.Memory(m.ID); c.Path(m.StoreID, m.Path) })
-	if err := t.exec(ctx, `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.StoreID, m.Path, m.ContentSHA256, m.ContentSizeBytes, m.VersionID, m.CreatedAt, m.UpdatedAt); err != nil {
+	insert := `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{m.ID, m.StoreID, m.Path, m.ContentSHA256, m.ContentSizeBytes, m.VersionID, m.CreatedAt, m.UpdatedAt}
+	if column, value := t.searchEntry(m); column != "" {
+		insert = `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at, ` + column + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		args = append(args, value)
+	}
+	if err := t.exec(ctx, insert, args...); err != nil {
 		return fmt.Errorf("create memory: %w", err)
 	}
 	return nil
@@ -417,6 +423,10 @@ func (t memoryTx) UpdateMemory(ctx context.Context, m storage.MemoryRow, moved b
 		update = `UPDATE memories SET path = ?, content_sha256 = ?, content_size_bytes = ?, version_id = ?, updated_at = ? WHERE id = ?`
 		args = append([]any{m.Path}, args...)
 	}
+	if column, value := t.searchEntry(m); column != "" {
+		update = strings.Replace(update, ` WHERE id = ?`, `, `+column+` = ? WHERE id = ?`, 1)
+		args = slices.Insert(args, len(args)-1, value)
+	}
 	t.changed(func(c *Changes) {
 		c.Memory(m.ID)
 		if moved {
@@ -427,6 +437,16 @@ func (t memoryTx) UpdateMemory(ctx context.Context, m storage.MemoryRow, moved b
 		return fmt.Errorf("update memory %s: %w", m.ID, err)
 	}
 	return nil
+}
+
+// searchEntry is the search index's entry for m's path and head content
+// when the backend has the server compute it (Dialect.Search.Entry); a
+// row written without its content leaves it to the backend's trigger.
+func (t memoryTx) searchEntry(m storage.MemoryRow) (string, any) {
+	if m.Content == nil {
+		return "", nil
+	}
+	return t.s.d.Search.Entry(m.Path, *m.Content)
 }
 
 func (t memoryTx) DeleteMemory(ctx context.Context, memoryID string) error {

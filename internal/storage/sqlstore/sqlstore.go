@@ -106,6 +106,12 @@ type SearchIndex interface {
 	// placeholders), the path range [lower, upper) when subtree, then
 	// limit and offset.
 	Query(terms []string, stores int, subtree bool) (query, match string)
+	// Entry is the column of the memories row that carries the memory's
+	// index entry and its value for path and content, when the server
+	// computes it ("" when the backend's triggers do it all). It is
+	// written by the statement that writes the row, so it is as current
+	// as the row.
+	Entry(path, content string) (column string, value any)
 }
 
 // MemoryWriter is offered by a backend that runs memory writes its own way

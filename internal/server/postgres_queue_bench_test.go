@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// BenchmarkPostgresQueueThroughput is BenchmarkPostgresWriteThroughput for
+// the two other writes a busy deployment makes most: work claims (a
+// worker's poll that takes the oldest queued item of its environment) and
+// session event appends (a user message sent to a session), over HTTP
+// through the real handler on PostgreSQL, beside raw single-row PostgreSQL
+// transactions of the same kind on the same database: a claim that takes
+// the oldest unclaimed row of a queue table (SELECT … FOR UPDATE SKIP
+// LOCKED, then UPDATE) and an INSERT of a 1 KB event row under a unique
+// (session, sequence) index. Each client appends to a session of its own.
+// Raw and API rounds alternate. Run it with
+//
+//	go test -run '^$' -bench PostgresQueueThroughput -benchtime 1x ./internal/server/
+func BenchmarkPostgresQueueThroughput(b *testing.B) {
+	for _, clients := range []int{8, 64} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			benchPostgresQueue(b, clients)
+		})
+	}
+}
+
+func benchPostgresQueue(b *testing.B, clients int) {
+	const rounds = 3
+	writes := testenv.Scale(max(240, clients*4), 1200) / rounds / clients * clients
+	text := strings.Repeat("message ", 1024/8)
+	ctx := context.Background()
+	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
+	var rawClaims, claims, rawAppends, appends throughput
+	for b.Loop() {
+		rawClaims, claims, rawAppends, appends = throughput{}, throughput{}, throughput{}, throughput{}
+		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `CREATE TABLE raw_queue (id bigserial PRIMARY KEY, environment_id text NOT NULL, payload text NOT NULL, claimed_by text, claimed_at timestamptz);
+			CREATE INDEX ON raw_queue (environment_id, id) WHERE claimed_by IS NULL;
+			CREATE TABLE raw_events (session_id text NOT NULL, seq bigint NOT NULL, payload text NOT NULL, PRIMARY KEY (session_id, seq))`); err != nil {
+			b.Fatal(err)
+		}
+		c := newPostgresBenchClient(b, url, clients)
+		var env api.Environment
+		c.must("POST", "/v1/environments", api.CreateEnvironmentRequest{Name: "bench"}, &env)
+		var key api.EnvironmentKey
+		c.must("POST", "/v1/environments/"+env.ID+"/keys", nil, &key)
+		var agent api.Agent
+		c.must("POST", "/v1/agents", map[string]any{"name": "bench", "model": map[string]string{"id": api.ScriptedModel}}, &agent)
+		// Every session queues one work item: as many as the claim
+		// rounds take, made before they start.
+		sessions := make([]api.Session, writes*rounds)
+		if err := concurrently(clients, len(sessions), func(cl, i int) error {
+			return c.do("POST", "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": env.ID}, &sessions[i*clients+cl])
+		}); err.calls != len(sessions) {
+			b.Fatalf("made %d sessions, want %d", err.calls, len(sessions))
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO raw_queue (environment_id, payload) SELECT 'env', $1 FROM generate_series(1, $2)`, text, len(sessions)); err != nil {
+			b.Fatal(err)
+		}
+		poll := "/v1/environments/" + env.ID + "/work/poll"
+		msg := map[string]any{"events": []api.Event{api.UserMessage(text)}}
+		for round := range rounds {
+			rawClaims.add(concurrently(clients, writes, func(cl, i int) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					var id int64
+					if err := tx.QueryRow(ctx, `SELECT id FROM raw_queue WHERE environment_id = 'env' AND claimed_by IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id); err != nil {
+						return fmt.Errorf("raw claim: %w", err)
+					}
+					_, err := tx.Exec(ctx, `UPDATE raw_queue SET claimed_by = $1, claimed_at = now() WHERE id = $2`, fmt.Sprint("worker-", cl), id)
+					return err
+				})
+			}))
+			claims.add(concurrently(clients, writes, func(cl, i int) error {
+				var w *api.Work
+				if err := c.doAs(key.Key, "GET", poll, nil, &w, "Anthropic-Worker-ID", fmt.Sprint("worker-", cl)); err != nil {
+					return err
+				}
+				if w == nil {
+					return fmt.Errorf("round %d: a poll found no work with %d items queued", round, len(sessions))
+				}
+				return nil
+			}))
+			rawAppends.add(concurrently(clients, writes, func(cl, i int) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `INSERT INTO raw_events (session_id, seq, payload) VALUES ($1, $2, $3)`, fmt.Sprint("session-", cl), round*writes+i, text)
+					return err
+				})
+			}))
+			appends.add(concurrently(clients, writes, func(cl, i int) error {
+				return c.do("POST", "/v1/sessions/"+sessions[cl].ID+"/events", msg, nil)
+			}))
+		}
+	}
+	b.ReportMetric(rawClaims.perSecond(), "raw_postgres_claims/s")
+	b.ReportMetric(claims.perSecond(), "claims/s")
+	b.ReportMetric(claims.perSecond()/rawClaims.perSecond(), "claims/raw")
+	b.ReportMetric(rawAppends.perSecond(), "raw_postgres_appends/s")
+	b.ReportMetric(appends.perSecond(), "appends/s")
+	b.ReportMetric(appends.perSecond()/rawAppends.perSecond(), "appends/raw")
+}
