@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,12 +12,6 @@ import (
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-)
-
-const (
-	// streamBatch is how many events a stream reads per query while it
-	// catches up.
-	streamBatch = 500
 )
 
 func (s *Server) eventRoutes() {
@@ -141,9 +136,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	log := s.log.With("session_id", sess.ID)
 	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keepalive.Stop()
+	// The session's followers share one reader of its log (app.Follow).
+	follow := s.app.Sessions.Follow(sess.ID, after)
+	defer follow.Close()
 	for {
-		wake := s.app.Sessions.WaitForLog(sess.ID)
-		batch, err := s.store.ListEvents(ctx, sess.ID, storage.EventQuery{AfterSeq: after, Limit: streamBatch})
+		changed := follow.Changed()
+		batch, more, err := follow.Next(ctx)
 		if errors.Is(err, storage.ErrNotFound) {
 			writeFrame(w, sessionDeletedEvent(s.now()))
 			rc.Flush()
@@ -156,17 +154,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 			return nil
 		}
 		for _, e := range batch {
-			if err := writeFrame(w, e.Event); err != nil {
+			if err := writeEncodedFrame(w, e.ID, e.Type, e.JSON); err != nil {
 				return nil
 			}
-			after = e.Seq
 		}
 		if len(batch) > 0 {
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
 		}
-		if len(batch) == streamBatch {
+		if more {
 			continue
 		}
 		if p.Kind == storage.SessionsToken {
@@ -181,9 +178,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 			}
 		}
 		select {
-		case <-wake:
+		case <-changed:
 		case <-keepalive.C:
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
 				return nil
 			}
 			if err := rc.Flush(); err != nil {
@@ -204,6 +201,11 @@ func writeFrame(w http.ResponseWriter, e api.Event) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", e.ID, e.Type, b)
+	return writeEncodedFrame(w, e.ID, e.Type, b)
+}
+
+// writeEncodedFrame writes an event already encoded as JSON.
+func writeEncodedFrame(w io.Writer, id, typ string, data []byte) error {
+	_, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", id, typ, data)
 	return err
 }
