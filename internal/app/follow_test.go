@@ -104,7 +104,7 @@ func TestFollowersGetEveryEventInOrder(t *testing.T) {
 
 	// More than the ring keeps (1,024 events), so the slow one, which
 	// reads nothing meanwhile, must go back to the database.
-	want := f.appendMessages(sess.ID, 1500)
+	want := f.appendMessages(sess.ID, 1100)
 	for i, fl := range live {
 		sameOrder(t, fmt.Sprintf("live follower %d", i), take(t, fl, len(want)), want)
 	}
