@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 )
 
@@ -41,11 +42,11 @@ const (
 // FollowedEvent is one event of a followed log, encoded once for every
 // follower.
 type FollowedEvent struct {
-	Seq  int64
-	ID   string
-	Type string
-	// JSON is the event as the API sends it.
-	JSON []byte
+	Seq int64
+	// Frame is the event as one Server-Sent Events frame: its id, its
+	// type as the event name, and its JSON on one data line (JSON escapes
+	// newlines, so one line holds it).
+	Frame []byte
 }
 
 // logHub reads one session's log for all of its followers.
@@ -203,14 +204,14 @@ func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
 	h.err = err
 	h.ring = append(h.ring, events...)
 	for _, e := range events {
-		h.ringSize += len(e.JSON)
+		h.ringSize += len(e.Frame)
 	}
 	if len(events) > 0 {
 		h.last = events[len(events)-1].Seq
 	}
 	drop := 0
 	for drop < len(h.ring) && (len(h.ring)-drop > ringEvents || h.ringSize > ringBytes) {
-		h.ringSize -= len(h.ring[drop].JSON)
+		h.ringSize -= len(h.ring[drop].Frame)
 		h.start = h.ring[drop].Seq
 		drop++
 	}
@@ -221,14 +222,30 @@ func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
 	h.changed = make(chan struct{})
 }
 
+// SSEFrame is event as the API's event stream sends it.
+func SSEFrame(e api.Event) ([]byte, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 0, len(data)+len(e.ID)+len(e.Type)+24)
+	frame = append(frame, "id: "...)
+	frame = append(frame, e.ID...)
+	frame = append(frame, "\nevent: "...)
+	frame = append(frame, e.Type...)
+	frame = append(frame, "\ndata: "...)
+	frame = append(frame, data...)
+	return append(frame, "\n\n"...), nil
+}
+
 func encodeEvents(stored []storage.StoredEvent) ([]FollowedEvent, error) {
 	out := make([]FollowedEvent, len(stored))
 	for i, e := range stored {
-		b, err := json.Marshal(e.Event)
+		frame, err := SSEFrame(e.Event)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = FollowedEvent{Seq: e.Seq, ID: e.Event.ID, Type: e.Event.Type, JSON: b}
+		out[i] = FollowedEvent{Seq: e.Seq, Frame: frame}
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func take(t *testing.T, fl *app.Follower, n int) []string {
 			t.Fatalf("after %d events: %v", len(got), err)
 		}
 		for _, e := range batch {
-			got = append(got, e.ID)
+			got = append(got, frameID(e.Frame))
 		}
 		if more || len(got) >= n {
 			continue
@@ -144,4 +145,10 @@ func TestFollowerSeesTheSessionDeleted(t *testing.T) {
 			t.Fatal("the follower of a deleted session was never told")
 		}
 	}
+}
+
+// frameID is the id line of an SSE frame.
+func frameID(frame []byte) string {
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(frame), "id: "), "\n")
+	return id
 }

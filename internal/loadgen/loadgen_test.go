@@ -203,7 +203,9 @@ func TestBadSettingsAreRefusedBeforeAnyRequest(t *testing.T) {
 		{func(c *Config) { c.Concurrency = 0 }, "concurrency 0"},
 		{func(c *Config) { c.ContentBytes = api.MaxContentBytes + 1 }, "limit per memory"},
 		{func(c *Config) { c.ReuseSeed = -1 }, "reuse-seed -1"},
-		{func(c *Config) { c.ReuseSeed, c.Seed = 3, &Shape{Stores: 1, Memories: 1, Versions: 1, ContentBytes: 10} }, "give one"},
+		{func(c *Config) {
+			c.ReuseSeed, c.Seed = 3, &Shape{Stores: 1, Memories: 1, Versions: 1, ContentBytes: 10}
+		}, "give one"},
 	} {
 		cfg := good
 		tc.change(&cfg)

@@ -1,15 +1,14 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 )
@@ -154,7 +153,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 			return nil
 		}
 		for _, e := range batch {
-			if err := writeEncodedFrame(w, e.ID, e.Type, e.JSON); err != nil {
+			if _, err := w.Write(e.Frame); err != nil {
 				return nil
 			}
 		}
@@ -194,18 +193,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	}
 }
 
-// writeFrame writes one event as an SSE frame. Event JSON holds no raw
-// newline (encoding/json escapes them), so one data line carries it.
+// writeFrame writes one event as an SSE frame (app.SSEFrame).
 func writeFrame(w http.ResponseWriter, e api.Event) error {
-	b, err := json.Marshal(e)
+	frame, err := app.SSEFrame(e)
 	if err != nil {
 		return err
 	}
-	return writeEncodedFrame(w, e.ID, e.Type, b)
-}
-
-// writeEncodedFrame writes an event already encoded as JSON.
-func writeEncodedFrame(w io.Writer, id, typ string, data []byte) error {
-	_, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", id, typ, data)
+	_, err = w.Write(frame)
 	return err
 }
