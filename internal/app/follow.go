@@ -61,8 +61,9 @@ type logHub struct {
 	ring        []FollowedEvent
 	ringSize    int
 	start, last int64
-	// changed is closed, and replaced, whenever last moves or err changes.
-	changed chan struct{}
+	// changed is closed, and replaced, whenever last moves or err changes;
+	// woken also at every wake of the session, with or without an event.
+	changed, woken chan struct{}
 	// err is the hub's last read failure (storage.ErrNotFound: the session
 	// is gone); while it is set, followers read the database themselves.
 	err error
@@ -82,7 +83,7 @@ func (s *Sessions) Follow(sessionID string, after int64) *Follower {
 	s.hubsMu.Lock()
 	h := s.hubs[sessionID]
 	if h == nil {
-		h = &logHub{sessionID: sessionID, stop: make(chan struct{}), start: after, last: after, changed: make(chan struct{})}
+		h = &logHub{sessionID: sessionID, stop: make(chan struct{}), start: after, last: after, changed: make(chan struct{}), woken: make(chan struct{})}
 		s.hubs[sessionID] = h
 		go s.readLog(h)
 	}
@@ -108,6 +109,15 @@ func (f *Follower) Changed() <-chan struct{} {
 	f.h.mu.Lock()
 	defer f.h.mu.Unlock()
 	return f.h.changed
+}
+
+// Woken is Changed, closed also when the session was woken without a new
+// event (its work item stopped, say): for a follower that must then check
+// that its credential still works. Most followers need not wake for that.
+func (f *Follower) Woken() <-chan struct{} {
+	f.h.mu.Lock()
+	defer f.h.mu.Unlock()
+	return f.h.woken
 }
 
 // Next returns the events after the follower's position, oldest first, at
@@ -155,7 +165,7 @@ func (s *Sessions) readLog(h *logHub) {
 	}()
 	recheck := time.NewTimer(logRecheck)
 	defer recheck.Stop()
-	// woken: the read follows a wake, which the followers pass on even
+	// woken: the read follows a wake, which is passed on to Woken even
 	// when no event came (a stopped work item ends its token's streams).
 	woken := true
 	for {
@@ -193,12 +203,16 @@ func (s *Sessions) readLog(h *logHub) {
 	}
 }
 
-// publish adds what the hub read to its ring and wakes the followers
-// (after a recheck, only if something changed).
+// publish adds what the hub read to its ring and wakes the followers:
+// Changed when something changed, Woken also after any wake.
 func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !woken && len(events) == 0 && err == nil && h.err == nil {
+	if woken {
+		close(h.woken)
+		h.woken = make(chan struct{})
+	}
+	if len(events) == 0 && err == nil && h.err == nil {
 		return
 	}
 	h.err = err
@@ -220,6 +234,10 @@ func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
 	h.ring = h.ring[drop:]
 	close(h.changed)
 	h.changed = make(chan struct{})
+	if !woken {
+		close(h.woken)
+		h.woken = make(chan struct{})
+	}
 }
 
 // SSEFrame is event as the API's event stream sends it.

@@ -138,8 +138,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	// The session's followers share one reader of its log (app.Follow).
 	follow := s.app.Sessions.Follow(sess.ID, after)
 	defer follow.Close()
+	// A sessions token or an environment key is checked again at every
+	// wake of the session, events or not; an API key needs only events.
+	recheck := p.Kind == storage.SessionsToken || p.Kind == storage.EnvironmentKey
 	for {
 		changed := follow.Changed()
+		if recheck {
+			changed = follow.Woken()
+		}
 		batch, more, err := follow.Next(ctx)
 		if errors.Is(err, storage.ErrNotFound) {
 			writeFrame(w, sessionDeletedEvent(s.now()))
