@@ -30,10 +30,10 @@ const (
 	// followBatch is how many events a follower or a hub reads per query
 	// while it catches up.
 	followBatch = 500
-	// ringEvents and ringBytes bound a hub's ring: the events a follower
-	// may be behind by and still read from memory.
-	ringEvents = 1024
-	ringBytes  = 4 << 20
+	// DefaultFollowRing and ringBytes bound a hub's ring: the events a
+	// follower may be behind by and still read from memory.
+	DefaultFollowRing = 1024
+	ringBytes         = 4 << 20
 	// logRecheck bounds how long a hub can miss an append nothing woke it
 	// for: it reads the log at least this often.
 	logRecheck = 5 * time.Second
@@ -85,7 +85,7 @@ func (s *Sessions) Follow(sessionID string, after int64) *Follower {
 	if h == nil {
 		h = &logHub{sessionID: sessionID, stop: make(chan struct{}), start: after, last: after, changed: make(chan struct{}), woken: make(chan struct{})}
 		s.hubs[sessionID] = h
-		go s.readLog(h)
+		go s.readLog(h, s.app.cfg.FollowRing)
 	}
 	h.refs++
 	s.hubsMu.Unlock()
@@ -156,7 +156,7 @@ func (f *Follower) Next(ctx context.Context) (events []FollowedEvent, more bool,
 // readLog is a hub's reader: it reads what was appended after the hub's
 // last event whenever the session's log is woken (or every logRecheck),
 // until the hub's last follower leaves.
-func (s *Sessions) readLog(h *logHub) {
+func (s *Sessions) readLog(h *logHub, ring int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -181,7 +181,7 @@ func (s *Sessions) readLog(h *logHub) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.publish(events, err, woken)
+		h.publish(events, err, woken, ring)
 		if errors.Is(err, storage.ErrNotFound) {
 			return
 		}
@@ -205,7 +205,7 @@ func (s *Sessions) readLog(h *logHub) {
 
 // publish adds what the hub read to its ring and wakes the followers:
 // Changed when something changed, Woken also after any wake.
-func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
+func (h *logHub) publish(events []FollowedEvent, err error, woken bool, ring int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if woken {
@@ -224,7 +224,7 @@ func (h *logHub) publish(events []FollowedEvent, err error, woken bool) {
 		h.last = events[len(events)-1].Seq
 	}
 	drop := 0
-	for drop < len(h.ring) && (len(h.ring)-drop > ringEvents || h.ringSize > ringBytes) {
+	for drop < len(h.ring) && (len(h.ring)-drop > ring || h.ringSize > ringBytes) {
 		h.ringSize -= len(h.ring[drop].Frame)
 		h.start = h.ring[drop].Seq
 		drop++

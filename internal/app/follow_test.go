@@ -14,13 +14,13 @@ import (
 )
 
 // appendMessages appends n user messages to a session in storage, in
-// sends of at most 100, waking its followers after each, and returns the
+// sends of at most 7, waking its followers after each, and returns the
 // events' ids in order.
 func (f *fixture) appendMessages(sessionID string, n int) []string {
 	f.t.Helper()
 	var out []string
 	for n > 0 {
-		k := min(n, 100)
+		k := min(n, 7)
 		evs := make([]api.Event, k)
 		for i := range evs {
 			evs[i] = api.UserMessage(fmt.Sprintf("message %d", len(out)+i))
@@ -82,7 +82,7 @@ func sameOrder(t *testing.T, who string, got, want []string) {
 // it catches up) each get every event once, in order; one that starts
 // from a position gets what came after it.
 func TestFollowersGetEveryEventInOrder(t *testing.T) {
-	f := newFixture(t, app.Config{})
+	f := newFixture(t, app.Config{FollowRing: 16})
 	sess, _ := f.session()
 	first := f.appendMessages(sess.ID, 5)
 	firstSeq := func() int64 {
@@ -103,9 +103,9 @@ func TestFollowersGetEveryEventInOrder(t *testing.T) {
 	slow := f.app.Sessions.Follow(sess.ID, firstSeq)
 	defer slow.Close()
 
-	// More than the ring keeps (1,024 events), so the slow one, which
+	// More than the ring keeps (16 events), so the slow one, which
 	// reads nothing meanwhile, must go back to the database.
-	want := f.appendMessages(sess.ID, 1100)
+	want := f.appendMessages(sess.ID, 60)
 	for i, fl := range live {
 		sameOrder(t, fmt.Sprintf("live follower %d", i), take(t, fl, len(want)), want)
 	}

@@ -10,6 +10,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -32,6 +33,8 @@ var migrations embed.FS
 type Options struct {
 	// Now stamps rows; nil means time.Now. Tests inject a clock here.
 	Now func() time.Time
+	// MaxConnections bounds the connection pool (default maxOpenConns).
+	MaxConnections int
 }
 
 // DB is the SQLite implementation of storage.Store.
@@ -69,7 +72,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// opened again and its prepared statements prepared again, which was
 	// a third of the CPU of a write under 8 concurrent clients.
 	db.SetMaxIdleConns(maxIdleConns)
-	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxOpenConns(cmp.Or(opts.MaxConnections, maxOpenConns))
 	now := opts.Now
 	if now == nil {
 		now = time.Now

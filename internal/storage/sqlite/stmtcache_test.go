@@ -16,15 +16,16 @@ import (
 func TestStatementsPrepareInsideAFullPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), Options{})
+	const conns = 8
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), Options{MaxConnections: conns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var all, held sync.WaitGroup
-	held.Add(maxOpenConns)
-	errs := make(chan error, maxOpenConns)
-	for i := range maxOpenConns {
+	held.Add(conns)
+	errs := make(chan error, conns)
+	for i := range conns {
 		all.Add(1)
 		go func() {
 			defer all.Done()
