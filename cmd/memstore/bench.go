@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -27,6 +28,7 @@ type benchFlags struct {
 	followers   int
 	mix         string
 	seed        string
+	reuseSeed   int
 	contentSize int
 }
 
@@ -65,6 +67,7 @@ shape first and keeps it. A live progress line goes to stderr on a terminal.`,
 	fs.IntVar(&f.followers, "followers", 4, "SSE followers of the sessions event.append writes to")
 	fs.StringVar(&f.mix, "mix", mixString(loadgen.DefaultMix), "operations and their weights")
 	fs.StringVar(&f.seed, "seed", "", "build a data set first, STORESxMEMORIESxVERSIONS (such as 10x1000x5), and keep it")
+	fs.IntVar(&f.reuseSeed, "reuse-seed", 0, "measure on up to this many stores an earlier --seed left, instead of making any")
 	fs.IntVar(&f.contentSize, "content-size", 512, "bytes of content per memory write")
 	cli.explainErrors(cmd)
 	return cmd
@@ -85,7 +88,7 @@ func runBench(cmd *cobra.Command, cli *cliContext, f benchFlags) error {
 		return usageError{Err: fmt.Errorf("--mix: %w", err)}
 	}
 	cfg := loadgen.Config{Duration: f.duration, Requests: f.requests, Rate: f.rate, Concurrency: f.concurrency,
-		Followers: f.followers, Mix: mix, ContentBytes: f.contentSize}
+		Followers: f.followers, Mix: mix, ContentBytes: f.contentSize, ReuseSeed: f.reuseSeed}
 	if f.seed != "" {
 		shape, err := loadgen.ParseShape(f.seed, f.contentSize)
 		if err != nil {
@@ -104,6 +107,10 @@ func runBench(cmd *cobra.Command, cli *cliContext, f benchFlags) error {
 		return usageError{Err: fmt.Errorf("--concurrency %d: give 1 or more", f.concurrency)}
 	case f.followers < 0:
 		return usageError{Err: fmt.Errorf("--followers %d: give 0 or more", f.followers)}
+	case f.reuseSeed < 0:
+		return usageError{Err: fmt.Errorf("--reuse-seed %d: give how many seeded stores to measure on", f.reuseSeed)}
+	case f.reuseSeed > 0 && f.seed != "":
+		return usageError{Err: errors.New("--seed and --reuse-seed: give one, a new data set or the one an earlier --seed left")}
 	case f.contentSize < 1 || f.contentSize > api.MaxContentBytes:
 		return usageError{Err: fmt.Errorf("--content-size %d: give between 1 and %d bytes (the API's limit per memory)", f.contentSize, api.MaxContentBytes)}
 	}

@@ -91,6 +91,8 @@ func TestBenchRefusesBadFlagsBeforeAnyRequest(t *testing.T) {
 		{[]string{"--mix", "memory.get=3,memory.fly=1"}, `--mix: "memory.fly" is not an operation; use memory.get, `},
 		{[]string{"--mix", "memory.get=0"}, "--mix: every weight is 0"},
 		{[]string{"--seed", "10x1000"}, `--seed: "10x1000": write the shape as STORESxMEMORIESxVERSIONS`},
+		{[]string{"--reuse-seed", "-1"}, "--reuse-seed -1: give how many seeded stores"},
+		{[]string{"--reuse-seed", "5", "--seed", "1x1x1"}, "--seed and --reuse-seed: give one"},
 		{[]string{"--output", "xml"}, `--output "xml": use json, table or yaml`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {

@@ -72,6 +72,10 @@ type Config struct {
 	// PruneBatch is how many versions one pruning transaction deletes
 	// (default DefaultPruneBatch).
 	PruneBatch int
+	// FollowRing is how many of a session's latest events its followers'
+	// shared reader keeps in memory (default DefaultFollowRing); a follower
+	// further behind reads the database.
+	FollowRing int
 	// MCP configures where agents' MCP servers may be.
 	MCP MCPConfig
 	// SecretsKey seals vault credentials at rest (sealbox.KeySize bytes);
@@ -127,6 +131,7 @@ func New(cfg Config) *App {
 		cfg.Now = time.Now
 	}
 	cfg.TurnSweep = cmp.Or(cfg.TurnSweep, DefaultTurnSweep)
+	cfg.FollowRing = cmp.Or(cfg.FollowRing, DefaultFollowRing)
 	a := &App{
 		cfg:     cfg,
 		store:   cfg.Store,

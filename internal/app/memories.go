@@ -17,7 +17,9 @@ type Memories struct {
 	app *App
 	// changes wakes the change feed's long polls, by store id.
 	changes waiters
-	writes  *prometheus.CounterVec
+	// reads joins the long polls' identical reads of a store's feed.
+	reads  feedReads
+	writes *prometheus.CounterVec
 }
 
 // memoryOp is what a write did to a memory: the label of
@@ -31,7 +33,7 @@ const (
 )
 
 func newMemories(a *App) *Memories {
-	m := &Memories{app: a, changes: newWaiters(),
+	m := &Memories{app: a, changes: newWaiters(), reads: feedReads{inFlight: map[feedQuestion]*feedRead{}},
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memstore_memory_writes_total",
 			Help: "Memories written through the API or the web console, by operation (create, update, delete); an update that changes nothing is not counted.",

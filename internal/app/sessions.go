@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/agent"
@@ -18,10 +19,13 @@ type Sessions struct {
 	runner *agent.Runner
 	// streams wakes, by session id, the followers of a session's log.
 	streams waiters
+	// hubs read each followed session's log for its followers (Follow).
+	hubsMu sync.Mutex
+	hubs   map[string]*logHub
 }
 
 func newSessions(a *App) *Sessions {
-	s := &Sessions{app: a, streams: newWaiters()}
+	s := &Sessions{app: a, streams: newWaiters(), hubs: map[string]*logHub{}}
 	model := a.modelConfig()
 	// The runtime's memory_search searches a session's own stores, as any
 	// caller that reaches exactly those.

@@ -90,12 +90,16 @@ func setUp(ctx context.Context, cfg Config) (_ *fixture, err error) {
 		}
 	}()
 	stamp := time.Now().UTC().Format("20060102-150405")
-	if cfg.Seed == nil {
+	if cfg.ReuseSeed > 0 {
+		if err := fx.findSeeded(ctx, cfg.ReuseSeed); err != nil {
+			return nil, err
+		}
+	} else if cfg.Seed == nil {
 		fx.ownStore = true
 		if err := fx.makeStores(ctx, cfg, Shape{Stores: 1, Memories: ownMemories, Versions: 1, ContentBytes: cfg.ContentBytes}, "bench-"+stamp); err != nil {
 			return nil, err
 		}
-	} else if err := fx.makeStores(ctx, cfg, *cfg.Seed, "bench-seed-"+stamp); err != nil {
+	} else if err := fx.makeStores(ctx, cfg, *cfg.Seed, seedPrefix+stamp); err != nil {
 		return nil, err
 	}
 	for _, s := range fx.stores {
@@ -138,6 +142,39 @@ func setUp(ctx context.Context, cfg Config) (_ *fixture, err error) {
 		fx.eventSessions = append(fx.eventSessions, s.ID)
 	}
 	return fx, nil
+}
+
+// seedPrefix starts the names of the stores --seed makes.
+const seedPrefix = "bench-seed-"
+
+// findSeeded takes up to n stores an earlier seed left, with their
+// memories.
+func (fx *fixture) findSeeded(ctx context.Context, n int) error {
+	for st, err := range fx.admin.ListAllMemoryStores(ctx, client.ListMemoryStoresParams{Limit: 100}) {
+		if err != nil {
+			return fmt.Errorf("list the seeded stores: %w", err)
+		}
+		if !strings.HasPrefix(st.Name, seedPrefix) {
+			continue
+		}
+		s := &storeState{id: st.ID}
+		for m, err := range fx.admin.ListAllMemories(ctx, st.ID, client.ListMemoriesParams{Limit: 100}) {
+			if err != nil {
+				return fmt.Errorf("list the memories of seeded store %s: %w", st.ID, err)
+			}
+			if m.Memory != nil {
+				s.add(m.Memory.ID)
+			}
+		}
+		fx.stores = append(fx.stores, s)
+		if len(fx.stores) == n {
+			break
+		}
+	}
+	if len(fx.stores) == 0 {
+		return fmt.Errorf("no store made by an earlier --seed (named %s…) on this server: seed one first", seedPrefix)
+	}
+	return nil
 }
 
 // makeStores creates shape.Stores stores and writes their memories with

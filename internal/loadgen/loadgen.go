@@ -165,6 +165,11 @@ type Config struct {
 	// Seed, when set, builds that data set first and keeps it afterwards;
 	// nil makes one small store that the run deletes when it ends.
 	Seed *Shape
+	// ReuseSeed, when above 0, measures on up to that many stores an
+	// earlier seed left (named seedPrefix…) instead of making any: seed a
+	// large data set once, measure it many times. Their memories are
+	// listed at set-up.
+	ReuseSeed int
 	// ContentBytes is the size of what memory.create and memory.update
 	// write.
 	ContentBytes int
@@ -200,6 +205,10 @@ func (c Config) check() error {
 		return fmt.Errorf("followers %d: give 0 or more", c.Followers)
 	case c.ContentBytes < 1 || c.ContentBytes > maxContentBytes:
 		return fmt.Errorf("content size %d: give between 1 and %d bytes (the API's limit per memory)", c.ContentBytes, maxContentBytes)
+	case c.ReuseSeed < 0:
+		return fmt.Errorf("reuse-seed %d: give 0 (make stores) or how many seeded stores to use", c.ReuseSeed)
+	case c.ReuseSeed > 0 && c.Seed != nil:
+		return errors.New("seed and reuse-seed: give one, a new data set or one an earlier seed left")
 	case c.Mix.total() == 0:
 		return errors.New("the mix has no operation with a weight above 0")
 	}

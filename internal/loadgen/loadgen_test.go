@@ -137,6 +137,10 @@ func TestSeedBuildsTheShapeAndKeepsIt(t *testing.T) {
 	c := benchClient(t, srv)
 	ctx := context.Background()
 	mix, _ := ParseMix("memory.get=1")
+	reuse := Config{Client: c, Duration: 10 * time.Second, Requests: 30, Concurrency: 3, Mix: mix, ContentBytes: 300, ReuseSeed: 10}
+	if _, err := Run(ctx, reuse); err == nil || !strings.Contains(err.Error(), "seed one first") {
+		t.Fatalf("reusing a seed before any: %v, want a refusal that says to seed first", err)
+	}
 	rep, err := Run(ctx, Config{Client: c, Duration: 10 * time.Second, Requests: 20, Concurrency: 3, Mix: mix,
 		Seed: &Shape{Stores: 2, Memories: 7, Versions: 3, ContentBytes: 300}, ContentBytes: 300})
 	if err != nil {
@@ -166,6 +170,23 @@ func TestSeedBuildsTheShapeAndKeepsIt(t *testing.T) {
 			t.Errorf("store %s kept %d memories and %d versions, want 7 and 21", id, mems, versions)
 		}
 	}
+
+	// A later run measures on the seeded stores, and keeps them.
+	again, err := Run(ctx, reuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(again.StoreIDs, " ") != strings.Join(rep.StoreIDs, " ") && strings.Join(again.StoreIDs, " ") != rep.StoreIDs[1]+" "+rep.StoreIDs[0] {
+		t.Errorf("the reusing run measured on %v, want the seeded %v", again.StoreIDs, rep.StoreIDs)
+	}
+	if op := again.Operations[0]; op.Count != 30 || op.Errors != 0 {
+		t.Errorf("memory.get on the seeded stores: %+v, want 30 successful gets", op)
+	}
+	for _, id := range rep.StoreIDs {
+		if _, err := c.GetMemoryStore(ctx, id); err != nil {
+			t.Errorf("seeded store %s after a run that reused it: %v", id, err)
+		}
+	}
 }
 
 func TestBadSettingsAreRefusedBeforeAnyRequest(t *testing.T) {
@@ -181,6 +202,10 @@ func TestBadSettingsAreRefusedBeforeAnyRequest(t *testing.T) {
 		{func(c *Config) { c.Rate = -5 }, "flat out"},
 		{func(c *Config) { c.Concurrency = 0 }, "concurrency 0"},
 		{func(c *Config) { c.ContentBytes = api.MaxContentBytes + 1 }, "limit per memory"},
+		{func(c *Config) { c.ReuseSeed = -1 }, "reuse-seed -1"},
+		{func(c *Config) {
+			c.ReuseSeed, c.Seed = 3, &Shape{Stores: 1, Memories: 1, Versions: 1, ContentBytes: 10}
+		}, "give one"},
 	} {
 		cfg := good
 		tc.change(&cfg)

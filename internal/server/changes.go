@@ -60,7 +60,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 	deadline := time.Now().Add(time.Duration(wait) * time.Millisecond)
 	for {
 		wake := s.app.Memories.WaitForChange(req.storeID)
-		page, err := s.store.ListChanges(ctx, req.storeID, after, limit)
+		page, err := s.app.Memories.ListChanges(ctx, req.storeID, after, limit)
 		var ahead *storage.SequenceAheadError
 		if errors.As(err, &ahead) {
 			return apiErrorf(invalidRequest, "after: sequence %d is ahead of memory store %s's latest sequence %d, so this store did not issue it (a cursor from another store, or from a store that was deleted and recreated); start over from a full listing or a snapshot and follow the feed from the sequence it returns", ahead.After, req.storeID, ahead.Latest)

@@ -1,22 +1,16 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
-)
-
-const (
-	// streamBatch is how many events a stream reads per query while it
-	// catches up.
-	streamBatch = 500
 )
 
 func (s *Server) eventRoutes() {
@@ -141,9 +135,18 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	log := s.log.With("session_id", sess.ID)
 	keepalive := time.NewTicker(s.cfg.StreamKeepalive)
 	defer keepalive.Stop()
+	// The session's followers share one reader of its log (app.Follow).
+	follow := s.app.Sessions.Follow(sess.ID, after)
+	defer follow.Close()
+	// A sessions token or an environment key is checked again at every
+	// wake of the session, events or not; an API key needs only events.
+	recheck := p.Kind == storage.SessionsToken || p.Kind == storage.EnvironmentKey
 	for {
-		wake := s.app.Sessions.WaitForLog(sess.ID)
-		batch, err := s.store.ListEvents(ctx, sess.ID, storage.EventQuery{AfterSeq: after, Limit: streamBatch})
+		changed := follow.Changed()
+		if recheck {
+			changed = follow.Woken()
+		}
+		batch, more, err := follow.Next(ctx)
 		if errors.Is(err, storage.ErrNotFound) {
 			writeFrame(w, sessionDeletedEvent(s.now()))
 			rc.Flush()
@@ -156,17 +159,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 			return nil
 		}
 		for _, e := range batch {
-			if err := writeFrame(w, e.Event); err != nil {
+			if _, err := w.Write(e.Frame); err != nil {
 				return nil
 			}
-			after = e.Seq
 		}
 		if len(batch) > 0 {
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
 		}
-		if len(batch) == streamBatch {
+		if more {
 			continue
 		}
 		if p.Kind == storage.SessionsToken {
@@ -181,9 +183,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 			}
 		}
 		select {
-		case <-wake:
+		case <-changed:
 		case <-keepalive.C:
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
 				return nil
 			}
 			if err := rc.Flush(); err != nil {
@@ -197,13 +199,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, p Principa
 	}
 }
 
-// writeFrame writes one event as an SSE frame. Event JSON holds no raw
-// newline (encoding/json escapes them), so one data line carries it.
+// writeFrame writes one event as an SSE frame (app.SSEFrame).
 func writeFrame(w http.ResponseWriter, e api.Event) error {
-	b, err := json.Marshal(e)
+	frame, err := app.SSEFrame(e)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", e.ID, e.Type, b)
+	_, err = w.Write(frame)
 	return err
 }

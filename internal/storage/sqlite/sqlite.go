@@ -10,6 +10,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -32,6 +33,8 @@ var migrations embed.FS
 type Options struct {
 	// Now stamps rows; nil means time.Now. Tests inject a clock here.
 	Now func() time.Time
+	// MaxConnections bounds the connection pool (default maxOpenConns).
+	MaxConnections int
 }
 
 // DB is the SQLite implementation of storage.Store.
@@ -39,8 +42,9 @@ type DB struct {
 	*sqlstore.Store
 	db  *sql.DB
 	now func() time.Time
-	// stmts caches prepared statements by query text (see cachedQ).
-	stmts sync.Map
+	// stmts caches prepared statements by query text (see cachedQ);
+	// preparing holds the queries being prepared in the background.
+	stmts, preparing sync.Map
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
 	// turns are the sessions' turns taken: one process owns the file, so
@@ -68,6 +72,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// opened again and its prepared statements prepared again, which was
 	// a third of the CPU of a write under 8 concurrent clients.
 	db.SetMaxIdleConns(maxIdleConns)
+	db.SetMaxOpenConns(cmp.Or(opts.MaxConnections, maxOpenConns))
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -85,6 +90,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // maxIdleConns is how many open connections the pool keeps between
 // requests: enough for the readers of a busy server.
 const maxIdleConns = 16
+
+// maxOpenConns bounds the pool. Unbounded, a thousand concurrent readers
+// opened a thousand connections, each with its own descriptor and page
+// cache (about 200 kB of a stream's cost), and SQLite keeps a closed
+// connection's descriptor while others hold locks on the file. Readers
+// beyond it wait for a connection; WAL reads are short, so the wait is too.
+const maxOpenConns = 64
 
 // DSN is the driver's data source name for the database file at path, with
 // the settings memstore runs SQLite with. Benchmarks open raw SQLite with it

@@ -23,17 +23,26 @@ func (s *DB) cached(tx *sql.Tx) cachedQ { return cachedQ{s: s, tx: tx} }
 
 func (c cachedQ) stmt(ctx context.Context, query string) *sql.Stmt {
 	v, ok := c.s.stmts.Load(query)
+	if !ok && c.tx != nil {
+		// The pool is bounded (maxOpenConns): preparing on the pool here
+		// would wait for a second connection while this transaction holds
+		// one, and with every connection held by such a transaction none
+		// would ever come. So the first use inside a transaction prepares
+		// on the transaction's own connection, for this transaction only,
+		// and the pool-wide statement is prepared in the background.
+		c.s.prepareLater(query)
+		st, err := c.tx.PrepareContext(ctx, query)
+		if err != nil {
+			return nil
+		}
+		return st
+	}
 	if !ok {
 		st, err := c.s.db.PrepareContext(ctx, query)
 		if err != nil {
 			return nil
 		}
-		if prev, loaded := c.s.stmts.LoadOrStore(query, st); loaded {
-			st.Close()
-			v = prev
-		} else {
-			v = st
-		}
+		v = c.s.keep(query, st)
 	}
 	st := v.(*sql.Stmt)
 	if c.tx != nil {
@@ -42,6 +51,30 @@ func (c cachedQ) stmt(ctx context.Context, query string) *sql.Stmt {
 		return c.tx.StmtContext(ctx, st)
 	}
 	return st
+}
+
+// keep caches st for query, or returns the statement another goroutine
+// cached first (closing st).
+func (s *DB) keep(query string, st *sql.Stmt) any {
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev
+	}
+	return st
+}
+
+// prepareLater prepares query on the pool in the background, once, so the
+// next transaction finds it cached.
+func (s *DB) prepareLater(query string) {
+	if _, busy := s.preparing.LoadOrStore(query, true); busy {
+		return
+	}
+	go func() {
+		defer s.preparing.Delete(query)
+		if st, err := s.db.PrepareContext(context.Background(), query); err == nil {
+			s.keep(query, st)
+		}
+	}()
 }
 
 func (c cachedQ) direct() queryer {

@@ -1,0 +1,64 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Every connection of the bounded pool held by a read transaction that
+// runs a query not yet prepared: each must prepare on its own connection
+// (preparing on the pool waited for a connection none would give back).
+func TestStatementsPrepareInsideAFullPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const conns = 8
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), Options{MaxConnections: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var all, held sync.WaitGroup
+	held.Add(conns)
+	errs := make(chan error, conns)
+	for i := range conns {
+		all.Add(1)
+		go func() {
+			defer all.Done()
+			errs <- db.readTx(ctx, func(tx *sql.Tx) error {
+				held.Done()
+				held.Wait() // every connection is now in a transaction
+				var n int
+				query := fmt.Sprintf("SELECT %d + count(*) FROM schema_migrations", i%4)
+				if err := db.cached(tx).QueryRowContext(ctx, query).Scan(&n); err != nil {
+					return fmt.Errorf("query %q: %w", query, err)
+				}
+				return nil
+			})
+		}()
+	}
+	all.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The statements were then prepared on the pool for later use.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := 0
+		db.stmts.Range(func(any, any) bool { n++; return true })
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 4 statements cached after the transactions ended", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
