@@ -222,7 +222,10 @@ func TestShellSeesExactlyTheSession(t *testing.T) {
 // The same view holds for a worker that is not root: bubblewrap then
 // needs user namespaces, which this test checks the kernel allows.
 func TestShellSeesExactlyTheSessionAsAnUnprivilegedUser(t *testing.T) {
-	l := launcher(t, sandbox.Config{})
+	// pasta attaches to a namespace only for a root worker; an unprivileged
+	// worker's probe finds that and shares the host's network, so this
+	// test, whose launcher is probed as root, asks for that network.
+	l := launcher(t, sandbox.Config{Network: sandbox.Host})
 	if os.Geteuid() != 0 {
 		h := newHost(t)
 		h.checkView(t, h.tools(t, l))
