@@ -94,10 +94,7 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 		scenarios = []scenario{{"write.uploaded#1", "worker", false, 0}, {"tool.posted#4", "server", false, 0},
 			{"sync.uploaded#1", "both", false, 0}, {"final.planned#1", "worker", true, 0}}
 	}
-	bin := filepath.Join(t.TempDir(), "memstore")
-	if out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building memstore with fault points: %v\n%s", err, out)
-	}
+	bin := faultBinary(t)
 	// A few at a time: each mostly waits (a sleep in the script, a lease to
 	// lapse), and the machine is small.
 	slots := make(chan struct{}, testenv.Scale(3, 6))

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -19,7 +22,46 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	faults.remove()
+	os.Exit(code)
+}
+
+// faults is memstore built with the fault points (the memstore_faults
+// tag), once per test process: the fault suite and the recovery test both
+// run it, and each link of the whole binary cost seconds of the package's
+// time.
+var faults faultBuild
+
+type faultBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// faultBinary returns the path of the fault-point build, building it on
+// first use.
+func faultBinary(t *testing.T) string {
+	t.Helper()
+	faults.once.Do(func() {
+		if faults.dir, faults.err = os.MkdirTemp("", "memstore-faults-"); faults.err != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", filepath.Join(faults.dir, "memstore"), ".").CombinedOutput()
+		if err != nil {
+			faults.err = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if faults.err != nil {
+		t.Fatalf("building memstore with fault points: %v", faults.err)
+	}
+	return filepath.Join(faults.dir, "memstore")
+}
+
+func (f *faultBuild) remove() {
+	if f.dir != "" {
+		os.RemoveAll(f.dir)
+	}
 }
 
 // memstoreBinary returns the path of an executable named memstore that runs

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,10 +38,7 @@ func TestLeftoversOfAKilledWorkerAreRecoveredAfterAnotherHostFinishes(t *testing
 	if testenv.IsLong() {
 		points = []string{"tool.ran#1", "tool.posted#2", "tool.ran#3", "tool.ran#4", "tool.posted#4", "final.planned#1"}
 	}
-	bin := filepath.Join(t.TempDir(), "memstore")
-	if out, err := exec.Command("go", "build", "-tags", "memstore_faults", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building memstore with fault points: %v\n%s", err, out)
-	}
+	bin := faultBinary(t)
 	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
