@@ -84,6 +84,18 @@ func SearchTerms(query string) []string {
 // computes so the store's transaction does not; see postgres.tsIndex).
 func SearchWords(text string) iter.Seq[string] {
 	return func(yield func(string) bool) {
+		for from, to := range wordSpans(text) {
+			if !yield(strings.ToLower(text[from:to])) {
+				return
+			}
+		}
+	}
+}
+
+// wordSpans yields where each word of text starts and ends: runs of letters
+// and digits, the one word rule of the index, the queries and the snippets.
+func wordSpans(text string) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
 		start := -1
 		for i, r := range text {
 			word := unicode.IsLetter(r) || unicode.IsDigit(r)
@@ -91,14 +103,14 @@ func SearchWords(text string) iter.Seq[string] {
 			case word && start < 0:
 				start = i
 			case !word && start >= 0:
-				if !yield(strings.ToLower(text[start:i])) {
+				if !yield(start, i) {
 					return
 				}
 				start = -1
 			}
 		}
 		if start >= 0 {
-			yield(strings.ToLower(text[start:]))
+			yield(start, len(text))
 		}
 	}
 }
@@ -113,19 +125,8 @@ const snippetWords = 24
 func Snippet(content string, terms []string) string {
 	type span struct{ from, to int }
 	var words []span
-	start := -1
-	for i, r := range content {
-		word := unicode.IsLetter(r) || unicode.IsDigit(r)
-		switch {
-		case word && start < 0:
-			start = i
-		case !word && start >= 0:
-			words = append(words, span{start, i})
-			start = -1
-		}
-	}
-	if start >= 0 {
-		words = append(words, span{start, len(content)})
+	for from, to := range wordSpans(content) {
+		words = append(words, span{from, to})
 	}
 	if len(words) == 0 {
 		return ""
