@@ -121,20 +121,51 @@ func (st *store) openState() error {
 	if err != nil {
 		return fmt.Errorf("its state folder %s cannot be opened (%w)", dir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("the lock file of its state folder %s cannot be opened (%w)", dir, err)
+	f, err := takeLock(filepath.Join(dir, lockName))
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return errLocked
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return errLocked
-		}
+	if err != nil {
 		return fmt.Errorf("the lock file of its state folder %s cannot be locked (%w)", dir, err)
 	}
 	st.stateRoot, st.lock = root, f
 	removeTempFiles(root)
 	return nil
+}
+
+// takeLock opens the lock file at path (creating it) and takes its lock
+// without waiting: unix.EWOULDBLOCK while another process holds it. The
+// holder that finishes a folder removes the lock file by name before it
+// lets go, so a lock won on a file opened just before that removal would
+// be a lock on a file nobody else can find: another process could create
+// the file anew and lock it too. takeLock checks that the file it locked
+// is still the one at path, and starts over when it is not.
+func takeLock(path string) (*os.File, error) {
+	for range 3 {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if stillAt(f, path) {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("%s was removed and made again each time it was locked; another worker is finishing this folder: %w", path, unix.EWOULDBLOCK)
+}
+
+// stillAt reports whether the open file f is the file at path now (the
+// same inode on the same device).
+func stillAt(f *os.File, path string) bool {
+	var open, named unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &open) != nil || unix.Lstat(path, &named) != nil {
+		return false
+	}
+	return open.Dev == named.Dev && open.Ino == named.Ino
 }
 
 // closeState releases the lock; with remove set (the folder is gone) it

@@ -42,16 +42,13 @@ var ErrLeftoverHeld = errors.New("a running worker serves this folder")
 // a crash is finished by the next call (its journal says it was being
 // removed).
 func RecoverLeftover(ctx context.Context, root string, l Leftover, upload func(context.Context, RecoveredFile) error) (uploaded int, err error) {
-	lock, err := os.OpenFile(filepath.Join(l.StateDir, lockName), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return 0, fmt.Errorf("the lock file of %s cannot be opened (%w)", l.StateDir, err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+	lock, err := takeLock(filepath.Join(l.StateDir, lockName))
+	if errors.Is(err, unix.EWOULDBLOCK) {
 		return 0, ErrLeftoverHeld
 	} else if err != nil {
 		return 0, fmt.Errorf("the lock file of %s cannot be locked (%w)", l.StateDir, err)
 	}
+	defer lock.Close()
 	// Read again under the lock: the folder may have changed since l was
 	// found.
 	now := inspectLeftover(l.Dir)
