@@ -251,15 +251,9 @@ func (l *Launcher) probePasta(ctx context.Context) error {
 // setNetwork settles what the shell reaches. For On it finds pasta and
 // tries it once; the error says why On falls back to the host's network.
 func (l *Launcher) setNetwork(ctx context.Context, cfg Config) error {
-	switch cfg.Network {
-	case Off:
-		l.network = string(Off)
-		return nil
-	case Host:
-		l.network = string(Host)
+	if cfg.Network == Off || cfg.Network == Host {
 		return nil
 	}
-	l.network = "host (on, without pasta)"
 	program := cfg.Pasta
 	if program == "" {
 		program = "pasta"
@@ -275,8 +269,19 @@ func (l *Launcher) setNetwork(ctx context.Context, cfg Config) error {
 		l.fallback = fmt.Errorf("pasta (%s) cannot connect a sandbox's network namespace here: %w", path, err)
 		return l.fallback
 	}
-	l.network = "on (pasta: the internet, not the host's loopback)"
 	return nil
+}
+
+// networkAttr is Network as the session's log line says it.
+func (l *Launcher) networkAttr() string {
+	switch n, _, fallback := l.Network(); {
+	case n == On:
+		return "on (pasta: the internet, not the host's loopback)"
+	case fallback != nil:
+		return "host (on, without pasta)"
+	default:
+		return string(n)
+	}
 }
 
 // Network says what the shell reaches: On only where pasta connects each

@@ -136,8 +136,6 @@ type Launcher struct {
 	// namespace (network On); "" when the network is Off, Host, or On
 	// fallen back to the host's.
 	pasta string
-	// network is what the shell reaches, as LogAttrs reports it.
-	network string
 	// fallback says why network On fell back to the host's.
 	fallback error
 }
@@ -491,7 +489,7 @@ func (l *Launcher) LogAttrs(v View) []any {
 		binds = append(binds, b.String())
 	}
 	return []any{"sandbox", string(Bwrap), "workdir", v.Workdir, "stores", rw, "read_only_stores", ro,
-		"binds", binds, "network", l.network, "uid", l.ShellUID()}
+		"binds", binds, "network", l.networkAttr(), "uid", l.ShellUID()}
 }
 
 // ShellUID is the user the shell runs as: SandboxUID when a user namespace
