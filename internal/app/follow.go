@@ -230,8 +230,8 @@ func (h *logHub) publish(events []FollowedEvent, err error, woken bool, ring int
 		drop++
 	}
 	// The dropped events stay in the array until append moves the ring
-	// to a new one (followers take copies, see Next), so a ring never
-	// holds more than twice its bounds.
+	// to a new one, which copies only the kept events (followers take
+	// copies of what they read, see Next).
 	h.ring = h.ring[drop:]
 	close(h.changed)
 	h.changed = make(chan struct{})
