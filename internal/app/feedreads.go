@@ -11,7 +11,10 @@ import (
 // together read it once: a write wakes every poll of its store, and those
 // that ask the same question (the same cursor and limit, as workers that
 // follow a store in step do) share one query and its answer rather than
-// each running it.
+// each running it. A read is joined only by polls that come before the
+// store's next wake: one started before a write was woken for may not
+// hold that write, and a poll that joined it would wait for a wake that
+// already happened.
 type feedReads struct {
 	mu       sync.Mutex
 	inFlight map[feedQuestion]*feedRead
@@ -21,6 +24,9 @@ type feedQuestion struct {
 	storeID string
 	after   int64
 	limit   int
+	// wake is the store's wake channel when the read started: the
+	// question's generation.
+	wake <-chan struct{}
 }
 
 type feedRead struct {
@@ -33,7 +39,7 @@ type feedRead struct {
 // joining an identical read already running. The page is shared: callers
 // must not change it.
 func (m *Memories) ListChanges(ctx context.Context, storeID string, after int64, limit int) (storage.ChangePage, error) {
-	q := feedQuestion{storeID, after, limit}
+	q := feedQuestion{storeID, after, limit, m.changes.wait(storeID)}
 	r := &m.reads
 	r.mu.Lock()
 	if f, ok := r.inFlight[q]; ok {
