@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -34,12 +35,18 @@ import (
 // something rolls the transaction back, gets its error, and the others run
 // again in a new one (the same rules as SQLite's committer).
 //
-// Stores hash onto commitShards shards; each shard runs one batch at a
-// time, so writes to one store batch together while writes to stores of
-// other shards commit in parallel on their own connections.
+// Stores hash onto shards; each shard runs one batch at a time, so writes
+// to one store batch together while writes to stores of other shards
+// commit in parallel on their own connections.
 
-// commitShards is how many batches may commit at once.
-const commitShards = 16
+// commitShards is how many batches may commit at once: as many as the
+// server has cores, and at least two, so one batch's COMMIT can wait for
+// its WAL flush while another runs. More shards than that bought nothing
+// but smaller batches: with writes spread over many stores, 16 shards made
+// nearly every batch one write, each paying its own BEGIN, store lock,
+// counter update, COMMIT and flush, and the database spent about a third
+// more CPU per write (docs/postgresql-performance.md).
+func commitShards() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // maxBatch bounds the writes of one transaction, so one batch does not
 // hold its stores' locks for long.
@@ -67,7 +74,9 @@ type commitShard struct {
 	arrived  chan struct{}
 }
 
-type committer struct{ shards [commitShards]commitShard }
+type committer struct{ shards []commitShard }
+
+func newCommitter() committer { return committer{shards: make([]commitShard, commitShards())} }
 
 // writeMemory runs fn as a write transaction of its own, from the caller's
 // view, sharing the actual transaction with the writes that wait with it.
@@ -76,7 +85,7 @@ type committer struct{ shards [commitShards]commitShard }
 func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
 	h := fnv.New32a()
 	h.Write([]byte(storeID))
-	sh := &s.commits.shards[h.Sum32()%commitShards]
+	sh := &s.commits.shards[h.Sum32()%uint32(len(s.commits.shards))]
 	w := &memoryWrite{ctx: ctx, storeID: storeID, fn: fn, done: make(chan error, 1)}
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, w)
