@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"unsafe"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
@@ -93,7 +94,10 @@ func (st *store) eachSnapshotPage(ctx context.Context, fn func([]api.Memory)) (s
 		if _, err := io.ReadFull(content, b); err != nil {
 			return 0, true, err
 		}
-		text := string(b)
+		// The buffer becomes the memory's content as it is: nothing
+		// writes to it after this, and a copy made garbage of the
+		// whole store's size at every mount.
+		text := unsafe.String(unsafe.SliceData(b), len(b))
 		page = append(page, api.Memory{ID: e.ID, MemoryStoreID: st.id, Path: e.Path, Content: &text,
 			ContentSHA256: e.ContentSHA256, ContentSizeBytes: e.ContentSizeBytes, MemoryVersionID: e.MemoryVersionID})
 		if len(page) == snapshotPage {

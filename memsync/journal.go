@@ -112,11 +112,11 @@ var errLocked = errors.New("another running worker serves this folder")
 // kept-copy write.
 func (st *store) openState() error {
 	dir := StateDir(st.mount.Dir)
+	// A state folder made here is made durable by the flush before the
+	// mount's download is journaled (see mountStore), not on its own.
 	root, err := confined.Create(dir)
 	if errors.Is(err, fs.ErrExist) {
 		root, err = confined.Open(dir)
-	} else if err == nil {
-		err = syncDir(filepath.Dir(dir))
 	}
 	if err != nil {
 		return fmt.Errorf("its state folder %s cannot be opened (%w)", dir, err)
@@ -186,16 +186,6 @@ func (st *store) closeState(remove bool) {
 	st.lock, st.stateRoot, st.journaled = nil, nil, nil
 }
 
-// syncDir makes a new entry in the folder dir durable.
-func syncDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fsync(fd)
-}
-
 // removeTempFiles removes what interrupted atomic writes left in root:
 // their content never reached the name it was written for, so nothing of
 // anyone's is lost.
@@ -253,7 +243,11 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	if sum != nil && st.journaled != nil && *st.journaled == *sum {
 		return true
 	}
-	if st.placed.Load() {
+	// The journal of a mount in progress names no file and, until the
+	// download is journaled, need not outlive a crash of the machine
+	// (see mountStore): it is written without a flush of its own.
+	mounting := st.phase == phaseMounting
+	if st.placed.Load() && !mounting {
 		if err := flushFolder(st.mount.Dir); err != nil {
 			st.warn(ctx, "", "cannot flush the folder's files to disk, so the sync journal is not updated (it must never name a file a machine crash could take back); the next sync retries (check the disk)", err)
 			return false
@@ -271,7 +265,11 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	}
 	data, err := json.Marshal(j)
 	if err == nil {
-		err = st.stateRoot.WriteFile(journalName, data, confined.Precondition{})
+		root := st.stateRoot
+		if mounting {
+			root = root.WithoutSync()
+		}
+		err = root.WriteFile(journalName, data, confined.Precondition{})
 	}
 	if err != nil {
 		st.warn(ctx, "", fmt.Sprintf("cannot write the sync journal in %s; if the worker stops abruptly before the next sync writes it, the folder is refused instead of adopted (check that the disk has room and the folder is writable)",

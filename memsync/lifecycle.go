@@ -296,7 +296,18 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	// one: what the worker writes there is a copy of the server's, and the
 	// folder is flushed once before a journal that names them is written
 	// (see writeJournal).
+	//
+	// Nothing the mount writes before its download is journaled needs to
+	// outlive a crash of the machine on its own: the folder holds nothing
+	// of the agent's yet (it starts after the mount), so a folder a crash
+	// left half made is one the next worker replaces, or refuses with what
+	// to do, never one whose edits it loses. So the state folder, the
+	// folder, its marker and the first journal are not flushed one by one
+	// (five disk flushes a mount, each a wait for everyone's writes when
+	// many sessions start together); placed makes the flush before the
+	// download's journal cover them all.
 	st.root = root.WithoutSync()
+	st.placed.Store(true)
 	// Journaled (at the first journal write below) as a mount in
 	// progress, before the first download: a worker killed mid-download
 	// leaves a folder the next one recognises as holding only downloads
@@ -306,7 +317,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	st.enter(ctx, phaseMounting)
 	st.step = "mount"
 	st.notes.begin()
-	if err := root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
+	if err := st.root.WriteFile(MarkerName, MarkerContent(st.id), confined.Precondition{Absent: true}); err != nil {
 		return st.mountError(fmt.Sprintf("its marker file cannot be written (%v)", err), "make sure nothing else writes to the folder while the session starts")
 	}
 	if st.caseInsensitive, err = st.probeCase(root); err != nil {

@@ -111,7 +111,9 @@ func Reconcile(state State, local Local, remote Remote, opts Options) Plan {
 		window:   DefaultCorroborationWindow,
 		cap:      DeleteCap(len(remote)),
 		collided: map[string]bool{},
-		plan:     Plan{Next: State{}},
+		// Sized for what it will hold, about as many paths as the state:
+		// a map grown path by path allocates it about twice over.
+		plan: Plan{Next: make(State, len(state))},
 	}
 	if opts.CorroborationWindow > 0 {
 		r.window = opts.CorroborationWindow
