@@ -48,6 +48,9 @@ type applier struct {
 	mu   sync.Mutex
 	next State
 	out  outcome
+	// own are the server changes this applier made, for the store's copy
+	// of the listing (see remoteCache.apply).
+	own []api.MemoryChange
 }
 
 func (st *store) newApplier(next State) *applier { return &applier{st: st, next: next} }
@@ -70,6 +73,20 @@ func (a *applier) apply(ctx context.Context, actions []Action) {
 	a.run(ctx, filterKinds(actions, DeleteRemote), a.deleteRemote)
 	a.run(ctx, filterKinds(actions, Create, Update), a.upload)
 	a.run(ctx, filterKinds(actions, Download), a.download)
+	// The change feed brings these too, but only at the next sync's read
+	// of it: an upload before that (an edit right after the write that
+	// created the file) must see the memory the write created, or it
+	// creates it again and takes its own memory for another writer's.
+	if a.st.feed.on {
+		a.st.feed.apply(a.own)
+	}
+}
+
+// learn records a change this applier made on the server.
+func (a *applier) learn(ch api.MemoryChange) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.own = append(a.own, ch)
 }
 
 // filterKinds returns the actions of the given kinds, in order.
@@ -320,6 +337,7 @@ func (a *applier) upload(ctx context.Context, act Action) result {
 		return a.failure(ctx, act, "the upload of this file failed or got no answer; the next sync checks whether it landed and sends it again if not", err)
 	}
 	a.st.fault("uploaded")
+	a.learn(api.MemoryChange{MemoryID: m.ID, Operation: api.OperationModified, Path: &m.Path, ContentSHA256: &m.ContentSHA256})
 	a.mark(func(s State) { s.MarkSynced(act.Path, m.ContentSHA256) })
 	a.tally(0, int64(len(data)), 0)
 	a.debug(ctx, act, "uploaded", "memory_id", m.ID)
@@ -370,6 +388,7 @@ func (a *applier) deleteRemote(ctx context.Context, act Action) result {
 	_, err := a.st.client.DeleteMemory(ctx, a.st.id, act.MemoryID, client.DeleteMemoryParams{ExpectedContentSHA256: act.RemoteSHA})
 	switch {
 	case err == nil, client.IsStatus(err, http.StatusNotFound):
+		a.learn(api.MemoryChange{MemoryID: act.MemoryID, Operation: api.OperationDeleted})
 		a.mark(func(s State) { s.MarkGone(act.Path) })
 		a.st.log.InfoContext(ctx, "deleted the memory on the server: its file stayed deleted from the folder (its versions remain on the server)",
 			"path", act.Path, "memory_id", act.MemoryID)

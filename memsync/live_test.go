@@ -155,3 +155,46 @@ func logsMention(recs []map[string]any, path string) bool {
 	}
 	return false
 }
+
+// An edit uploaded right after the write that created its file updates the
+// memory that write created, even before any sync has read the change feed
+// again (the follower is held here, as it is whenever the agent is quicker
+// than the feed): the edit reaches the server and stays in the folder, and
+// the worker's own memory is never taken for another writer's.
+func TestAnEditRightAfterTheWriteThatCreatedItIsAnUpdate(t *testing.T) {
+	e := newFeedEnv(t)
+	m := e.mount(t.TempDir(), noWatch)
+	release := make(chan struct{})
+	e.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("wait_ms") != "" { // the follower's long poll
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	m.StartLive(e.ctx)
+	defer m.End(e.ctx, false)
+	defer close(release)
+
+	writeFile(t, m.dir, "notes.md", "v1")
+	m.Wrote(filepath.Join(m.dir, "notes.md"))
+	eventually(t, "the write reaches the server", func() bool { return e.server()["/notes.md"] == "v1" })
+	writeFile(t, m.dir, "notes.md", "v2")
+	m.Wrote(filepath.Join(m.dir, "notes.md"))
+	eventually(t, "the edit reaches the server", func() bool { return e.server()["/notes.md"] == "v2" })
+
+	m.Sync(e.ctx)
+	if got, _ := os.ReadFile(filepath.Join(m.dir, "notes.md")); string(got) != "v2" {
+		t.Fatalf("the folder holds %q after the sync, want the agent's edit v2", got)
+	}
+	equal(t, "server", e.server(), map[string]string{"/notes.md": "v2"})
+	for _, msg := range []string{"another writer", "server version wins"} {
+		if strings.Contains(e.logs.String(), msg) {
+			t.Fatalf("the worker's own upload was taken for another writer's (the log says %q):\n%s", msg, e.logs.String())
+		}
+	}
+}
