@@ -188,7 +188,6 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		tx.Rollback()
 		return false, err
 	}
-	defer s.wrote()
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("sqlite: commit: %w", err)
 	}

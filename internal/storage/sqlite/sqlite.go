@@ -47,9 +47,6 @@ type DB struct {
 	stmts, preparing sync.Map
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
-	// checkpoints copies the WAL into the database file off the writers'
-	// path (checkpoint.go).
-	checkpoints checkpointer
 	// turns are the sessions' turns taken: one process owns the file, so
 	// the turns it holds are all there are.
 	turns storage.TurnSet
@@ -66,8 +63,7 @@ var _ storage.Store = (*DB)(nil)
 // Open opens (creating if needed) the database file at path and applies any
 // migration it has not seen yet.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
-	// Automatic checkpoints off: the checkpointer runs them (checkpoint.go).
-	db, err := sql.Open("sqlite", DSN(path)+"&_pragma=wal_autocheckpoint(0)")
+	db, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
@@ -88,7 +84,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("migrate sqlite database %s: %w", path, err)
 	}
 	s.startCommitter()
-	s.startCheckpointer()
 	return s, nil
 }
 
@@ -133,7 +128,6 @@ func DSN(path string) string {
 // Close closes the database.
 func (s *DB) Close() error {
 	s.stopCommitter()
-	s.stopCheckpointer()
 	s.closeStatements()
 	return s.db.Close()
 }
@@ -181,7 +175,6 @@ func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		tx.Rollback()
 		return err
 	}
-	defer s.wrote()
 	return tx.Commit()
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -148,57 +146,5 @@ func TestCachedLogsSeeAppendsFromAnotherHandle(t *testing.T) {
 			t.Fatalf("append %d saw the log %q, want %q", i, got, want)
 		}
 		want = append(want, text)
-	}
-}
-
-// No commit checkpoints (every connection has automatic checkpoints off),
-// yet the writes reach the database file within a moment: the checkpointer
-// copies them from the WAL in the background.
-func TestCheckpointsRunInTheBackgroundNotInCommits(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "memstore.db")
-	db, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c, err := db.db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var auto int
-	err = c.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&auto)
-	c.Close()
-	if err != nil || auto != 0 {
-		t.Fatalf("wal_autocheckpoint %d (%v), want 0: a commit would checkpoint", auto, err)
-	}
-	before, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "checkpoints"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	by := storage.Actor{Kind: storage.ActorAPIKey, ID: "apikey_test"}
-	for i := range 25 { // 25 × 50 kB: about 300 pages of WAL
-		content := fmt.Sprintf("%d %s", i, strings.Repeat("w", 50_000))
-		if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/m%d.md", i), Content: content, By: by}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		after, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.Size() > before.Size()+1_000_000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the database file is %d bytes 5 s after 1.25 MB of writes (was %d): nothing checkpointed them", after.Size(), before.Size())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
