@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/directseed"
 	"github.com/memstore/memstore/internal/loadgen"
 )
 
@@ -30,7 +31,16 @@ type benchFlags struct {
 	seed        string
 	reuseSeed   int
 	contentSize int
+	// direct writes --seed into the database of --data or --database
+	// instead of through a server's API.
+	direct   bool
+	database string
 }
+
+// directWritesPerTx is how many memory writes a --direct seed commits at
+// once: a thousand make the commit's cost vanish without holding SQLite's
+// write lock for long.
+const directWritesPerTx = 1000
 
 // newBenchCommand is `memstore bench`: a load generator an operator points
 // at any memstore server, to learn what their deployment does under a mix
@@ -49,11 +59,18 @@ report throughput, p50/p95/p99 latency and errors by status per operation.
 The run ends at --duration or after --requests requests, whichever comes
 first. Without --seed it makes a small store of its own, and removes it, its
 sessions and environments afterwards; --seed builds a data set of the given
-shape first and keeps it. A live progress line goes to stderr on a terminal.`,
+shape first and keeps it. A live progress line goes to stderr on a terminal.
+
+--seed with --direct writes the data set straight into the database of
+--data (SQLite) or --database (PostgreSQL) through the storage layer, a
+thousand writes a transaction, with no server, and exits: seed a large
+data set that way, then measure it with --reuse-seed against a server on
+that database.`,
 		Example: `  memstore bench --duration 10s                       # flat out, for 10 s or 10,000 requests
   memstore bench --rate 200 --duration 1m --output json
   memstore bench --seed 10x1000x5 --content-size 2048  # 10 stores × 1,000 memories × 5 versions
-  memstore bench --mix memory.get=8,memory.update=2`,
+  memstore bench --mix memory.get=8,memory.update=2
+  memstore bench --seed 10000x100x5 --direct --data ./scale-data  # no server: into the SQLite file`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, cli, f) },
 	}
@@ -69,6 +86,8 @@ shape first and keeps it. A live progress line goes to stderr on a terminal.`,
 	fs.StringVar(&f.seed, "seed", "", "build a data set first, STORESxMEMORIESxVERSIONS (such as 10x1000x5), and keep it")
 	fs.IntVar(&f.reuseSeed, "reuse-seed", 0, "measure on up to this many stores an earlier --seed left, instead of making any")
 	fs.IntVar(&f.contentSize, "content-size", 512, "bytes of content per memory write")
+	fs.BoolVar(&f.direct, "direct", false, "with --seed: write the data set straight into the database of --data or --database, without a server, then exit")
+	fs.StringVar(&f.database, "database", envOr("MEMSTORE_DATABASE_URL", ""), "with --direct: the PostgreSQL URL to seed instead of the SQLite file in --data (env MEMSTORE_DATABASE_URL)")
 	cli.explainErrors(cmd)
 	return cmd
 }
@@ -113,6 +132,13 @@ func runBench(cmd *cobra.Command, cli *cliContext, f benchFlags) error {
 		return usageError{Err: errors.New("--seed and --reuse-seed: give one, a new data set or the one an earlier --seed left")}
 	case f.contentSize < 1 || f.contentSize > api.MaxContentBytes:
 		return usageError{Err: fmt.Errorf("--content-size %d: give between 1 and %d bytes (the API's limit per memory)", f.contentSize, api.MaxContentBytes)}
+	case f.direct && cfg.Seed == nil:
+		return usageError{Err: errors.New("--direct: give --seed STORESxMEMORIESxVERSIONS, the data set to write into the database")}
+	case !f.direct && cmd.Flags().Changed("database"):
+		return usageError{Err: errors.New("--database: only --direct writes into a database; without it bench talks to the server at --base-url")}
+	}
+	if f.direct {
+		return runDirectSeed(cmd, cli, f, *cfg.Seed)
 	}
 	format, err := cli.format(cli.stdout)
 	if err != nil {
@@ -194,4 +220,61 @@ func printBench(w io.Writer, format string, rep *loadgen.Report) error {
 		fmt.Fprintf(w, "errors of %s by status: %s\n", op.Name, strings.Join(parts, ", "))
 	}
 	return nil
+}
+
+// runDirectSeed is `bench --seed --direct`: the data set written into the
+// database itself (package directseed), reported like a seed through the
+// API.
+func runDirectSeed(cmd *cobra.Command, cli *cliContext, f benchFlags, shape loadgen.Shape) error {
+	format, err := cli.format(cli.stdout)
+	if err != nil {
+		return err
+	}
+	o := serveOptions{dataDir: cli.conn.dataDir, database: f.database}
+	if o.database == "" {
+		if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+			return fmt.Errorf("make the data folder %s: %w", o.dataDir, err)
+		}
+	}
+	db, name, err := openStore(cmd.Context(), o)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	seeder, ok := db.(directseed.Database)
+	if !ok {
+		return fmt.Errorf("the database %s cannot take a direct seed", name)
+	}
+	opts := directseed.Options{Shape: shape, Writers: f.concurrency, WritesPerTx: directWritesPerTx}
+	if file, ok := cli.stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		opts.Progress = progressLine(cli.stderr)
+		defer fmt.Fprint(cli.stderr, "\r\033[K")
+	}
+	res, err := directseed.Seed(cmd.Context(), seeder, opts)
+	if res == nil {
+		return err
+	}
+	rep := struct {
+		Database string        `json:"database"`
+		Seed     loadgen.Shape `json:"seed"`
+		*directseed.Result
+	}{name, shape, res}
+	switch format {
+	case outputJSON:
+		enc := json.NewEncoder(cli.stdout)
+		enc.SetIndent("", "  ")
+		if perr := enc.Encode(rep); perr != nil {
+			return perr
+		}
+	case outputYAML:
+		if perr := printYAML(cli.stdout, rep); perr != nil {
+			return perr
+		}
+	default:
+		// An interrupted seed says how far it got: whole stores but the last.
+		fmt.Fprintf(cli.stdout, "seeded %d of %d stores × %d memories × %d versions of %d bytes into %s: %d writes in %.1fs (%.0f/s), named %s…\n",
+			len(res.StoreIDs), shape.Stores, shape.Memories, shape.Versions, shape.ContentBytes, name, res.Writes, res.ElapsedSeconds,
+			float64(res.Writes)/max(res.ElapsedSeconds, 0.001), res.Name)
+	}
+	return err
 }

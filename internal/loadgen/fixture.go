@@ -99,7 +99,7 @@ func setUp(ctx context.Context, cfg Config) (_ *fixture, err error) {
 		if err := fx.makeStores(ctx, cfg, Shape{Stores: 1, Memories: ownMemories, Versions: 1, ContentBytes: cfg.ContentBytes}, "bench-"+stamp); err != nil {
 			return nil, err
 		}
-	} else if err := fx.makeStores(ctx, cfg, *cfg.Seed, seedPrefix+stamp); err != nil {
+	} else if err := fx.makeStores(ctx, cfg, *cfg.Seed, SeedName(time.Now())); err != nil {
 		return nil, err
 	}
 	for _, s := range fx.stores {
@@ -144,8 +144,27 @@ func setUp(ctx context.Context, cfg Config) (_ *fixture, err error) {
 	return fx, nil
 }
 
-// seedPrefix starts the names of the stores --seed makes.
-const seedPrefix = "bench-seed-"
+// SeedPrefix starts the names of the stores --seed makes; --reuse-seed
+// finds them by it.
+const SeedPrefix = "bench-seed-"
+
+// SeedName is the name of the seed made at t; store i of n is named
+// SeedStoreName(SeedName(t), i, n).
+func SeedName(t time.Time) string { return SeedPrefix + t.UTC().Format("20060102-150405") }
+
+// SeedStoreName is the name of store i (from 0) of the n a seed makes.
+func SeedStoreName(seed string, i, n int) string {
+	if n == 1 {
+		return seed
+	}
+	return fmt.Sprintf("%s-%d", seed, i+1)
+}
+
+// SeedPath is the path of the n-th memory (from 0) of a seeded store.
+func SeedPath(n int) string { return fmt.Sprintf("/seed/%04d/m%06d.md", n/1000, n) }
+
+// SeedDescription is the description of a seeded store.
+const SeedDescription = "made by memstore bench"
 
 // findSeeded takes up to n stores an earlier seed left, with their
 // memories.
@@ -154,7 +173,7 @@ func (fx *fixture) findSeeded(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("list the seeded stores: %w", err)
 		}
-		if !strings.HasPrefix(st.Name, seedPrefix) {
+		if !strings.HasPrefix(st.Name, SeedPrefix) {
 			continue
 		}
 		s := &storeState{id: st.ID}
@@ -166,13 +185,19 @@ func (fx *fixture) findSeeded(ctx context.Context, n int) error {
 				s.add(m.Memory.ID)
 			}
 		}
+		// An interrupted seed can leave stores empty (a direct seed makes
+		// them as it goes, an API seed all first): measuring on them would
+		// measure only refusals.
+		if len(s.memories) == 0 {
+			continue
+		}
 		fx.stores = append(fx.stores, s)
 		if len(fx.stores) == n {
 			break
 		}
 	}
 	if len(fx.stores) == 0 {
-		return fmt.Errorf("no store made by an earlier --seed (named %s…) on this server: seed one first", seedPrefix)
+		return fmt.Errorf("no store with memories made by an earlier --seed (named %s…) on this server: seed one first", SeedPrefix)
 	}
 	return nil
 }
@@ -181,11 +206,8 @@ func (fx *fixture) findSeeded(ctx context.Context, n int) error {
 // cfg.Concurrency writers, reporting progress as the "seed" phase.
 func (fx *fixture) makeStores(ctx context.Context, cfg Config, shape Shape, name string) error {
 	for i := range shape.Stores {
-		n := name
-		if shape.Stores > 1 {
-			n = fmt.Sprintf("%s-%d", name, i+1)
-		}
-		st, err := fx.admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: n, Description: ptr("made by memstore bench")})
+		n := SeedStoreName(name, i, shape.Stores)
+		st, err := fx.admin.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: n, Description: ptr(SeedDescription)})
 		if err != nil {
 			return fmt.Errorf("create store %s: %w", n, err)
 		}
@@ -194,7 +216,7 @@ func (fx *fixture) makeStores(ctx context.Context, cfg Config, shape Shape, name
 	total := int64(shape.Stores) * int64(shape.Memories) * int64(shape.Versions)
 	var done atomic.Int64
 	start := time.Now()
-	stop := startProgress(cfg.Progress, func() Progress {
+	stop := StartProgress(cfg.Progress, func() Progress {
 		return Progress{Phase: "seed", Elapsed: time.Since(start), Done: done.Load(), Total: total}
 	})
 	defer stop()
@@ -214,10 +236,10 @@ func (fx *fixture) makeStores(ctx context.Context, cfg Config, shape Shape, name
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				path := fmt.Sprintf("/seed/%04d/m%06d.md", j.n/1000, j.n)
-				m, err := fx.admin.CreateMemory(ctx, j.store.id, api.CreateMemoryRequest{Path: path, Content: content(shape.ContentBytes, path, 1)})
+				path := SeedPath(j.n)
+				m, err := fx.admin.CreateMemory(ctx, j.store.id, api.CreateMemoryRequest{Path: path, Content: Content(shape.ContentBytes, path, 1)})
 				for v := 2; err == nil && v <= shape.Versions; v++ {
-					c := content(shape.ContentBytes, path, v)
+					c := Content(shape.ContentBytes, path, v)
 					_, err = fx.admin.UpdateMemory(ctx, j.store.id, m.ID, api.UpdateMemoryRequest{Content: &c})
 					done.Add(1)
 				}
@@ -265,7 +287,7 @@ func (fx *fixture) tearDown(cfg Config) error {
 	fx.mu.Unlock()
 	start := time.Now()
 	var removed atomic.Int64
-	stop := startProgress(cfg.Progress, func() Progress {
+	stop := StartProgress(cfg.Progress, func() Progress {
 		return Progress{Phase: "cleanup", Elapsed: time.Since(start), Done: removed.Load(), Total: int64(len(sessions))}
 	})
 	defer stop()
@@ -358,9 +380,9 @@ func sentAt(e api.Event) (time.Time, bool) {
 	return time.Unix(0, ns), true
 }
 
-// content is n bytes of text for version v of path: a header line that
+// Content is n bytes of text for version v of path: a header line that
 // makes every version differ, padded with a repeated sentence.
-func content(n int, path string, v int) string {
+func Content(n int, path string, v int) string {
 	var b strings.Builder
 	b.Grow(n)
 	fmt.Fprintf(&b, "# %s v%d %d\n", path, v, rand.Uint64())

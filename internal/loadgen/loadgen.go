@@ -166,7 +166,7 @@ type Config struct {
 	// nil makes one small store that the run deletes when it ends.
 	Seed *Shape
 	// ReuseSeed, when above 0, measures on up to that many stores an
-	// earlier seed left (named seedPrefix…) instead of making any: seed a
+	// earlier seed left (named SeedPrefix…) instead of making any: seed a
 	// large data set once, measure it many times. Their memories are
 	// listed at set-up.
 	ReuseSeed int
@@ -276,7 +276,7 @@ func run(ctx context.Context, cfg Config, fx *fixture) (*Report, error) {
 	defer cancel()
 	start := time.Now()
 
-	stopProgress := startProgress(cfg.Progress, func() Progress {
+	stopProgress := StartProgress(cfg.Progress, func() Progress {
 		return Progress{Phase: "run", Elapsed: time.Since(start), Done: done.Load(), Total: cfg.Requests, Errors: errs.Load(), Deadline: cfg.Duration}
 	})
 
@@ -344,9 +344,9 @@ const followersReady = time.Minute
 // so that the final appends' deliveries are measured too.
 const fanoutGrace = 500 * time.Millisecond
 
-// startProgress calls report with snapshot() about four times a second
+// StartProgress calls report with snapshot() about four times a second
 // until the returned stop is called (which reports a last time).
-func startProgress(report func(Progress), snapshot func() Progress) (stop func()) {
+func StartProgress(report func(Progress), snapshot func() Progress) (stop func()) {
 	if report == nil {
 		return func() {}
 	}

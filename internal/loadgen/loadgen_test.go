@@ -171,7 +171,11 @@ func TestSeedBuildsTheShapeAndKeepsIt(t *testing.T) {
 		}
 	}
 
-	// A later run measures on the seeded stores, and keeps them.
+	// A later run measures on the seeded stores, and keeps them; a store an
+	// interrupted seed left empty is passed over.
+	if _, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: SeedPrefix + "interrupted-1"}); err != nil {
+		t.Fatal(err)
+	}
 	again, err := Run(ctx, reuse)
 	if err != nil {
 		t.Fatal(err)

@@ -61,14 +61,14 @@ func (w *worker) call(ctx context.Context, op string, start time.Time) (time.Dur
 	case OpMemoryCreate:
 		w.n++
 		path := fmt.Sprintf("/bench/w%d/%d-%x.md", w.id, w.n, w.rnd.Uint32())
-		m, err := c.CreateMemory(ctx, st.id, api.CreateMemoryRequest{Path: path, Content: content(w.content, path, 1)})
+		m, err := c.CreateMemory(ctx, st.id, api.CreateMemoryRequest{Path: path, Content: Content(w.content, path, 1)})
 		if err == nil {
 			st.add(m.ID)
 		}
 		return 0, err
 	case OpMemoryUpdate:
 		id := st.pick(w.rnd)
-		text := content(w.content, id, w.n)
+		text := Content(w.content, id, w.n)
 		_, err := c.UpdateMemory(ctx, st.id, id, api.UpdateMemoryRequest{Content: &text})
 		return 0, err
 	case OpMemoryGet:
