@@ -780,5 +780,5 @@ func (s *Store) Snapshot(ctx context.Context, storeID, prefix string, at func(in
 // server answering requests keeps one write per request. fn may run more
 // than once, as any write's.
 func (s *Store) WriteMemoriesTogether(ctx context.Context, storeID string, fn func(storage.MemoryTx) error) error {
-	return s.writeMemory(ctx, storeID, fn)
+	return s.writeMemory(ctx, storeID, nil, fn)
 }
