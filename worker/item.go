@@ -47,20 +47,24 @@ func (w *Worker) RunItem(ctx context.Context, it Item) error {
 	case wk.Data.ID == "":
 		return fmt.Errorf("work item %s names no session", wk.ID)
 	}
-	return w.handle(ctx, wk, it.LastHeartbeat)
+	return w.handle(ctx, wk, it.LastHeartbeat, nil)
 }
 
 // handle is one item's life, in phases — the credential, the lease
 // (heartbeats from the first moment), one session fetch, the memory mount,
 // the tools, the agent's tool calls — and then one teardown, which undoes
 // what the phases set up, in the order written there. The poll loop and
-// RunItem both serve items through it.
-func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string) error {
+// RunItem both serve items through it. started, if not nil, is called
+// once the session's tools are ready (see Config.MaxStarting).
+func (w *Worker) handle(ctx context.Context, work api.Work, lastHeartbeat string, started func()) error {
 	if work.Data.Type == "" {
 		work.Data.Type = "session"
 	}
+	if started == nil {
+		started = func() {}
+	}
 	ctx, endSpan := w.startItemSpan(ctx, work)
-	it := &item{w: w, work: work, log: w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)}
+	it := &item{w: w, work: work, started: started, log: w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)}
 	it.active, it.untrack = w.track(it.log)
 	err := it.run(ctx, lastHeartbeat)
 	tctx, span := w.tracer.Start(ctx, "teardown")
@@ -79,6 +83,9 @@ type item struct {
 	log     *slog.Logger
 	active  *activeItem
 	untrack func()
+	// started frees the item's start (see Config.MaxStarting) once its tools are
+	// ready; the poll loop frees it too if the item ends before.
+	started func()
 
 	// c calls the API with the item's credential. loops is c without the
 	// client's retries, for the lease, the event stream and the result
@@ -161,6 +168,7 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 	}
 	it.tools = ts
 	w.setTools(it.active, ts)
+	it.started()
 
 	afterCall := func(context.Context, toolset.Result) {}
 	if it.mem != nil {

@@ -3,10 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +223,55 @@ func TestRunClaimsUpToMaxSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Run claims an item only when it can start it at once: while the
+// sessions it claimed are still mounting (their snapshots held here), the
+// rest stay in the queue, where any worker may take them, though the
+// worker has sessions to spare; once the mounts go on, every one is served.
+func TestClaimsWaitForAFreeStart(t *testing.T) {
+	f := newFixture(t, "")
+	n := DefaultMaxStarting() + 2
+	var sessions []*api.Session
+	for i := range n {
+		st := f.memStore(fmt.Sprintf("notes-%d", i), map[string]string{"/a.md": "a"})
+		sessions = append(sessions, f.session(script(api.ScriptEndTerminate, toolCall("bash", map[string]any{"command": "true"})),
+			attach(st, api.AccessReadWrite)))
+	}
+	release := make(chan struct{})
+	var held atomic.Int32
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/snapshot") {
+				held.Add(1)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	cfg := f.memoryConfig(&testlog.Buffer{})
+	cfg.MaxSessions = n
+	stop := runWorker(t, f.worker(cfg))
+	waitFor(t, "the first sessions to reach their mounts", func() bool { return held.Load() == int32(DefaultMaxStarting()) })
+	time.Sleep(1500 * time.Millisecond) // more than a poll's wait
+	queued := 0
+	for _, s := range sessions {
+		if f.sessionWork(s.ID).State == api.WorkQueued {
+			queued++
+		}
+	}
+	if queued != n-DefaultMaxStarting() || held.Load() != int32(DefaultMaxStarting()) {
+		t.Fatalf("with %d starts under way, %d items are queued and %d mounts began; want %d queued, %d mounts", DefaultMaxStarting(), queued, held.Load(), n-DefaultMaxStarting(), DefaultMaxStarting())
+	}
+	close(release)
+	for _, s := range sessions {
+		waitFor(t, "every session to be served", func() bool { return f.sessionWork(s.ID).State == api.WorkStopped })
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

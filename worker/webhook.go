@@ -131,7 +131,7 @@ func (w *Worker) Drain(ctx context.Context) error {
 		case work == nil:
 			return nil
 		}
-		w.serve(ctx, env, *work)
+		w.serve(ctx, env, *work, nil)
 	}
 	return nil
 }

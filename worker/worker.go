@@ -36,6 +36,16 @@ const (
 // in bash is what takes the CPU, so the figure follows the CPUs.
 func DefaultMaxSessions() int { return min(max(2*runtime.NumCPU(), 2), 64) }
 
+// DefaultMaxStarting is how many claimed sessions Run starts at once
+// (fetched, mounted, given their tools) when Config.MaxStarting is 0: one
+// per CPU, at least 2. A start is the CPU and disk work of writing every
+// memory of every store into a folder. Claims wait for a free start, so an
+// item is claimed only when it can be started at once and, meanwhile,
+// stays in the queue where any worker of the fleet may take it: a burst
+// of 32 claimed together shared two CPUs and each took 2–5 s to its first
+// tool result, while two at a time take under a second each.
+func DefaultMaxStarting() int { return max(runtime.NumCPU(), 2) }
+
 // Poll loop timing.
 const (
 	// minPollPeriod paces polls that come back empty at once (a server that
@@ -78,6 +88,12 @@ type Config struct {
 	// time. Each has its own lease, shell, mounts and sync; they share
 	// the worker's HTTP client and its connections.
 	MaxSessions int
+	// MaxStarting is how many of them Run starts at once (see
+	// DefaultMaxStarting, which 0 stands for); claims wait for a free
+	// start. A lone worker given a burst larger than that may start them
+	// all together with MaxStarting = MaxSessions, for the burst's total
+	// time rather than each session's.
+	MaxStarting int
 	// MountRoot replaces the /mnt/memory prefix of every store's mount
 	// path, for hosts where /mnt is not writable and for tests. Empty or
 	// /mnt/memory mounts stores where the server says. Another root must
@@ -281,6 +297,12 @@ func New(cfg Config) (*Worker, error) {
 	case cfg.MaxSessions == 0:
 		cfg.MaxSessions = DefaultMaxSessions()
 	}
+	switch {
+	case cfg.MaxStarting < 0:
+		return nil, fmt.Errorf("max starting %d: start at least 1 session at a time (0 is the default, %d here)", cfg.MaxStarting, DefaultMaxStarting())
+	case cfg.MaxStarting == 0:
+		cfg.MaxStarting = DefaultMaxStarting()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -344,12 +366,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	var serving sync.WaitGroup
 	defer serving.Wait()
 	slots := make(chan struct{}, w.cfg.MaxSessions)
-	// serve runs a claimed item, which holds a slot, and frees the slot
-	// when the item is done.
+	starts := make(chan struct{}, w.cfg.MaxStarting)
+	// serve runs a claimed item, which holds a slot and a start, frees the
+	// start once the session is started (or over), and the slot when the
+	// item is done.
 	serve := func(work api.Work) {
 		serving.Go(func() {
 			defer func() { <-slots }()
-			w.serve(ctx, env, work)
+			var once sync.Once
+			started := func() { once.Do(func() { <-starts }) }
+			defer started()
+			w.serve(ctx, env, work, started)
 		})
 	}
 	var helpers atomic.Int32
@@ -365,10 +392,17 @@ func (w *Worker) Run(ctx context.Context) error {
 				return nil
 			}
 		}
+		select {
+		case starts <- struct{}{}:
+		case <-ctx.Done():
+			<-slots
+			return nil
+		}
 		started := w.cfg.clock.Now()
 		work, err := w.claim(ctx, queue, env, api.WorkPollParams{BlockMS: api.MaxPollBlockMS}, log)
 		if work == nil {
 			<-slots
+			<-starts
 		}
 		var f *claimFailure
 		switch {
@@ -397,7 +431,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			helpers.Add(1)
 			serving.Go(func() {
 				defer helpers.Add(-1)
-				w.drainBurst(ctx, queue, env, slots, serve, log)
+				w.drainBurst(ctx, queue, env, slots, starts, serve, log)
 			})
 		}
 	}
@@ -414,16 +448,23 @@ const burstClaimers = 4
 // the queue has them and a slot is free, and serves each: a helper of the
 // poll loop, which alone long-polls an empty queue and handles failures
 // (a helper that meets one just stops).
-func (w *Worker) drainBurst(ctx context.Context, queue, env *client.Client, slots chan struct{}, serve func(api.Work), log *slog.Logger) {
+func (w *Worker) drainBurst(ctx context.Context, queue, env *client.Client, slots, starts chan struct{}, serve func(api.Work), log *slog.Logger) {
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
 		default:
 			return
 		}
+		select {
+		case starts <- struct{}{}:
+		default:
+			<-slots
+			return
+		}
 		work, err := w.claim(ctx, queue, env, api.WorkPollParams{}, log)
 		if work == nil || err != nil {
 			<-slots
+			<-starts
 			return
 		}
 		serve(*work)
@@ -495,11 +536,16 @@ func (w *Worker) ack(ctx context.Context, queue, env *client.Client, work *api.W
 	return err
 }
 
-// serve hands a claimed item to OnWork, or runs it here.
-func (w *Worker) serve(ctx context.Context, env *client.Client, work api.Work) {
+// serve hands a claimed item to OnWork, or runs it here. started (nil
+// for none) is called once the session is started: at once for OnWork,
+// whose command starts it out of sight.
+func (w *Worker) serve(ctx context.Context, env *client.Client, work api.Work, started func()) {
 	if w.cfg.OnWork == nil {
-		w.handle(ctx, work, "")
+		w.handle(ctx, work, "", started)
 		return
+	}
+	if started != nil {
+		started()
 	}
 	if err := w.cfg.OnWork(ctx, work); err != nil {
 		log := w.log.With("work_id", work.ID, "session_id", work.Data.ID, "environment_id", work.EnvironmentID)

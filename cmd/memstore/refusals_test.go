@@ -62,6 +62,8 @@ func TestWorkerRefusesBadSettingsBeforeClaimingAnything(t *testing.T) {
 		{"sandbox bind of a missing folder", append(poll, "--sandbox-bind", missing+":/opt/x"), []string{"sandbox bind", missing}},
 		{"negative max sessions", append(poll, "--max-sessions", "-2"), []string{"--max-sessions", "1 or more"}},
 		{"max sessions not a number", append(poll, "--max-sessions", "many"), []string{"--max-sessions", "a whole number"}},
+		{"negative max starting", append(poll, "--max-starting", "-1"), []string{"--max-starting", "1 or more"}},
+		{"max starting not a number", append(poll, "--max-starting", "all"), []string{"--max-starting", "a whole number"}},
 		{"sandbox env not set in the worker", append(poll, "--sandbox-env", "MEMSTORE_TEST_UNSET_VARIABLE"), []string{"--sandbox-env", "is not set in the worker's environment", "MEMSTORE_TEST_UNSET_VARIABLE=value"}},
 		{"sandbox env of HOME", append(poll, "--sandbox-env", "HOME=/"), []string{"--sandbox-env", "cannot be passed"}},
 		{"stray argument", append(poll, "now"), []string{`unexpected argument "now"`}},

@@ -58,6 +58,7 @@ type Flags struct {
 	SandboxBinds   []string
 	SandboxEnv     []string
 	MaxSessions    string
+	MaxStarting    string
 	KeepWorkdirs   bool
 }
 
@@ -86,6 +87,7 @@ func (f *Flags) RegisterLocal(fs *pflag.FlagSet, workdirDefault, mountRootDefaul
 	fs.StringArrayVar(&f.SandboxBinds, "sandbox-bind", nil, "also show a host folder or file in every sandbox, SRC:DST (read-write) or SRC:DST:ro; repeat for more")
 	fs.StringArrayVar(&f.SandboxEnv, "sandbox-env", nil, "also give every session's shell this variable: NAME (the worker's value) or NAME=value; repeat for more (the shell otherwise gets only PATH, LANG, LANGUAGE, LC_*, TERM, TZ, and its own HOME and USER)")
 	fs.StringVar(&f.MaxSessions, "max-sessions", EnvOr("ANTHROPIC_MAX_SESSIONS", "0"), fmt.Sprintf("how many sessions to serve at once; 1 serves one at a time; 0 is two per CPU, at least 2 and at most 64 (%d here) (env ANTHROPIC_MAX_SESSIONS)", worker.DefaultMaxSessions()))
+	fs.StringVar(&f.MaxStarting, "max-starting", EnvOr("MEMSTORE_MAX_STARTING", "0"), fmt.Sprintf("how many claimed sessions to start (mount) at once; claims wait for a free start, so the rest stay queued for other workers; 0 is one per CPU, at least 2 (%d here) (env MEMSTORE_MAX_STARTING)", worker.DefaultMaxStarting()))
 	fs.BoolVar(&f.KeepWorkdirs, "keep-workdirs", false, "keep each session's room (<workdir>/<session id>.room, its working directory and HOME) when the session ends, for inspection; by default it is removed")
 }
 
@@ -158,6 +160,10 @@ func (f *Flags) Config(logger *slog.Logger) (worker.Config, error) {
 	if maxSessions == 0 {
 		maxSessions = worker.DefaultMaxSessions()
 	}
+	maxStarting, err := strconv.Atoi(cmp.Or(f.MaxStarting, "0"))
+	if err != nil || maxStarting < 0 {
+		return cfg, fmt.Errorf("--max-starting %q: a whole number of sessions, 1 or more (0: the default, %d here)", f.MaxStarting, worker.DefaultMaxStarting())
+	}
 	// One connection pool for every session: each holds an event stream
 	// and beats, syncs and posts beside it, so the pool keeps enough idle
 	// connections to the server for all of them.
@@ -175,6 +181,7 @@ func (f *Flags) Config(logger *slog.Logger) (worker.Config, error) {
 		Workdir:             f.Workdir,
 		KeepWorkdirs:        f.KeepWorkdirs,
 		MaxSessions:         maxSessions,
+		MaxStarting:         maxStarting,
 		MountRoot:           f.MountRoot,
 		MemorySyncInterval:  interval,
 		MemorySyncDeletions: deletions,
