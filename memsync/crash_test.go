@@ -582,3 +582,32 @@ func TestFindLeftoversListsTheEditsAKillLeft(t *testing.T) {
 	}
 	equal(t, "the crashed folder after the look", folder(t, crashed.dir), before)
 }
+
+// A worker killed as a mount began (its folder and marker made, no journal
+// written yet) leaves a folder with nothing in it but the marker: the next
+// Mount takes it for what it is and mounts the store afresh, where before
+// it refused it and the session could never start on that host again.
+func TestAMountKilledBeforeItsFirstJournalIsMountedAfresh(t *testing.T) {
+	e := newEnv(t)
+	e.put("/a.md", "a")
+	root := t.TempDir()
+	first := e.mount(root, sessionID("sesn_1"))
+	first.Crash()
+	// What the first steps of a mount leave: the marker, a temporary file
+	// of a write cut short, the state folder with its lock, no journal.
+	for p := range folder(t, first.dir) {
+		if p != "/"+memsync.MarkerName {
+			must(t, os.Remove(filepath.Join(first.dir, p)))
+		}
+	}
+	writeFile(t, first.dir, ".memstore-tmp-0123456789abcdef", "half")
+	must(t, os.Remove(filepath.Join(memsync.StateDir(first.dir), "journal.json")))
+
+	m := e.session(root, sessionID("sesn_1"))
+	if err := m.Mount(e.ctx); err != nil {
+		t.Fatalf("Mount = %v, want the begun mount's folder replaced", err)
+	}
+	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "a"})
+	m.End(e.ctx, true)
+	assertNothingLeft(t, root)
+}

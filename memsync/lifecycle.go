@@ -178,6 +178,15 @@ func (st *store) checkLeftover() error {
 	}
 	j, err := st.readJournal()
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && st.onlyBegun():
+		// A mount's first steps (the folder, its marker) come before its
+		// first journal: a worker killed between them leaves this, which
+		// holds nothing of anyone's, and the store is mounted afresh.
+		st.log.Info("found the folder of a mount a stopped worker had only begun (no journal yet, nothing in it); the store is mounted afresh")
+		if err := os.RemoveAll(dir); err != nil {
+			return refuse(fmt.Sprintf("it is the empty folder of a mount a stopped worker had only begun, and it cannot be removed (%v)", err))
+		}
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		return refuse("its state folder holds no sync journal, so it is not a folder a crashed worker left")
 	case err != nil:
@@ -196,6 +205,32 @@ func (st *store) checkLeftover() error {
 	}
 	st.root, st.leftover = root.WithoutSync(), &j
 	return nil
+}
+
+// onlyBegun reports whether the store's folder holds nothing but what a
+// mount writes before its first journal: at most this store's marker, and
+// temporary files of writes cut short. Anything else, or a folder that
+// cannot be looked into, is not.
+func (st *store) onlyBegun() bool {
+	root, err := confined.Open(st.mount.Dir)
+	if err != nil {
+		return false
+	}
+	files, skipped, err := root.Walk()
+	if err != nil {
+		return false
+	}
+	for _, f := range files {
+		if f.Path != MarkerName || readMarker(root, st.id) != MarkerTrusted {
+			return false
+		}
+	}
+	for _, s := range skipped {
+		if !errors.Is(s.Err, confined.ErrTempFile) {
+			return false
+		}
+	}
+	return true
 }
 
 // adopt takes over the leftover folder checkLeftover vouched for. Left by
