@@ -24,7 +24,8 @@ import (
 const snapshotPage = 64
 
 // remoteCache is a store's copy of the server's listing, kept current from
-// the change feed. Only the goroutine syncing the store touches it.
+// the change feed and, between reads of it, from the worker's own writes
+// (see applier.apply). Only the goroutine syncing the store touches it.
 type remoteCache struct {
 	// on: the server offers the feed and the copy is valid.
 	on     bool

@@ -36,6 +36,8 @@ func TestNewRefusesAConfigurationThatWouldFailEverySession(t *testing.T) {
 		{"mount root is a file", func(c *Config) { c.MountRoot = file }, []string{file, "not a folder", "--mount-root"}},
 		{"interval below the minimum", func(c *Config) { c.MemorySyncInterval = time.Second }, []string{"memory_sync_interval", "minimum"}},
 		{"unknown deletion mode", func(c *Config) { c.MemorySyncDeletions = memsync.DeletionMode(9) }, []string{"memory_sync_deletions", "enabled, log_only or disabled"}},
+		{"negative max sessions", func(c *Config) { c.MaxSessions = -1 }, []string{"max sessions -1", "at least 1"}},
+		{"negative max starting", func(c *Config) { c.MaxStarting = -1 }, []string{"max starting -1", "at least 1"}},
 		{"memory disabled needs no mount root", func(c *Config) { c.MountRoot, c.MemorySyncInterval = missing, -1 }, nil},
 		{"an on-work poller mounts nothing", func(c *Config) {
 			c.MountRoot = missing

@@ -42,8 +42,8 @@ func DefaultMaxSessions() int { return min(max(2*runtime.NumCPU(), 2), 64) }
 // memory of every store into a folder. Claims wait for a free start, so an
 // item is claimed only when it can be started at once and, meanwhile,
 // stays in the queue where any worker of the fleet may take it: a burst
-// of 32 claimed together shared two CPUs and each took 2–5 s to its first
-// tool result, while two at a time take under a second each.
+// of 32 claimed together shared two CPUs and each took 2–5 s (p95) to its
+// first tool result; two at a time took 0.8–1.1 s (docs/worker-sessions.md).
 func DefaultMaxStarting() int { return max(runtime.NumCPU(), 2) }
 
 // Poll loop timing.
