@@ -17,6 +17,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/client"
+	"github.com/memstore/memstore/internal/faultstop"
 	"github.com/memstore/memstore/internal/testenv"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/testserver"
@@ -192,16 +193,11 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// stopped reports whether the process is stopped (SIGSTOP), from /proc.
+// stopped reports whether the process is stopped (SIGSTOP): every thread
+// of it, so that what the listing at the kill shows is what it left.
 func (p *proc) stopped() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state …: comm may hold spaces, the state follows its ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'T'
+	ok, err := faultstop.Stopped(p.cmd.Process.Pid)
+	return err == nil && ok
 }
 
 func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
