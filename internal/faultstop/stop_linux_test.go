@@ -39,7 +39,10 @@ func TestStopRunsNothingPastThePoint(t *testing.T) {
 	// A stop that starts late is not certain to show in one run (the
 	// kernel may hand the signal to the stopping thread itself): three.
 	for round := range 3 {
-		t.Run(fmt.Sprint("round", round+1), stopAndContinue)
+		t.Run(fmt.Sprint("round", round+1), func(t *testing.T) {
+			t.Parallel()
+			stopAndContinue(t)
+		})
 	}
 }
 
@@ -86,8 +89,9 @@ func stopAndContinue(t *testing.T) {
 	if !exists(t, dir, "reached") {
 		t.Fatalf("the process stopped before its point:\n%s", output())
 	}
-	// Stopped and left alone a while: nothing may move.
-	time.Sleep(200 * time.Millisecond)
+	// Stopped and left alone a while (longer than "other" waits): nothing
+	// may move.
+	time.Sleep(50 * time.Millisecond)
 	for _, name := range []string{"after", "other"} {
 		if exists(t, dir, name) {
 			what := map[string]string{"after": "the code after the point", "other": "another goroutine"}[name]
