@@ -78,9 +78,10 @@ func TestKilledAtAnyPointTheSessionFinishesWithNothingLost(t *testing.T) {
 			}
 		}
 		scenarios = append(scenarios, scenario{"final.planned#1", "worker", true, 0})
-		// Both killed in the final sync once lost a memory on the server,
-		// and no cause has been found (docs/testing.md): the long run
-		// repeats it, so a recurrence shows with its dump.
+		// Both killed in the final sync once lost a memory on the server:
+		// the stop came late and landed in the folder's removal, which
+		// was not journaled then (docs/worker.md, "The fault suite"). The
+		// long run repeats it, so a recurrence shows with its dump.
 		for i := 1; i <= finalSyncRepeats; i++ {
 			scenarios = append(scenarios, scenario{"final.planned#1", "both", false, i})
 		}
