@@ -311,6 +311,14 @@ func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
 		return worker.stopped()
 	})
 	t.Logf("stopped at %s; killing the %s", point, victim)
+	// Stopped before the mount, the worker has made nothing in the mount
+	// root yet. The old stop, late, let it run on into the mount
+	// (docs/worker.md, "The fault suite").
+	if strings.HasPrefix(point, "item.fetched#") {
+		if entries, err := os.ReadDir(mountRoot); err != nil || len(entries) > 0 {
+			t.Errorf("the worker ran on past %s before it stopped: the mount root at the kill holds:\n%s", point, listTree(mountRoot))
+		}
+	}
 	// What the processes that die said, and the mount root as the kill
 	// leaves it: the failure dump below shows them beside the restarted
 	// processes' output.
