@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+
+	"github.com/memstore/memstore/internal/faultstop"
 )
 
 // faultVar selects where a fault-injection build stops: "<point>#<n>", the
@@ -17,9 +18,10 @@ import (
 const faultVar = "MEMSTORE_FAULT_AT"
 
 // FaultPoint returns, when MEMSTORE_FAULT_AT is set, a hook that logs and
-// then stops the whole process (SIGSTOP) at the chosen moment. The test
-// that set it sees the process stopped and decides what dies there: the
-// worker (SIGKILL), the server (and the worker goes on, SIGCONT), or both.
+// then stops the whole process (SIGSTOP) at the chosen moment, before the
+// code after the point runs (faultstop.Stop). The test that set it sees
+// the process stopped and decides what dies there: the worker (SIGKILL),
+// the server (and the worker goes on, SIGCONT), or both.
 func FaultPoint(log *slog.Logger) func(string) {
 	spec := os.Getenv(faultVar)
 	if spec == "" {
@@ -42,6 +44,6 @@ func FaultPoint(log *slog.Logger) func(string) {
 			return
 		}
 		log.Warn("fault point reached; stopping the process", "point", p, "hit", n)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		faultstop.Stop()
 	}
 }
