@@ -137,7 +137,7 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 
 // Profile labels of the benchmark's client goroutines (and the HTTP
 // transport's, which they start), so a CPU profile of the run tells the
-// clients' cost from the server's: go tool pprof -tagignore side=. shows
+// clients' cost from the server's: go tool pprof -tagignore side=client shows
 // the server (and the runtime's background work) alone.
 const (
 	httpClient = "http-client"

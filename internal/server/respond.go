@@ -98,7 +98,7 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 
 // readBody reads the whole body into one buffer of the size the client
 // announced: io.ReadAll grows from 512 bytes, copying a 4 KB memory's body
-// four times over before it is decoded (docs/postgresql-performance.md).
+// at each growth before it is decoded (docs/postgresql-performance.md).
 // An announced size is trusted only up to presizeMax; the body cap
 // (withBodyCap) bounds what is read whatever the header says.
 func readBody(r *http.Request) ([]byte, error) {
