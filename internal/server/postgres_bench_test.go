@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,9 +50,13 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	ctx := context.Background()
 	// Both pools together stay within PostgreSQL's default 100 connections.
 	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
-	var raw, creates, updates throughput
+	var (
+		raw, creates, updates        throughput
+		rawCPU, createCPU, updateCPU time.Duration
+	)
 	for b.Loop() {
 		raw, creates, updates = throughput{}, throughput{}, throughput{}
+		rawCPU, createCPU, updateCPU = 0, 0, 0
 		// The reference's connections are named, so pg_stat_activity
 		// tells them from the server's (docs/postgresql-performance.md).
 		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
@@ -96,29 +103,62 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 		// An untimed round first opens both pools' connections and
 		// prepares their statements, which would otherwise be charged to
 		// whichever kind ran first.
-		rawInserts(-1, clients*2)
-		apiCreates(-1, clients*2)
-		apiUpdates(-1, clients*2)
+		var untimed time.Duration
+		measured(ctx, rawClient, &throughput{}, &untimed, func() throughput { return rawInserts(-1, clients*2) })
+		measured(ctx, httpClient, &throughput{}, &untimed, func() throughput { return apiCreates(-1, clients*2) })
+		measured(ctx, httpClient, &throughput{}, &untimed, func() throughput { return apiUpdates(-1, clients*2) })
 		// Each round starts with another kind, so none always runs first
 		// (after the others' dirty pages and WAL).
 		for round := range rounds {
 			for k := range 3 {
 				switch (round + k) % 3 {
 				case 0:
-					raw.add(rawInserts(round, writes))
+					measured(ctx, rawClient, &raw, &rawCPU, func() throughput { return rawInserts(round, writes) })
 				case 1:
-					creates.add(apiCreates(round, writes))
+					measured(ctx, httpClient, &creates, &createCPU, func() throughput { return apiCreates(round, writes) })
 				case 2:
-					updates.add(apiUpdates(round, writes))
+					measured(ctx, httpClient, &updates, &updateCPU, func() throughput { return apiUpdates(round, writes) })
 				}
 			}
 		}
 	}
+	// The test process's CPU per write: for memstore's writes the server
+	// and its HTTP clients, for the raw inserts their pgx client only (the
+	// database's backends are other processes).
+	b.ReportMetric(createCPU.Seconds()*1000/float64(creates.calls), "process_ms/create")
+	b.ReportMetric(updateCPU.Seconds()*1000/float64(updates.calls), "process_ms/update")
+	b.ReportMetric(rawCPU.Seconds()*1000/float64(raw.calls), "process_ms/raw")
 	b.ReportMetric(raw.perSecond(), "raw_postgres_inserts/s")
 	b.ReportMetric(creates.perSecond(), "creates/s")
 	b.ReportMetric(updates.perSecond(), "guarded_updates/s")
 	b.ReportMetric(creates.perSecond()/raw.perSecond(), "creates/raw")
 	b.ReportMetric(updates.perSecond()/raw.perSecond(), "updates/raw")
+}
+
+// Profile labels of the benchmark's client goroutines (and the HTTP
+// transport's, which they start), so a CPU profile of the run tells the
+// clients' cost from the server's: go tool pprof -tagignore side=client shows
+// the server (and the runtime's background work) alone.
+const (
+	httpClient = "http-client"
+	rawClient  = "raw-client"
+)
+
+// measured runs one round of the benchmark with its goroutines labelled
+// side, adds it to t and the test process's CPU time it took to cpu.
+func measured(ctx context.Context, side string, t *throughput, cpu *time.Duration, round func() throughput) {
+	before := processCPU()
+	pprof.Do(ctx, pprof.Labels("side", side), func(context.Context) { t.add(round()) })
+	*cpu += processCPU() - before
+}
+
+// processCPU is the CPU time, user and system, this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rawReferenceApp is the application_name of the raw reference's

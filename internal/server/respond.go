@@ -76,7 +76,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // trailing data is a 400 naming the problem; a body over the cap is a 413.
 // Unknown fields are ignored, as clients may send newer fields.
 func decodeJSON(r *http.Request, v any) error {
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
 		return bodyError(err)
 	}
@@ -86,7 +86,7 @@ func decodeJSON(r *http.Request, v any) error {
 // decodeOptionalJSON is decodeJSON for endpoints whose body may be absent
 // (the official SDK sends no body on some POSTs).
 func decodeOptionalJSON(r *http.Request, v any) error {
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
 		return bodyError(err)
 	}
@@ -96,23 +96,54 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 	return decodeBody(raw, v)
 }
 
+// readBody reads the whole body into one buffer of the size the client
+// announced: io.ReadAll grows from 512 bytes, copying a 4 KB memory's body
+// at each growth before it is decoded (docs/postgresql-performance.md).
+// An announced size is trusted only up to presizeMax; the body cap
+// (withBodyCap) bounds what is read whatever the header says.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 {
+		buf.Grow(int(min(n, presizeMax)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
+}
+
+// presizeMax bounds the buffer readBody allocates before a byte arrives.
+const presizeMax = 1 << 20
+
 // decodeBody decodes a whole body into v. Text is taken byte for byte:
 // bytes that are not UTF-8 and escaped lone surrogates (\ud800) are refused
 // first, because encoding/json would silently replace both with U+FFFD, and
 // the server would then store (and, for memories, hash) text the client
 // never sent; a client comparing hashes would see a conflict forever.
+//
+// json.Unmarshal reads the body where it lies; a json.Decoder would copy
+// it into a buffer of its own first. Its syntax errors are told apart
+// here to say what a Decoder's did: nothing, a truncated value, or data
+// after the object.
 func decodeBody(raw []byte, v any) error {
 	if err := checkUnicode(raw); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(v); err != nil {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return bodyError(io.EOF)
+	}
+	err := json.Unmarshal(raw, v)
+	var syntax *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &syntax):
+		return bodyError(err)
+	case strings.HasSuffix(syntax.Error(), "after top-level value"):
+		return apiErrorf(invalidRequest, "request body must be a single JSON object; found extra data after it")
+	case syntax.Error() == "unexpected end of JSON input":
+		return bodyError(io.ErrUnexpectedEOF)
+	default:
 		return bodyError(err)
 	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return apiErrorf(invalidRequest, "request body must be a single JSON object; found extra data after it")
-	}
-	return nil
 }
 
 func bodyError(err error) error {

@@ -72,28 +72,32 @@ const (
 // to the same entries.
 func tsvectorText(path, content string) string {
 	type entry struct {
+		word      string
 		positions []uint16 // weight A in the top bit
 		inText    int      // positions kept from the text being read
 	}
 	const weightA = 1 << 15
-	var words []string
-	byWord := make(map[string]*entry, 64)
+	// Entries by first appearance, found by word; values, not pointers,
+	// so a write allocates per distinct word only its positions.
+	var entries []entry
+	byWord := make(map[string]int, 64)
 	pos := 0
 	add := func(text string, weight uint16) {
-		for _, e := range byWord {
-			e.inText = 0
+		for i := range entries {
+			entries[i].inText = 0
 		}
 		for w := range storage.SearchWords(text) {
 			if len(w) >= maxLexemeBytes {
 				continue
 			}
 			pos = min(pos+1, maxPosition)
-			e := byWord[w]
-			if e == nil {
-				e = &entry{}
-				byWord[w] = e
-				words = append(words, w)
+			i, ok := byWord[w]
+			if !ok {
+				i = len(entries)
+				byWord[w] = i
+				entries = append(entries, entry{word: w})
 			}
+			e := &entries[i]
 			n := len(e.positions)
 			if e.inText < maxTextPoints && n < maxPoints && (n == 0 || int(e.positions[n-1]&^weightA) != pos) {
 				e.positions = append(e.positions, uint16(pos)|weight)
@@ -103,25 +107,27 @@ func tsvectorText(path, content string) string {
 	}
 	add(path, weightA)
 	add(content, 0)
-	b := make([]byte, 0, len(path)+len(content)+len(content)/2)
-	for i, w := range words {
+	var b strings.Builder
+	b.Grow(len(path) + len(content) + len(content)/2)
+	var num [8]byte
+	for i, e := range entries {
 		if i > 0 {
-			b = append(b, ' ')
+			b.WriteByte(' ')
 		}
 		// Words hold only letters and digits: no quote or backslash to
 		// escape.
-		b = append(b, '\'')
-		b = append(b, w...)
-		b = append(b, '\'', ':')
-		for j, p := range byWord[w].positions {
+		b.WriteByte('\'')
+		b.WriteString(e.word)
+		b.WriteString("':")
+		for j, p := range e.positions {
 			if j > 0 {
-				b = append(b, ',')
+				b.WriteByte(',')
 			}
-			b = strconv.AppendInt(b, int64(p&^weightA), 10)
+			b.Write(strconv.AppendInt(num[:0], int64(p&^weightA), 10))
 			if p&weightA != 0 {
-				b = append(b, 'A')
+				b.WriteByte('A')
 			}
 		}
 	}
-	return string(b)
+	return b.String()
 }
