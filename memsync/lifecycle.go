@@ -277,7 +277,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 		// copy from a full listing. A server without the feed is listed as
 		// ever.
 		if j.Feed != nil {
-			st.feed.reset(j.Feed.remote())
+			st.feed.reset(j.Feed.Memories)
 			st.seq.Store(j.Feed.Sequence)
 		} else if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
 			st.log.DebugContext(ctx, "cannot start following the change feed; the store is listed in full at each sync instead", "error", err)
@@ -438,6 +438,14 @@ func (st *store) dispose(ctx context.Context) disposal {
 	st.enter(ctx, phaseUnmounted)
 	st.closeState(true)
 	return disposeRemoved
+}
+
+// release lets go of what the store knew of its folder and the server —
+// its state, the hash cache of its files, its copy of the listing — once
+// End is done with it: nothing reads them afterwards, and a session's
+// other stores may still be ending.
+func (st *store) release() {
+	st.state, st.cache, st.feed = nil, nil, remoteCache{}
 }
 
 // keepUnsaved keeps a copy, under the state folder, of every file whose

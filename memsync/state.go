@@ -59,6 +59,18 @@ type PathState struct {
 
 func (ps PathState) isZero() bool { return ps == PathState{} }
 
+// unsettled reports whether any path holds the record of a step whose
+// outcome is not known yet (Sent, DeleteSent, RemoveStarted, Fetching),
+// which the next listing and scan settle.
+func (s State) unsettled() bool {
+	for _, ps := range s {
+		if ps.Sent != "" || ps.DeleteSent || ps.RemoveStarted || ps.Fetching != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Clone returns an independent copy.
 func (s State) Clone() State { return maps.Clone(s) }
 
