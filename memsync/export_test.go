@@ -15,10 +15,10 @@ func (s *Session) ApplyActions(ctx context.Context, actions []Action) State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stores[0]
-	a := st.newApplier(st.state.Clone())
+	a := st.newApplier(st.state.full())
 	a.apply(ctx, actions)
-	st.state = a.next
-	return st.state.Clone()
+	st.state = keepState(a.next)
+	return a.next.Clone()
 }
 
 // SkipRacyWindow gives every store of the session a fresh hash cache whose

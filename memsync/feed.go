@@ -26,19 +26,27 @@ const snapshotPage = 64
 // remoteCache is a store's copy of the server's listing, kept current from
 // the change feed and, between reads of it, from the worker's own writes
 // (see applier.apply). Only the goroutine syncing the store touches it.
+//
+// It keeps no index by memory id: one lived as long as the copy, a second
+// map of every memory for each store of every session, to serve changes
+// that mostly come one or two at a time. A batch of changes finds its
+// memories by a look through the copy, or, when large, through an index
+// made for that batch only.
 type remoteCache struct {
 	// on: the server offers the feed and the copy is valid.
 	on     bool
 	remote Remote
-	// byID finds a memory's current path, for renames and deletions.
-	byID map[string]string
 }
 
+// indexedBatch is the size of a batch of changes from which apply indexes
+// the copy by id rather than look through it for each change.
+const indexedBatch = 16
+
 func (c *remoteCache) reset(remote Remote) {
-	c.on, c.remote, c.byID = true, remote, make(map[string]string, len(remote))
-	for p, m := range remote {
-		c.byID[m.ID] = p
+	if remote == nil {
+		remote = Remote{} // a journal's "memories": null
 	}
+	c.on, c.remote = true, remote
 }
 
 // apply folds changes, oldest first, into the copy. A change whose path was
@@ -46,17 +54,40 @@ func (c *remoteCache) reset(remote Remote) {
 // the same memory (its current version, or its deletion) always follows,
 // because the current version of a live memory cannot be redacted.
 func (c *remoteCache) apply(changes []api.MemoryChange) {
+	var byID map[string]string
+	if len(changes) > indexedBatch {
+		byID = make(map[string]string, len(c.remote))
+		for p, m := range c.remote {
+			byID[m.ID] = p
+		}
+	}
 	for _, ch := range changes {
-		if old, ok := c.byID[ch.MemoryID]; ok {
+		if old, ok := c.pathOf(byID, ch.MemoryID); ok {
 			delete(c.remote, old)
-			delete(c.byID, ch.MemoryID)
 		}
 		if ch.Operation == api.OperationDeleted || ch.Path == nil || ch.ContentSHA256 == nil {
 			continue
 		}
 		c.remote[*ch.Path] = RemoteMemory{ID: ch.MemoryID, SHA256: *ch.ContentSHA256}
-		c.byID[ch.MemoryID] = *ch.Path
+		if byID != nil {
+			byID[ch.MemoryID] = *ch.Path
+		}
 	}
+}
+
+// pathOf finds where memory id is in the copy: through byID when the
+// batch made one, else by looking.
+func (c *remoteCache) pathOf(byID map[string]string, id string) (string, bool) {
+	if byID != nil {
+		p, ok := byID[id]
+		return p, ok && c.remote[p].ID == id
+	}
+	for p, m := range c.remote {
+		if m.ID == id {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // withoutExtensions reports a refusal that means "this server has no such

@@ -3,12 +3,15 @@ package memsync
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -77,21 +80,11 @@ type journal struct {
 // written as a pair taken at one moment; an older pair is as good as a
 // newer one, since the feed replays whatever came after it.
 type journalFeed struct {
-	Sequence int64                   `json:"sequence"`
-	Memories map[string]journalEntry `json:"memories"`
-}
-
-type journalEntry struct {
-	ID     string `json:"id"`
-	SHA256 string `json:"sha256"`
-}
-
-func (f *journalFeed) remote() Remote {
-	r := make(Remote, len(f.Memories))
-	for p, m := range f.Memories {
-		r[p] = RemoteMemory{ID: m.ID, SHA256: m.SHA256}
-	}
-	return r
+	Sequence int64 `json:"sequence"`
+	// Memories is the copy itself, written as it is rather than copied
+	// into a type of the journal's own: a copy of every store's listing at
+	// each journal write was garbage the size of the listing.
+	Memories Remote `json:"memories"`
 }
 
 // journalReadLimit bounds the journal read: 10,000 memories with every
@@ -240,7 +233,7 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		return true
 	}
 	sum := stateSum(state)
-	if sum != nil && st.journaled != nil && *st.journaled == *sum {
+	if st.journaled != nil && *st.journaled == *sum {
 		return true
 	}
 	// The journal of a mount in progress names no file and, until the
@@ -257,11 +250,15 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	}
 	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
 		Mounting: st.phase == phaseMounting, Disposing: st.phase == phaseDisposing, State: state}
-	if st.feed.on {
-		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: make(map[string]journalEntry, len(st.feed.remote))}
-		for p, m := range st.feed.remote {
-			j.Feed.Memories[p] = journalEntry{ID: m.ID, SHA256: m.SHA256}
-		}
+	if j.Disposing {
+		// What is left of a folder being removed is removed, never synced
+		// (see adopt): its state and listing would be read by no one, and
+		// written for every store at each session's end they were the
+		// largest writes of it.
+		j.State = State{}
+		sum = stateSum(j.State)
+	} else if st.feed.on {
+		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: st.feed.remote}
 	}
 	data, err := json.Marshal(j)
 	if err == nil {
@@ -280,15 +277,43 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	return true
 }
 
-// stateSum fingerprints a state by its JSON, whose keys are sorted: what
-// a store remembers of its journal instead of a copy of the state, which
-// for a store of 2,000 files was a few hundred KB.
+// stateSum fingerprints a state: what a store remembers of its journal
+// instead of a copy of the state, which for a store of 2,000 files was a
+// few hundred KB. Every field of every path goes in, paths in order, each
+// string with its length, so two states have the same sum only if the
+// journal would hold the same state. (It is hashed field by field, not as
+// the journal's JSON: that made the JSON of every store's state at each
+// sync only to throw it away.)
 func stateSum(s State) *[sha256.Size]byte {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil // never equal: the journal is written again
+	h := sha256.New()
+	var b []byte
+	str := func(v string) {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 	}
-	sum := sha256.Sum256(b)
+	flag := func(v bool) {
+		if v {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(s)) {
+		ps := s[p]
+		b = b[:0]
+		str(p)
+		str(ps.Base)
+		flag(ps.MissingSince.IsZero())
+		b = binary.AppendVarint(b, ps.MissingSince.UnixNano())
+		str(ps.Held)
+		str(ps.Sent)
+		flag(ps.DeleteSent)
+		flag(ps.RemoveStarted)
+		str(ps.Fetching)
+		h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
 	return &sum
 }
 

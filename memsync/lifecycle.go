@@ -245,7 +245,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	// Adopted from the start: until its edits are saved, the folder may hold
 	// the only copy of what the agent wrote, so a failure below leaves it,
 	// with its journal, for the next claim (see discard).
-	st.state, st.journaled = j.State, stateSum(j.State)
+	st.state, st.journaled = keepState(j.State), stateSum(j.State)
 	st.enter(ctx, phaseAdopted)
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {
@@ -264,7 +264,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 		if err := os.RemoveAll(st.mount.Dir); err != nil {
 			return st.mountError(fmt.Sprintf("the folder of %s cannot be removed (%v)", why, err), leftoverFix)
 		}
-		st.state, st.journaled = State{}, nil
+		st.state, st.journaled = keptState{}, nil
 		st.enter(ctx, phaseUnmounted)
 		return st.mountStore(ctx, now)
 	}
@@ -277,7 +277,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 		// copy from a full listing. A server without the feed is listed as
 		// ever.
 		if j.Feed != nil {
-			st.feed.reset(j.Feed.remote())
+			st.feed.reset(j.Feed.Memories)
 			st.seq.Store(j.Feed.Sequence)
 		} else if _, err := st.relist(ctx); err != nil && !withoutExtensions(err) {
 			st.log.DebugContext(ctx, "cannot start following the change feed; the store is listed in full at each sync instead", "error", err)
@@ -294,7 +294,7 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	if st.dispose(ctx) != disposeRemoved {
 		return st.mountError("the folder an earlier session left could not be removed after its edits were saved (the lines above say why)", leftoverFix)
 	}
-	st.state = State{}
+	st.state = keptState{}
 	return st.mountStore(ctx, now)
 }
 
@@ -370,7 +370,7 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	}
 	st.enter(ctx, phaseMounted)
 	st.journaled = nil // written even if the state is still empty
-	st.writeJournal(ctx, st.state)
+	st.writeJournal(ctx, st.state.full())
 	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil
 }
@@ -423,7 +423,7 @@ func (st *store) dispose(ctx context.Context) disposal {
 	// agent's deletions.
 	st.enter(ctx, phaseDisposing)
 	st.journaled = nil
-	if !st.writeJournal(ctx, st.state) {
+	if !st.writeJournal(ctx, State{}) { // a disposing journal holds no state (see writeJournal)
 		st.log.WarnContext(ctx, "the folder was kept: its removal could not be journaled (the line above says why), and a removal cut short without it could read as deletions; remove it by hand before this store is mounted here again")
 		st.closeState(false)
 		return disposeKept
@@ -438,6 +438,14 @@ func (st *store) dispose(ctx context.Context) disposal {
 	st.enter(ctx, phaseUnmounted)
 	st.closeState(true)
 	return disposeRemoved
+}
+
+// release lets go of what the store knew of its folder and the server —
+// its state, the hash cache of its files, its copy of the listing — once
+// End is done with it: nothing reads them afterwards, and a session's
+// other stores may still be ending.
+func (st *store) release() {
+	st.state, st.cache, st.feed = keptState{}, nil, remoteCache{}
 }
 
 // keepUnsaved keeps a copy, under the state folder, of every file whose
@@ -457,7 +465,7 @@ func (st *store) keepUnsaved(ctx context.Context) bool {
 	}
 	ok := true
 	for _, p := range slices.Sorted(maps.Keys(local.Files)) {
-		if local.Files[p].SHA256 == st.state[p].Base {
+		if ps, _ := st.state.get(p); local.Files[p].SHA256 == ps.Base {
 			continue
 		}
 		where, err := st.keepCopy(p, "")

@@ -287,7 +287,7 @@ func (st *store) writeThrough(ctx context.Context, now time.Time, p string) outc
 	}
 	local := Local{Marker: MarkerTrusted, Files: map[string]LocalFile{p: f}, Obscured: map[string]error{}}
 	base := State{}
-	if ps, ok := st.state[p]; ok {
+	if ps, ok := st.state.get(p); ok {
 		base[p] = ps
 	}
 	remote := Remote{}
@@ -304,17 +304,19 @@ func (st *store) writeThrough(ctx context.Context, now time.Time, p string) outc
 	// answer: a worker killed later adopts the folder against the state
 	// this upload left, so the agent's next edit of the file reads as an
 	// edit, not as a conflict with its own upload.
-	next := st.state.Clone()
+	next := st.state.full()
 	delete(next, p)
 	maps.Copy(next, plan.Next)
 	st.journalSends(ctx, Plan{Actions: uploads, Next: next})
 	a := st.newApplier(plan.Next)
 	a.apply(ctx, uploads)
-	if ps, ok := a.next[p]; ok {
-		st.state[p] = ps
+	ps := a.next[p]
+	st.state.set(p, ps)
+	if ps.isZero() {
+		delete(next, p)
 	} else {
-		delete(st.state, p)
+		next[p] = ps
 	}
-	st.writeJournal(ctx, st.state)
+	st.writeJournal(ctx, next)
 	return a.out
 }

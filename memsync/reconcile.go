@@ -84,8 +84,8 @@ type Options struct {
 
 // RemoteMemory is one memory in the server's listing.
 type RemoteMemory struct {
-	ID     string
-	SHA256 string
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256"`
 }
 
 // Remote is the server's listing of a store: memory path → memory.
@@ -206,6 +206,12 @@ func (r *reconciler) keep(path string, ps PathState) {
 // dropped; a file holding the content a download was fetching is that
 // download, so that content becomes its base.
 func (r *reconciler) settle(state State) State {
+	if !state.unsettled() {
+		// Nothing to settle, the usual case: the state is read as it is
+		// (nothing writes to it) rather than copied, one copy of every
+		// path's state less for each sync.
+		return state
+	}
 	eff := make(State, len(state))
 	for _, p := range slices.Sorted(maps.Keys(state)) {
 		ps := state[p]

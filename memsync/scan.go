@@ -88,7 +88,6 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 		return Local{}, fmt.Errorf("scan the folder of memory store %s: %w", memoryStoreID, err)
 	}
 	readsBefore := cache.Reads()
-	live := map[string]bool{}
 	for _, e := range entries {
 		if e.Path == MarkerName {
 			continue
@@ -106,7 +105,6 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 			local.Obscured[p] = err
 			continue
 		}
-		live[e.Path] = true
 		f := LocalFile{SHA256: d.SHA256}
 		switch {
 		case d.Size > api.MaxContentBytes:
@@ -116,7 +114,8 @@ func Scan(root *confined.Root, cache *confined.HashCache, memoryStoreID string) 
 		}
 		local.Files[p] = f
 	}
-	cache.Retain(func(rel string) bool { return live[rel] })
+	// The files hashed are exactly those in local.Files.
+	cache.Retain(func(rel string) bool { _, ok := local.Files["/"+rel]; return ok })
 	local.Rehashed = cache.Reads() - readsBefore
 
 	for _, s := range skipped {

@@ -365,6 +365,12 @@ type StepReport struct {
 // files is kept, with a warning: it may not be the folder Mount made, and
 // whatever is in it is not this session's to delete.
 //
+// Each store goes through its three steps as one unit, and lets go of what
+// it knew of its folder and the server as soon as its folder is dealt
+// with: the final sync hashes every file of every store, and run for all
+// stores before any was removed it held the state, the listing and the
+// hashes of all of them at once — the worker's peak memory.
+//
 // End ignores ctx's cancellation (not its values): it is the last chance to
 // save the agent's edits, and its own timeouts bound it. After End the
 // Session does nothing.
@@ -381,65 +387,81 @@ func (s *Session) End(ctx context.Context, clean bool) EndReport {
 	}
 	s.ended = true
 	ctx = context.WithoutCancel(ctx)
-	if s.mounted {
-		if clean {
-			rep.FinalSync = s.endStep(ctx, "final sync", "the flush that follows still uploads the agent's edits",
-				func(ctx context.Context, st *store) outcome {
-					return st.timed("final", func() outcome { return st.sync(ctx, s.now(), true) })
-				})
-		}
-		rep.Flush = s.endStep(ctx, "flush", "those edits are not on the server, and copies of them are kept when the folder is removed; their paths are listed",
-			func(ctx context.Context, st *store) outcome {
-				return st.timed("flush", func() outcome { return st.flush(ctx, s.now()) })
-			})
+	// The final syncs share EndTimeout from now; each flush has its own
+	// EndTimeout, and all of them end within twice that from now, so End
+	// is bounded as when each step ran on every store in turn.
+	finalCtx, cancelFinal := context.WithTimeout(ctx, s.endTimeout)
+	defer cancelFinal()
+	flushCtx, cancelFlush := context.WithTimeout(ctx, 2*s.endTimeout)
+	defer cancelFlush()
+	type storeEnd struct {
+		final, flush outcome
+		disposal     disposal
 	}
-	for _, st := range s.stores {
-		switch st.dispose(ctx) {
+	ends := forEachStoreN(s.stores, endParallelism, func(st *store) storeEnd {
+		var e storeEnd
+		if s.mounted {
+			if clean {
+				e.final = st.timed("final", func() outcome { return st.sync(finalCtx, s.now(), true) })
+				s.warnCutOff(ctx, st, "final sync", "the flush that follows still uploads the agent's edits", e.final)
+			}
+			fctx, cancel := context.WithTimeout(flushCtx, s.endTimeout)
+			e.flush = st.timed("flush", func() outcome { return st.flush(fctx, s.now()) })
+			cancel()
+			s.warnCutOff(ctx, st, "flush", "those edits are not on the server, and copies of them are kept when the folder is removed; their paths are listed", e.flush)
+		}
+		e.disposal = st.dispose(ctx)
+		st.release()
+		return e
+	})
+	if s.mounted {
+		rep.FinalSync.Ran, rep.Flush.Ran = clean, true
+	}
+	for i, e := range ends {
+		rep.FinalSync.add(e.final)
+		rep.Flush.add(e.flush)
+		switch e.disposal {
 		case disposeRemoved:
-			rep.Removed = append(rep.Removed, st.mount.Dir)
+			rep.Removed = append(rep.Removed, s.stores[i].mount.Dir)
 		case disposeKept:
-			rep.Kept = append(rep.Kept, st.mount.Dir)
+			rep.Kept = append(rep.Kept, s.stores[i].mount.Dir)
 		}
 	}
 	return rep
 }
 
-// endStep runs one of End's steps on every store within EndTimeout and
-// warns, per store, about what the time limit cut off.
-func (s *Session) endStep(ctx context.Context, name, consequence string, fn func(context.Context, *store) outcome) StepReport {
-	ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
-	defer cancel()
-	outs := forEachStore(s.stores, func(st *store) outcome { return fn(ctx, st) })
-	rep := StepReport{Ran: true}
-	for i, o := range outs {
-		rep.Changes += o.changes
-		rep.Failed += o.failed
-		rep.CutOff += o.cutOff
-		if o.incomplete {
-			rep.StoresCutOff++
-		}
-		if o.cutOff == 0 && !o.incomplete {
-			continue
-		}
-		st := s.stores[i]
-		var msg string
-		switch {
-		case !o.incomplete:
-			msg = fmt.Sprintf("the %s of this memory store ran out of its %v: %d planned changes were not made; %s", name, s.endTimeout, o.cutOff, consequence)
-		case o.cutOff > 0:
-			msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server, with %d local edits waiting; %s",
-				name, s.endTimeout, o.cutOff, consequence)
-		default:
-			msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server; %s", name, s.endTimeout, consequence)
-		}
-		attrs := []any{"cut_off", o.cutOff}
-		if len(o.cutPaths) > 0 {
-			slices.Sort(o.cutPaths)
-			attrs = append(attrs, "paths", o.cutPaths)
-		}
-		st.log.WarnContext(ctx, msg, attrs...)
+// add counts one store's outcome of the step.
+func (r *StepReport) add(o outcome) {
+	r.Changes += o.changes
+	r.Failed += o.failed
+	r.CutOff += o.cutOff
+	if o.incomplete {
+		r.StoresCutOff++
 	}
-	return rep
+}
+
+// warnCutOff warns about what the time limit cut off of one of End's steps
+// (name) on one store, and what that means (consequence).
+func (s *Session) warnCutOff(ctx context.Context, st *store, name, consequence string, o outcome) {
+	if o.cutOff == 0 && !o.incomplete {
+		return
+	}
+	var msg string
+	switch {
+	case !o.incomplete:
+		msg = fmt.Sprintf("the %s of this memory store ran out of its %v: %d planned changes were not made; %s", name, s.endTimeout, o.cutOff, consequence)
+	case o.cutOff > 0:
+		msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server, with %d local edits waiting; %s",
+			name, s.endTimeout, o.cutOff, consequence)
+	default:
+		msg = fmt.Sprintf("the %s of this memory store ran out of its %v before it could compare the folder with the server; %s", name, s.endTimeout, consequence)
+	}
+	attrs := []any{"cut_off", o.cutOff}
+	if len(o.cutPaths) > 0 {
+		slices.Sort(o.cutPaths)
+		attrs = append(attrs, "paths", o.cutPaths)
+	}
+	st.log.WarnContext(ctx, msg, attrs...)
 }
 
 // storeParallelism bounds how many stores mount or sync at once: enough to
@@ -447,12 +469,23 @@ func (s *Session) endStep(ctx context.Context, name, consequence string, fn func
 // that 8 stores of a session do not thrash 2 cores and a small server.
 const storeParallelism = 4
 
+// endParallelism bounds how many stores End ends at once. Fewer than
+// storeParallelism: each store's end hashes its whole folder and holds its
+// scan, plan and hashes until the store is removed, and what End holds at
+// once was the worker's peak memory; two keep both cores busy.
+const endParallelism = 2
+
 // forEachStore runs fn on the stores, storeParallelism at a time, and
 // returns the results in store order. Stores are independent, so one slow
 // store does not delay the others' sync.
 func forEachStore[T any](stores []*store, fn func(*store) T) []T {
+	return forEachStoreN(stores, storeParallelism, fn)
+}
+
+// forEachStoreN is forEachStore, n stores at a time.
+func forEachStoreN[T any](stores []*store, n int, fn func(*store) T) []T {
 	out := make([]T, len(stores))
-	slots := make(chan struct{}, storeParallelism)
+	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for i, st := range stores {
 		wg.Go(func() {

@@ -59,6 +59,18 @@ type PathState struct {
 
 func (ps PathState) isZero() bool { return ps == PathState{} }
 
+// unsettled reports whether any path holds the record of a step whose
+// outcome is not known yet (Sent, DeleteSent, RemoveStarted, Fetching),
+// which the next listing and scan settle.
+func (s State) unsettled() bool {
+	for _, ps := range s {
+		if ps.Sent != "" || ps.DeleteSent || ps.RemoveStarted || ps.Fetching != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Clone returns an independent copy.
 func (s State) Clone() State { return maps.Clone(s) }
 
@@ -113,4 +125,64 @@ func (s State) MarkSent(path, sha string) {
 	ps := s[path]
 	ps.Sent = sha
 	s[path] = ps
+}
+
+// keptState is how a store keeps its State between syncs: the paths whose
+// state is only a Base — nearly all of them, nearly always — as a plain
+// path → sha map, and the few others as they are. A PathState is 96
+// bytes, most of them fields that are almost never set, so a State kept
+// for every store of every session for a session's whole life was the
+// largest thing a worker held. A sync expands it (full) for Reconcile and
+// keeps the plan's state again (keepState).
+type keptState struct {
+	bases map[string]string
+	rest  State
+}
+
+func keepState(s State) keptState {
+	k := keptState{bases: make(map[string]string, len(s))}
+	for p, ps := range s {
+		k.set(p, ps)
+	}
+	return k
+}
+
+// set records ps as path's state; a zero ps forgets the path.
+func (k *keptState) set(path string, ps PathState) {
+	switch {
+	case ps.isZero():
+		delete(k.bases, path)
+		delete(k.rest, path)
+	case ps == PathState{Base: ps.Base}:
+		delete(k.rest, path)
+		if k.bases == nil {
+			k.bases = map[string]string{}
+		}
+		k.bases[path] = ps.Base
+	default:
+		delete(k.bases, path)
+		if k.rest == nil {
+			k.rest = State{}
+		}
+		k.rest[path] = ps
+	}
+}
+
+// get returns path's state, and whether there is one.
+func (k keptState) get(path string) (PathState, bool) {
+	if b, ok := k.bases[path]; ok {
+		return PathState{Base: b}, true
+	}
+	ps, ok := k.rest[path]
+	return ps, ok
+}
+
+// full returns the state as a State of its own.
+func (k keptState) full() State {
+	s := make(State, len(k.bases)+len(k.rest))
+	for p, b := range k.bases {
+		s[p] = PathState{Base: b}
+	}
+	maps.Copy(s, k.rest)
+	return s
 }

@@ -42,7 +42,7 @@ type store struct {
 
 	root            *confined.Root // nil until the folder is created
 	cache           *confined.HashCache
-	state           State
+	state           keptState
 	caseInsensitive bool
 	// probeCase is SessionConfig.ProbeCase, or the filesystem's answer.
 	probeCase func(*confined.Root) (bool, error)
@@ -106,7 +106,6 @@ func newStore(m StoreMount, cfg SessionConfig, log *slog.Logger) *store {
 		// one: a test clock hours ahead would make it trust a hash taken
 		// in the same timestamp tick as a later write.
 		cache: confined.NewHashCache(time.Now),
-		state: State{},
 	}
 }
 
@@ -144,7 +143,7 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		st.logNotes(ctx, plan.Notes)
 		a := st.newApplier(plan.Next)
 		err = a.stream(ctx, filterKinds(plan.Actions, Download))
-		st.state = a.next
+		st.state = keepState(a.next)
 		return a.out, err
 	}
 	a := st.newApplier(State{})
@@ -161,6 +160,12 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		st.logNotes(ctx, plan.Notes)
 		maps.Copy(a.next, plan.Next)
 		a.run(ctx, filterKinds(plan.Actions, Download), a.download)
+		// Kept page by page: the store's state never exists whole as a
+		// State during the mount.
+		for p, ps := range a.next {
+			st.state.set(p, ps)
+		}
+		clear(a.next)
 	}
 	seq, ok, err := st.eachSnapshotPage(ctx, write)
 	if ok && err == nil {
@@ -171,7 +176,6 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		err = st.eachFullPage(ctx, write)
 	}
 	a.contents = nil
-	st.state = a.next
 	return a.out, err
 }
 
@@ -201,13 +205,13 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		st.warn(ctx, "", "cannot list the store's memories, so it is not synced this time; the next sync retries (check that the server is reachable and the session may read this store)", err)
 		return outcome{failed: 1}
 	}
-	plan := Reconcile(st.state, local, remote, st.options(now, final))
+	plan := Reconcile(st.state.full(), local, remote, st.options(now, final))
 	st.logNotes(ctx, plan.Notes)
 	a := st.newApplier(plan.Next)
 	if plan.Rebuild {
 		if err := st.prepareRebuild(); err != nil {
 			st.warn(ctx, "", "cannot rebuild the folder; the next sync retries", err)
-			st.state = plan.Next
+			st.state = keepState(plan.Next)
 			return outcome{failed: 1}
 		}
 		// The rebuild's fresh state is journaled first: the old one holds
@@ -218,15 +222,15 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		if err := a.stream(ctx, filterKinds(plan.Actions, Download)); err != nil && ctx.Err() == nil {
 			st.warn(ctx, "", "cannot download the memories to rebuild the folder; the next sync retries", err)
 		}
-		st.state = a.next
-		st.writeJournal(ctx, st.state)
+		st.state = keepState(a.next)
+		st.writeJournal(ctx, a.next)
 		return a.out
 	}
 	st.journalSends(ctx, plan)
 	st.fault("planned")
 	a.apply(ctx, plan.Actions)
-	st.state = a.next
-	st.writeJournal(ctx, st.state)
+	st.state = keepState(a.next)
+	st.writeJournal(ctx, a.next)
 	o := a.out
 	if o.changes > 0 || o.failed > 0 {
 		st.log.InfoContext(ctx, "memory store synced", "changes", o.changes, "failed", o.failed, "rehashed", local.Rehashed)
@@ -332,7 +336,8 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	}
 	var dirty []string
 	for _, p := range slices.Sorted(maps.Keys(local.Files)) {
-		f, ps := local.Files[p], st.state[p]
+		f := local.Files[p]
+		ps, _ := st.state.get(p)
 		if f.Unsyncable == Syncable && (f.SHA256 != ps.Base || ps.Sent != "") && f.SHA256 != ps.Held {
 			dirty = append(dirty, p)
 		}
@@ -349,7 +354,7 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 			"error", err, "paths", dirty)
 		return outcome{failed: len(dirty)}
 	}
-	plan := Reconcile(st.state, local, remote, st.options(now, true))
+	plan := Reconcile(st.state.full(), local, remote, st.options(now, true))
 	if plan.Rebuild {
 		return outcome{}
 	}
@@ -369,15 +374,15 @@ func (st *store) flush(ctx context.Context, now time.Time) outcome {
 	st.journalSends(ctx, Plan{Actions: uploads, Next: plan.Next})
 	st.fault("planned")
 	a.apply(ctx, uploads)
-	st.state = a.next
-	st.writeJournal(ctx, st.state)
+	st.state = keepState(a.next)
+	st.writeJournal(ctx, a.next)
 	// An upload that did not land — it failed, or the server refused it or
 	// changed first, or the file changed while it was sent — is not on the
 	// server; dispose keeps a copy. The time limit's cut-offs are End's to
 	// report.
 	var lost []string
 	for _, act := range uploads {
-		if st.state[act.Path].Base != act.Local.SHA256 && !slices.Contains(a.out.cutPaths, act.Path) {
+		if a.next[act.Path].Base != act.Local.SHA256 && !slices.Contains(a.out.cutPaths, act.Path) {
 			lost = append(lost, act.Path)
 		}
 	}
