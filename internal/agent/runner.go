@@ -15,6 +15,7 @@ import (
 type Store interface {
 	ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error)
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error)
+	AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error)
 	storage.Turns
 }
 
@@ -309,37 +310,57 @@ func (r *Runner) turn(d *driven, gen uint64) (retry bool) {
 }
 
 // advance carries out the session's steps until it waits, fails, or the
-// Runner closes.
+// Runner closes. Steps that only emit are appended together
+// (Store.AppendSteps), and the next step is decided from the view that
+// append returns; the log is read again before Work (it is slow, so it
+// starts from the latest log) and after a stale append.
 func (r *Runner) advance(d *driven, gen uint64) {
 	ctx := r.ctx
 	lastWork := ""
+	var v storage.SessionView
+	fresh := false // v is the view the Runner's own append left
 	for ctx.Err() == nil {
-		v, err := r.store.ViewSession(ctx, d.id)
-		if errors.Is(err, storage.ErrNotFound) {
-			return // deleted
-		}
-		if err != nil {
-			r.failed(d.id, "the session's log could not be read", err)
-			return
+		if !fresh {
+			var err error
+			v, err = r.store.ViewSession(ctx, d.id)
+			if errors.Is(err, storage.ErrNotFound) {
+				return // deleted
+			}
+			if err != nil {
+				r.failed(d.id, "the session's log could not be read", err)
+				return
+			}
 		}
 		step := r.rt.Next(v)
+		if fresh && step.Work != nil && len(step.Emit) == 0 {
+			fresh = false
+			continue
+		}
+		fresh = false
 		switch {
 		case len(step.Emit) > 0:
 			seq := v.Seq
-			_, err := r.store.AppendEvents(ctx, d.id, step.Emit, func(now storage.SessionView) error {
-				if now.Seq != seq {
-					return ErrStale
+			after, err := r.store.AppendSteps(ctx, d.id, func(now storage.SessionView, round int) ([]api.Event, error) {
+				if round == 0 {
+					if now.Seq != seq {
+						return nil, ErrStale
+					}
+					return step.Emit, nil
 				}
-				return nil
+				return r.rt.Next(now).Emit, nil
 			})
 			if errors.Is(err, ErrStale) {
 				continue
+			}
+			if errors.Is(err, storage.ErrNotFound) {
+				return // deleted
 			}
 			if err != nil {
 				r.failed(d.id, "the agent's events could not be stored", err)
 				return
 			}
 			r.appended(d.id)
+			v, fresh = after, true
 		case step.Work != nil:
 			if step.Key == lastWork {
 				r.failed(d.id, "the agent's work ended without moving the session on", errors.New(step.Key))

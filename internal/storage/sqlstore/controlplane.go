@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -200,6 +201,19 @@ func (s *Store) getSession(ctx context.Context, q Conn, id string, lock bool) (a
 	return list[0], nil
 }
 
+// getSessionRow reads a session without its resources; lock takes its row
+// lock.
+func (s *Store) getSessionRow(ctx context.Context, q Conn, id string, lock bool) (api.Session, error) {
+	list, err := queryAll(ctx, q, scanJSON[api.Session], `SELECT body FROM sessions WHERE id = ?`+s.lock(lock), id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if len(list) == 0 {
+		return api.Session{}, storage.ErrNotFound
+	}
+	return list[0], nil
+}
+
 // saveSession writes the session row (not its resources, which never
 // change after creation).
 func saveSession(ctx context.Context, q Conn, sess api.Session) error {
@@ -294,12 +308,24 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // viewInTx reads a session with its whole log (see sessionLog) and whether
 // a live work item serves it, all through q (one transaction, so they
 // agree). lock takes the session's row lock first.
+// A session whose log is cached has its resources cached with it (they
+// never change after creation), so only its row is read.
 func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock bool) (storage.SessionView, error) {
-	sess, err := s.getSession(ctx, q, sessionID, lock)
+	cached := s.logs.get(sessionID)
+	var (
+		sess api.Session
+		err  error
+	)
+	if cached.resourcesKnown {
+		sess, err = s.getSessionRow(ctx, q, sessionID, lock)
+		sess.Resources = cached.resources
+	} else {
+		sess, err = s.getSession(ctx, q, sessionID, lock)
+	}
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	log, err := s.sessionLog(ctx, q, sessionID)
+	log, err := s.sessionLog(ctx, q, sessionID, cached)
 	if err != nil {
 		return storage.SessionView{}, err
 	}
@@ -374,7 +400,7 @@ func (s *Store) keepLog(v storage.SessionView) {
 		s.logs.drop(v.Session.ID)
 		return
 	}
-	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log})
+	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true})
 }
 
 // AppendEvents implements storage.Events.
@@ -392,6 +418,21 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 	}
 	s.keepLog(view)
 	return stored, nil
+}
+
+// AppendSteps implements storage.Events.
+func (s *Store) AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error) {
+	var view storage.SessionView
+	err := s.write(ctx, func(tx *tx) (err error) {
+		view, _, err = storage.AppendStepsIn(ctx, sessionRows{tx}, sessionID, step)
+		return err
+	})
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	s.keepLog(view)
+	view.Log = slices.Clip(view.Log)
+	return view, nil
 }
 
 // ViewSession implements storage.Events. It reads in one snapshot, so the
