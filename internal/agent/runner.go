@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,6 +182,56 @@ func (r *Runner) React(ctx context.Context, sessionID string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ClientAppend is what AppendClient did.
+type ClientAppend struct {
+	// Stored are the stored copies of the client's events.
+	Stored []api.Event
+	// WorkLive says a live work item served the session when they were
+	// appended.
+	WorkLive bool
+	// Waits says the session's log, with the runtime's steps appended
+	// after them, calls for nothing more now: nobody need react.
+	Waits bool
+}
+
+// AppendClient appends a client's events (refused whole when guard
+// refuses) and, in the same transaction, the runtime's steps that follow
+// with nothing slow between them (session.status_running, an answer,
+// session.status_idle): what a Runner woken for the events would append,
+// in one transaction instead of several, so a sender sees the session's
+// reaction without waiting for a turn. It needs no turn: a step is
+// decided from the log as the append's transaction sees it, under the
+// session's lock, so a Runner that reads the log afterwards finds those
+// steps done. When the events need a work item (needWork) and no live
+// item serves the session, only the client's events are appended: the
+// caller queues the item and wakes the Runner, whose runtime then sees it.
+func (r *Runner) AppendClient(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard, needWork bool) (ClientAppend, error) {
+	var (
+		from int
+		live bool
+	)
+	v, err := r.store.AppendSteps(ctx, sessionID, func(now storage.SessionView, round int) ([]api.Event, error) {
+		if round == 0 {
+			if guard != nil {
+				if err := guard(now); err != nil {
+					return nil, err
+				}
+			}
+			from, live = len(now.Log), now.WorkLive
+			return events, nil
+		}
+		if needWork && !live {
+			return nil, nil
+		}
+		return r.rt.Next(now).Emit, nil
+	})
+	if err != nil {
+		return ClientAppend{}, err
+	}
+	step := r.rt.Next(v)
+	return ClientAppend{Stored: slices.Clone(v.Log[from : from+len(events)]), WorkLive: live, Waits: len(step.Emit) == 0 && step.Work == nil}, nil
 }
 
 // Close stops every session's goroutine, cancelling Work in flight, and
