@@ -77,9 +77,9 @@ type AppendRows interface {
 	View(ctx context.Context, sessionID string) (SessionView, error)
 	// Now is the transaction's clock.
 	Now(ctx context.Context) (time.Time, error)
-	// InsertEvent stores e at the end of the session's log and returns its
-	// sequence number.
-	InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error)
+	// InsertEvents stores events, in order, at the end of the session's
+	// log and returns the sequence number of the last.
+	InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error)
 	// Emit puts webhook events in the outbox.
 	Emit(ctx context.Context, evs ...webhooks.Event) error
 	// SaveSession writes the session row back once events were stored.
@@ -112,8 +112,9 @@ const MaxStepRounds = 16
 
 // AppendStepsIn is AppendSteps in rows. The transaction's clock is read
 // once: the events of one transaction are stamped a microsecond apart
-// (Append.Next), and the webhook outbox and the session row are written
-// once, after the last round.
+// (Append.Next). The events of every round are stored in one statement,
+// and the webhook outbox and the session row written once, after the last
+// round; until then the view's Seq stays the log's before the append.
 func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step AppendStep) (SessionView, []api.Event, error) {
 	view, err := rows.View(ctx, sessionID)
 	if err != nil {
@@ -141,9 +142,6 @@ func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step 
 		}
 		for _, e := range events {
 			e = ap.Next(e, now)
-			if view.Seq, err = rows.InsertEvent(ctx, sessionID, e); err != nil {
-				return SessionView{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
-			}
 			hooks = append(hooks, webhooks.ForSessionEvent(sessionID, e)...)
 			view.Log = append(view.Log, e)
 			out = append(out, e)
@@ -152,6 +150,9 @@ func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step 
 	}
 	if ap == nil {
 		return view, nil, nil
+	}
+	if view.Seq, err = rows.InsertEvents(ctx, sessionID, out); err != nil {
+		return SessionView{}, nil, fmt.Errorf("append %d events to session %s: %w", len(out), sessionID, err)
 	}
 	if err := rows.Emit(ctx, hooks...); err != nil {
 		return SessionView{}, nil, err

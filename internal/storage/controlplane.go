@@ -342,7 +342,8 @@ type AppendGuard func(v SessionView) error
 
 // AppendStep says what to append to a session in round round of one
 // AppendSteps, seeing the view as the transaction does (with the events of
-// earlier rounds). It may be called again for a transaction retried, so it
+// earlier rounds in its Log; its Seq stays the log's before the append,
+// since the events are stored together after the last round). It may be called again for a transaction retried, so it
 // must decide from its arguments alone.
 type AppendStep func(v SessionView, round int) ([]api.Event, error)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -345,11 +346,44 @@ func (r sessionRows) View(ctx context.Context, sessionID string) (storage.Sessio
 
 func (r sessionRows) Now(ctx context.Context) (time.Time, error) { return r.tx.s.b.Now(ctx, r.tx) }
 
-func (r sessionRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
-	var seq int64
-	err := r.tx.QueryRow(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?) RETURNING seq`,
-		e.ID, sessionID, e.Type, toJSON(e)).Scan(&seq)
-	return seq, err
+// InsertEvents stores events in one statement. Sequence numbers are taken
+// in the order of its rows; that order is checked, not assumed, since SQL
+// does not promise the order RETURNING gives them back in.
+func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error) {
+	var (
+		a    args
+		rows strings.Builder
+	)
+	for i, e := range events {
+		if i > 0 {
+			rows.WriteString(", ")
+		}
+		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(toJSON(e)))
+	}
+	seqs := make(map[string]int64, len(events))
+	type stored struct {
+		id  string
+		seq int64
+	}
+	got, err := queryAll(ctx, r.tx, func(row Row) (stored, error) {
+		var x stored
+		return x, row.Scan(&x.id, &x.seq)
+	}, `INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
+	if err != nil {
+		return 0, err
+	}
+	for _, x := range got {
+		seqs[x.id] = x.seq
+	}
+	var last int64
+	for _, e := range events {
+		seq, ok := seqs[e.ID]
+		if !ok || seq <= last {
+			return 0, fmt.Errorf("session %s: event %s was stored at sequence %d, after %d: the log would be out of order", sessionID, e.ID, seq, last)
+		}
+		last = seq
+	}
+	return last, nil
 }
 
 func (r sessionRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
