@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type Store interface {
 	ViewSession(ctx context.Context, sessionID string) (storage.SessionView, error)
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard) ([]api.Event, error)
+	AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error)
 	storage.Turns
 }
 
@@ -182,6 +184,56 @@ func (r *Runner) React(ctx context.Context, sessionID string) error {
 	}
 }
 
+// ClientAppend is what AppendClient did.
+type ClientAppend struct {
+	// Stored are the stored copies of the client's events.
+	Stored []api.Event
+	// WorkLive says a live work item served the session when they were
+	// appended.
+	WorkLive bool
+	// Waits says the session's log, with the runtime's steps appended
+	// after them, calls for nothing more now: nobody need react.
+	Waits bool
+}
+
+// AppendClient appends a client's events (refused whole when guard
+// refuses) and, in the same transaction, the runtime's steps that follow
+// with nothing slow between them (session.status_running, an answer,
+// session.status_idle): what a Runner woken for the events would append,
+// in one transaction instead of several, so a sender sees the session's
+// reaction without waiting for a turn. It needs no turn: a step is
+// decided from the log as the append's transaction sees it, under the
+// session's lock, so a Runner that reads the log afterwards finds those
+// steps done. When the events need a work item (needWork) and no live
+// item serves the session, only the client's events are appended: the
+// caller queues the item and wakes the Runner, whose runtime then sees it.
+func (r *Runner) AppendClient(ctx context.Context, sessionID string, events []api.Event, guard storage.AppendGuard, needWork bool) (ClientAppend, error) {
+	var (
+		from int
+		live bool
+	)
+	v, err := r.store.AppendSteps(ctx, sessionID, func(now storage.SessionView, round int) ([]api.Event, error) {
+		if round == 0 {
+			if guard != nil {
+				if err := guard(now); err != nil {
+					return nil, err
+				}
+			}
+			from, live = len(now.Log), now.WorkLive
+			return events, nil
+		}
+		if needWork && !live {
+			return nil, nil
+		}
+		return r.rt.Next(now).Emit, nil
+	})
+	if err != nil {
+		return ClientAppend{}, err
+	}
+	step := r.rt.Next(v)
+	return ClientAppend{Stored: slices.Clone(v.Log[from : from+len(events)]), WorkLive: live, Waits: len(step.Emit) == 0 && step.Work == nil}, nil
+}
+
 // Close stops every session's goroutine, cancelling Work in flight, and
 // waits for them. A session left mid-step resumes from its log when a
 // Runner is next woken for it (the server's Resume at startup).
@@ -309,37 +361,57 @@ func (r *Runner) turn(d *driven, gen uint64) (retry bool) {
 }
 
 // advance carries out the session's steps until it waits, fails, or the
-// Runner closes.
+// Runner closes. Steps that only emit are appended together
+// (Store.AppendSteps), and the next step is decided from the view that
+// append returns; the log is read again before Work (it is slow, so it
+// starts from the latest log) and after a stale append.
 func (r *Runner) advance(d *driven, gen uint64) {
 	ctx := r.ctx
 	lastWork := ""
+	var v storage.SessionView
+	fresh := false // v is the view the Runner's own append left
 	for ctx.Err() == nil {
-		v, err := r.store.ViewSession(ctx, d.id)
-		if errors.Is(err, storage.ErrNotFound) {
-			return // deleted
-		}
-		if err != nil {
-			r.failed(d.id, "the session's log could not be read", err)
-			return
+		if !fresh {
+			var err error
+			v, err = r.store.ViewSession(ctx, d.id)
+			if errors.Is(err, storage.ErrNotFound) {
+				return // deleted
+			}
+			if err != nil {
+				r.failed(d.id, "the session's log could not be read", err)
+				return
+			}
 		}
 		step := r.rt.Next(v)
+		if fresh && step.Work != nil && len(step.Emit) == 0 {
+			fresh = false
+			continue
+		}
+		fresh = false
 		switch {
 		case len(step.Emit) > 0:
 			seq := v.Seq
-			_, err := r.store.AppendEvents(ctx, d.id, step.Emit, func(now storage.SessionView) error {
-				if now.Seq != seq {
-					return ErrStale
+			after, err := r.store.AppendSteps(ctx, d.id, func(now storage.SessionView, round int) ([]api.Event, error) {
+				if round == 0 {
+					if now.Seq != seq {
+						return nil, ErrStale
+					}
+					return step.Emit, nil
 				}
-				return nil
+				return r.rt.Next(now).Emit, nil
 			})
 			if errors.Is(err, ErrStale) {
 				continue
+			}
+			if errors.Is(err, storage.ErrNotFound) {
+				return // deleted
 			}
 			if err != nil {
 				r.failed(d.id, "the agent's events could not be stored", err)
 				return
 			}
 			r.appended(d.id)
+			v, fresh = after, true
 		case step.Work != nil:
 			if step.Key == lastWork {
 				r.failed(d.id, "the agent's work ended without moving the session on", errors.New(step.Key))

@@ -439,3 +439,35 @@ func TestTwoRunnersNeverDoubleAReaction(t *testing.T) {
 		t.Fatalf("log: %s", got)
 	}
 }
+
+// A client's events and the runtime's reaction that follows them with
+// nothing slow between are appended together and take no turn: the send
+// answers with the reaction stored even while another holder has the
+// session's turn. A refused send stores nothing.
+func TestAClientAppendCarriesTheReactionWithoutTheTurn(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	release, ok, err := h.db.TryTurn(h.ctx, h.sess.ID)
+	if err != nil || !ok {
+		t.Fatalf("took the turn: %v, %v", ok, err)
+	}
+	defer release()
+	msg := []api.Event{api.UserMessage(`{"tool_calls":[],"end":"idle"}`)}
+	res, err := h.runner.AppendClient(h.ctx, h.sess.ID, msg, func(v storage.SessionView) error { return Check(v, msg) }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "user.message session.status_running agent.message session.status_idle"
+	if got := typesOf(h.log()); got != want {
+		t.Fatalf("log %s, want %s", got, want)
+	}
+	if len(res.Stored) != 1 || res.Stored[0].Type != api.EventUserMessage || res.Stored[0].ID == "" || !res.WorkLive || !res.Waits {
+		t.Fatalf("AppendClient returned %+v", res)
+	}
+	bad := []api.Event{{Type: api.EventUserToolResult, ToolUseID: "sevt_nope"}}
+	if _, err := h.runner.AppendClient(h.ctx, h.sess.ID, bad, func(v storage.SessionView) error { return Check(v, bad) }, false); err == nil || !strings.Contains(err.Error(), "names no agent.tool_use") {
+		t.Fatalf("a result for no call: %v, want its refusal", err)
+	}
+	if got := typesOf(h.log()); got != want {
+		t.Fatalf("after a refused send the log is %s, want %s", got, want)
+	}
+}

@@ -167,9 +167,11 @@ const maxEventsPerSend = 50
 // Send appends a client's events to a session's log — user messages, tool
 // results, confirmations, interrupts — refused whole when the runtime's
 // rules (agent.Check, run against the log they are appended to) refuse
-// one. A message or an interrupt for a session no worker serves queues a
-// work item, so a worker picks the session up again. Then the runtime
-// reacts. A missing session is storage.ErrNotFound.
+// one. The runtime's immediate reaction is appended in the same
+// transaction (agent.Runner.AppendClient), so it is in the log when Send
+// returns. A message or an interrupt for a session no worker serves queues
+// a work item, so a worker picks the session up again, and then the
+// runtime reacts. A missing session is storage.ErrNotFound.
 func (s *Sessions) Send(ctx context.Context, sessionID string, events []api.Event, by Caller) ([]api.Event, error) {
 	if len(events) == 0 {
 		return nil, api.Errorf(api.InvalidRequest, "events is required: send {\"events\":[{\"type\":\"user.message\",\"content\":[{\"type\":\"text\",\"text\":\"…\"}]}]}")
@@ -184,12 +186,13 @@ func (s *Sessions) Send(ctx context.Context, sessionID string, events []api.Even
 			wake = true
 		}
 	}
-	stored, err := s.app.store.AppendEvents(ctx, sessionID, events, func(v storage.SessionView) error { return agent.Check(v, events) })
+	res, err := s.runner.AppendClient(ctx, sessionID, events, func(v storage.SessionView) error { return agent.Check(v, events) }, wake)
 	if err != nil {
 		return nil, err
 	}
 	s.LogChanged(sessionID)
-	if wake {
+	queue := wake && !res.WorkLive
+	if queue {
 		now := s.app.now()
 		work, queued, err := s.app.store.EnsureWork(ctx, sessionID, storage.Work{ID: ids.NewAt(ids.Work, now), CreatedAt: now})
 		if err != nil {
@@ -200,6 +203,12 @@ func (s *Sessions) Send(ctx context.Context, sessionID string, events []api.Even
 			s.app.Work.Queued(work.EnvironmentID)
 		}
 	}
+	if res.Waits && !queue {
+		// Nothing to react to; a step of this server's Runner in flight
+		// (a model call an interrupt cancels) still hears of the events.
+		s.runner.WakeIfDriving(sessionID)
+		return res.Stored, nil
+	}
 	s.React(ctx, sessionID)
-	return stored, nil
+	return res.Stored, nil
 }

@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,9 +43,13 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	text := strings.Repeat("message ", 1024/8)
 	ctx := context.Background()
 	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
-	var rawClaims, claims, rawAppends, appends throughput
+	var (
+		rawClaims, claims, rawAppends, appends throughput
+		rawCPU, appendCPU                      cpuSpent
+	)
 	for b.Loop() {
 		rawClaims, claims, rawAppends, appends = throughput{}, throughput{}, throughput{}, throughput{}
+		rawCPU, appendCPU = cpuSpent{}, cpuSpent{}
 		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
 		if err != nil {
 			b.Fatal(err)
@@ -52,7 +60,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 			CREATE TABLE raw_events (session_id text NOT NULL, seq bigint NOT NULL, payload text NOT NULL, PRIMARY KEY (session_id, seq))`); err != nil {
 			b.Fatal(err)
 		}
-		c := newPostgresBenchClient(b, url, clients)
+		c := newPostgresBenchClient(b, url+"&application_name="+serverBenchApp, clients)
 		var env api.Environment
 		c.must("POST", "/v1/environments", api.CreateEnvironmentRequest{Name: "bench"}, &env)
 		var key api.EnvironmentKey
@@ -93,15 +101,20 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				}
 				return nil
 			}))
+			before := sampleCPU(b, pool)
 			rawAppends.add(concurrently(clients, writes, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, `INSERT INTO raw_events (session_id, seq, payload) VALUES ($1, $2, $3)`, fmt.Sprint("session-", cl), round*writes+i, text)
 					return err
 				})
 			}))
+			mid := sampleCPU(b, pool)
 			appends.add(concurrently(clients, writes, func(cl, i int) error {
 				return c.do("POST", "/v1/sessions/"+sessions[cl].ID+"/events", msg, nil)
 			}))
+			after := sampleCPU(b, pool)
+			rawCPU.add(mid.since(before, rawReferenceApp))
+			appendCPU.add(after.since(mid, serverBenchApp))
 		}
 	}
 	b.ReportMetric(rawClaims.perSecond(), "raw_postgres_claims/s")
@@ -110,4 +123,85 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	b.ReportMetric(rawAppends.perSecond(), "raw_postgres_appends/s")
 	b.ReportMetric(appends.perSecond(), "appends/s")
 	b.ReportMetric(appends.perSecond()/rawAppends.perSecond(), "appends/raw")
+	b.ReportMetric(rawCPU.perCall(rawAppends, rawCPU.process), "raw_append_client_cpu_ms/op")
+	b.ReportMetric(rawCPU.perCall(rawAppends, rawCPU.database), "raw_append_db_cpu_ms/op")
+	b.ReportMetric(appendCPU.perCall(appends, appendCPU.process), "append_server_cpu_ms/op")
+	b.ReportMetric(appendCPU.perCall(appends, appendCPU.database), "append_db_cpu_ms/op")
+}
+
+// serverBenchApp is the application_name of the connections of the server
+// under benchmark, so that its PostgreSQL backends' CPU can be told apart.
+const serverBenchApp = "memstore_bench_server"
+
+// cpuSample is the CPU time used so far by this process (the server, its
+// HTTP clients and the raw reference's client) and by each PostgreSQL
+// backend of the benchmark's connections, by application_name and pid.
+type cpuSample struct {
+	process  time.Duration
+	backends map[string]map[int]time.Duration
+}
+
+// cpuSpent is the CPU a phase used: in this process and in the database
+// backends of the connections that made its writes.
+type cpuSpent struct{ process, database time.Duration }
+
+func (c *cpuSpent) add(d cpuSpent) { c.process += d.process; c.database += d.database }
+
+// perCall is d in milliseconds per call of t.
+func (cpuSpent) perCall(t throughput, d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000 / float64(t.calls)
+}
+
+// sampleCPU reads utime + stime from /proc for this process and for the
+// backends of the raw reference's and the server's connections (found in
+// pg_stat_activity through pool).
+func sampleCPU(b *testing.B, pool *pgxpool.Pool) cpuSample {
+	s := cpuSample{process: procCPU(b, "self"), backends: map[string]map[int]time.Duration{}}
+	rows, err := pool.Query(context.Background(), `SELECT pid, application_name FROM pg_stat_activity WHERE application_name IN ($1, $2)`, rawReferenceApp, serverBenchApp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			pid int
+			app string
+		)
+		if err := rows.Scan(&pid, &app); err != nil {
+			b.Fatal(err)
+		}
+		if s.backends[app] == nil {
+			s.backends[app] = map[int]time.Duration{}
+		}
+		s.backends[app][pid] = procCPU(b, strconv.Itoa(pid))
+	}
+	return s
+}
+
+// since is the CPU used from before to s: by this process, and by the
+// backends of app (a backend that was not there before counts from zero).
+func (s cpuSample) since(before cpuSample, app string) cpuSpent {
+	d := cpuSpent{process: s.process - before.process}
+	for pid, t := range s.backends[app] {
+		d.database += t - before.backends[app][pid]
+	}
+	return d
+}
+
+// procCPU is utime + stime of /proc/<pid>/stat (clock ticks of 10 ms); 0
+// for a process gone.
+func procCPU(b *testing.B, pid string) time.Duration {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command, in parentheses, may hold spaces: fields are counted
+	// after its closing one (utime and stime are the 14th and 15th).
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%s/stat: %q", pid, stat)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

@@ -77,9 +77,9 @@ type AppendRows interface {
 	View(ctx context.Context, sessionID string) (SessionView, error)
 	// Now is the transaction's clock.
 	Now(ctx context.Context) (time.Time, error)
-	// InsertEvent stores e at the end of the session's log and returns its
-	// sequence number.
-	InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error)
+	// InsertEvents stores events, in order, at the end of the session's
+	// log and returns the sequence number of the last.
+	InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error)
 	// Emit puts webhook events in the outbox.
 	Emit(ctx context.Context, evs ...webhooks.Event) error
 	// SaveSession writes the session row back once events were stored.
@@ -92,36 +92,71 @@ type AppendRows interface {
 // follows. It returns the view as it is afterwards (its Log and Seq
 // include the new events) and the stored copies of events.
 func AppendIn(ctx context.Context, rows AppendRows, sessionID string, events []api.Event, guard AppendGuard) (SessionView, []api.Event, error) {
+	return AppendStepsIn(ctx, rows, sessionID, func(v SessionView, round int) ([]api.Event, error) {
+		if round > 0 {
+			return nil, nil
+		}
+		if guard != nil {
+			if err := guard(v); err != nil {
+				return nil, err
+			}
+		}
+		return events, nil
+	})
+}
+
+// MaxStepRounds bounds the rounds of one AppendSteps: a runtime that keeps
+// emitting commits every so many rounds and is asked again in a new
+// transaction, so no transaction holds a session's lock for long.
+const MaxStepRounds = 16
+
+// AppendStepsIn is AppendSteps in rows. The transaction's clock is read
+// once: the events of one transaction are stamped a microsecond apart
+// (Append.Next). The events of every round are stored in one statement,
+// and the webhook outbox and the session row written once, after the last
+// round; until then the view's Seq stays the log's before the append.
+func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step AppendStep) (SessionView, []api.Event, error) {
 	view, err := rows.View(ctx, sessionID)
 	if err != nil {
 		return SessionView{}, nil, err
 	}
-	if guard != nil {
-		if err := guard(view); err != nil {
-			return SessionView{}, nil, err
-		}
-	}
-	if len(events) == 0 {
-		return view, nil, nil
-	}
-	ap := NewAppend(view)
-	out := make([]api.Event, 0, len(events))
-	for _, e := range events {
-		now, err := rows.Now(ctx)
+	var (
+		ap    *Append
+		now   time.Time
+		out   []api.Event
+		hooks []webhooks.Event
+	)
+	for round := range MaxStepRounds {
+		events, err := step(view, round)
 		if err != nil {
 			return SessionView{}, nil, err
 		}
-		e = ap.Next(e, now)
-		if view.Seq, err = rows.InsertEvent(ctx, sessionID, e); err != nil {
-			return SessionView{}, nil, fmt.Errorf("append %s to session %s: %w", e.Type, sessionID, err)
+		if len(events) == 0 {
+			break
 		}
-		if err := rows.Emit(ctx, webhooks.ForSessionEvent(sessionID, e)...); err != nil {
-			return SessionView{}, nil, err
+		if ap == nil {
+			ap = NewAppend(view)
+			if now, err = rows.Now(ctx); err != nil {
+				return SessionView{}, nil, err
+			}
 		}
-		view.Log = append(view.Log, e)
-		out = append(out, e)
+		for _, e := range events {
+			e = ap.Next(e, now)
+			hooks = append(hooks, webhooks.ForSessionEvent(sessionID, e)...)
+			view.Log = append(view.Log, e)
+			out = append(out, e)
+		}
+		view.Session = ap.Session
 	}
-	view.Session = ap.Session
+	if ap == nil {
+		return view, nil, nil
+	}
+	if view.Seq, err = rows.InsertEvents(ctx, sessionID, out); err != nil {
+		return SessionView{}, nil, fmt.Errorf("append %d events to session %s: %w", len(out), sessionID, err)
+	}
+	if err := rows.Emit(ctx, hooks...); err != nil {
+		return SessionView{}, nil, err
+	}
 	if err := rows.SaveSession(ctx, view.Session); err != nil {
 		return SessionView{}, nil, err
 	}

@@ -75,6 +75,17 @@ type Events interface {
 	// span.model_request_end adds its model_usage to the session's usage. It
 	// returns the stored copies of events.
 	AppendEvents(ctx context.Context, sessionID string, events []api.Event, guard AppendGuard) ([]api.Event, error)
+	// AppendSteps appends, in one transaction, what step returns for the
+	// session as that transaction sees it (round 0), then asks again with
+	// those events in the view (round 1, …) until step returns none or
+	// MaxStepRounds have run, and returns the view as it is afterwards.
+	// A runtime's steps that follow one another with nothing slow between
+	// them (session.status_running, an answer, session.status_idle) so cost
+	// one transaction, and its next step is decided from the view returned
+	// without reading the session again. An error from step refuses the
+	// whole append (nothing is stored) and is returned as is. Events are
+	// stamped as AppendEvents stamps them.
+	AppendSteps(ctx context.Context, sessionID string, step AppendStep) (SessionView, error)
 	// ViewSession returns a session with its whole log, as an agent runtime
 	// reads it.
 	ViewSession(ctx context.Context, sessionID string) (SessionView, error)
@@ -328,6 +339,13 @@ type SessionView struct {
 // refused atomically with the log it was checked against, and how an agent
 // runtime appends a reaction only if the log still calls for it.
 type AppendGuard func(v SessionView) error
+
+// AppendStep says what to append to a session in round round of one
+// AppendSteps, seeing the view as the transaction does (with the events of
+// earlier rounds in its Log; its Seq stays the log's before the append,
+// since the events are stored together after the last round). It may be called again for a transaction retried, so it
+// must decide from its arguments alone.
+type AppendStep func(v SessionView, round int) ([]api.Event, error)
 
 // Control-plane errors, translated by the HTTP layer.
 var (

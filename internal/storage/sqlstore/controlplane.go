@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -200,6 +202,19 @@ func (s *Store) getSession(ctx context.Context, q Conn, id string, lock bool) (a
 	return list[0], nil
 }
 
+// getSessionRow reads a session without its resources; lock takes its row
+// lock.
+func (s *Store) getSessionRow(ctx context.Context, q Conn, id string, lock bool) (api.Session, error) {
+	list, err := queryAll(ctx, q, scanJSON[api.Session], `SELECT body FROM sessions WHERE id = ?`+s.lock(lock), id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if len(list) == 0 {
+		return api.Session{}, storage.ErrNotFound
+	}
+	return list[0], nil
+}
+
 // saveSession writes the session row (not its resources, which never
 // change after creation).
 func saveSession(ctx context.Context, q Conn, sess api.Session) error {
@@ -294,12 +309,24 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // viewInTx reads a session with its whole log (see sessionLog) and whether
 // a live work item serves it, all through q (one transaction, so they
 // agree). lock takes the session's row lock first.
+// A session whose log is cached has its resources cached with it (they
+// never change after creation), so only its row is read.
 func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock bool) (storage.SessionView, error) {
-	sess, err := s.getSession(ctx, q, sessionID, lock)
+	cached := s.logs.get(sessionID)
+	var (
+		sess api.Session
+		err  error
+	)
+	if cached.resourcesKnown {
+		sess, err = s.getSessionRow(ctx, q, sessionID, lock)
+		sess.Resources = cached.resources
+	} else {
+		sess, err = s.getSession(ctx, q, sessionID, lock)
+	}
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	log, err := s.sessionLog(ctx, q, sessionID)
+	log, err := s.sessionLog(ctx, q, sessionID, cached)
 	if err != nil {
 		return storage.SessionView{}, err
 	}
@@ -319,11 +346,44 @@ func (r sessionRows) View(ctx context.Context, sessionID string) (storage.Sessio
 
 func (r sessionRows) Now(ctx context.Context) (time.Time, error) { return r.tx.s.b.Now(ctx, r.tx) }
 
-func (r sessionRows) InsertEvent(ctx context.Context, sessionID string, e api.Event) (int64, error) {
-	var seq int64
-	err := r.tx.QueryRow(ctx, `INSERT INTO session_events (id, session_id, type, body) VALUES (?, ?, ?, ?) RETURNING seq`,
-		e.ID, sessionID, e.Type, toJSON(e)).Scan(&seq)
-	return seq, err
+// InsertEvents stores events in one statement. Sequence numbers are taken
+// in the order of its rows; that order is checked, not assumed, since SQL
+// does not promise the order RETURNING gives them back in.
+func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error) {
+	var (
+		a    args
+		rows strings.Builder
+	)
+	for i, e := range events {
+		if i > 0 {
+			rows.WriteString(", ")
+		}
+		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(toJSON(e)))
+	}
+	seqs := make(map[string]int64, len(events))
+	type stored struct {
+		id  string
+		seq int64
+	}
+	got, err := queryAll(ctx, r.tx, func(row Row) (stored, error) {
+		var x stored
+		return x, row.Scan(&x.id, &x.seq)
+	}, `INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
+	if err != nil {
+		return 0, err
+	}
+	for _, x := range got {
+		seqs[x.id] = x.seq
+	}
+	var last int64
+	for _, e := range events {
+		seq, ok := seqs[e.ID]
+		if !ok || seq <= last {
+			return 0, fmt.Errorf("session %s: event %s was stored at sequence %d, after %d: the log would be out of order", sessionID, e.ID, seq, last)
+		}
+		last = seq
+	}
+	return last, nil
 }
 
 func (r sessionRows) Emit(ctx context.Context, evs ...webhooks.Event) error {
@@ -374,7 +434,7 @@ func (s *Store) keepLog(v storage.SessionView) {
 		s.logs.drop(v.Session.ID)
 		return
 	}
-	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log})
+	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true})
 }
 
 // AppendEvents implements storage.Events.
@@ -392,6 +452,21 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 	}
 	s.keepLog(view)
 	return stored, nil
+}
+
+// AppendSteps implements storage.Events.
+func (s *Store) AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error) {
+	var view storage.SessionView
+	err := s.write(ctx, func(tx *tx) (err error) {
+		view, _, err = storage.AppendStepsIn(ctx, sessionRows{tx}, sessionID, step)
+		return err
+	})
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	s.keepLog(view)
+	view.Log = slices.Clip(view.Log)
+	return view, nil
 }
 
 // ViewSession implements storage.Events. It reads in one snapshot, so the

@@ -14,6 +14,9 @@ import (
 type eventLog struct {
 	seq    int64
 	events []api.Event
+	// resources are the session's, when resourcesKnown.
+	resources      []api.SessionResource
+	resourcesKnown bool
 }
 
 // maxCachedLogs bounds logCache: the sessions being worked on at one time,
@@ -45,6 +48,7 @@ func (c *logCache) get(sessionID string) eventLog {
 	defer c.mu.Unlock()
 	l := c.entries[sessionID]
 	l.events = slices.Clip(l.events)
+	l.resources = slices.Clip(l.resources)
 	return l
 }
 
@@ -76,10 +80,9 @@ func (c *logCache) drop(sessionID string) {
 	delete(c.entries, sessionID)
 }
 
-// sessionLog returns a session's whole log: the cached prefix and whatever
-// q sees after it.
-func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string) (eventLog, error) {
-	l := s.logs.get(sessionID)
+// sessionLog returns a session's whole log: the cached prefix l and
+// whatever q sees after it.
+func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, error) {
 	rows, err := q.Query(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
 	if err != nil {
 		return eventLog{}, err

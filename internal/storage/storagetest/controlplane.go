@@ -476,6 +476,90 @@ func testEvents(t *testing.T, open Factory) {
 	}
 }
 
+// AppendSteps stores each round's events in order with what the rounds
+// before it saw, stops at a round with none or after MaxStepRounds, and
+// stores nothing when a later round refuses.
+func testAppendSteps(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	ctx, s := f.ctx, f.s
+	sess, _ := f.newSession(f.env)
+	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("hi")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+
+	// A later round's refusal loses nothing and stores nothing.
+	refused := errors.New("refused in round 2")
+	_, err := s.AppendSteps(ctx, sess.ID, func(v storage.SessionView, round int) ([]api.Event, error) {
+		if round == 2 {
+			return nil, refused
+		}
+		return []api.Event{{Type: api.EventSessionStatusRunning}}, nil
+	})
+	if !errors.Is(err, refused) || count() != 1 {
+		t.Fatalf("a refusal in round 2 returned %v and left %d events, want it returned and 1 event", err, count())
+	}
+
+	// Three rounds, each seeing the ones before.
+	v, err := s.AppendSteps(ctx, sess.ID, func(v storage.SessionView, round int) ([]api.Event, error) {
+		if len(v.Log) != 1+round {
+			return nil, fmt.Errorf("round %d saw %d events, want %d", round, len(v.Log), 1+round)
+		}
+		switch round {
+		case 0:
+			return []api.Event{{Type: api.EventSessionStatusRunning}}, nil
+		case 1:
+			return []api.Event{{Type: api.EventAgentMessage, Content: api.TextContent("hello")}}, nil
+		case 2:
+			return []api.Event{{Type: api.EventSessionStatusIdle, StopReason: &api.StopReason{Type: api.StopEndTurn}}}, nil
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i, e := range all {
+		types = append(types, e.Event.Type)
+		if i > 0 && (e.Seq <= all[i-1].Seq || !e.Event.ProcessedAt.After(*all[i-1].Event.ProcessedAt)) {
+			t.Fatalf("event %d: seq %d and processed_at %v do not follow %d and %v", i, e.Seq, e.Event.ProcessedAt, all[i-1].Seq, all[i-1].Event.ProcessedAt)
+		}
+	}
+	if got, want := fmt.Sprint(types), "[user.message session.status_running agent.message session.status_idle]"; got != want {
+		t.Fatalf("log = %s, want %s", got, want)
+	}
+	if v.Seq != all[len(all)-1].Seq || len(v.Log) != 4 || v.Session.Status != api.SessionIdle {
+		t.Fatalf("the view returned has seq %d, %d events, status %s; want seq %d, 4 events, idle", v.Seq, len(v.Log), v.Session.Status, all[len(all)-1].Seq)
+	}
+	if got, err := s.GetSession(ctx, sess.ID); err != nil || got.Status != api.SessionIdle {
+		t.Fatalf("the session is %s (%v), want idle", got.Status, err)
+	}
+
+	// A step that never stops is cut after MaxStepRounds rounds.
+	before := count()
+	if _, err := s.AppendSteps(ctx, sess.ID, func(storage.SessionView, int) ([]api.Event, error) {
+		return []api.Event{api.UserInterrupt()}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count() - before; got != storage.MaxStepRounds {
+		t.Fatalf("an endless step appended %d events in one call, want %d", got, storage.MaxStepRounds)
+	}
+	if _, err := s.AppendSteps(ctx, "sesn_nope", func(storage.SessionView, int) ([]api.Event, error) { return nil, nil }); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a missing session: %v, want ErrNotFound", err)
+	}
+}
+
 func testWorkQueue(t *testing.T, open Factory) {
 	f := newCPFixture(t, open)
 	ctx, s := f.ctx, f.s

@@ -23,6 +23,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("StoresOfSessions", func(t *testing.T) { testStoresOfSessions(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
+	t.Run("AppendSteps", func(t *testing.T) { testAppendSteps(t, open) })
 	t.Run("WorkQueue", func(t *testing.T) { testWorkQueue(t, open) })
 	t.Run("ReclaimOrder", func(t *testing.T) { testReclaimOrder(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
