@@ -404,19 +404,9 @@ func testEvents(t *testing.T, open Factory) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for i, e := range all {
-		types = append(types, e.Event.Type)
-		if i > 0 && e.Seq <= all[i-1].Seq {
-			t.Fatalf("sequence not increasing: %d then %d", all[i-1].Seq, e.Seq)
-		}
-	}
+	all, types := loggedEvents(t, s, sess.ID, false)
 	want := "[user.message user.message session.status_running agent.message session.status_idle session.status_running agent.message session.status_idle]"
-	if fmt.Sprint(types) != want {
+	if types != want {
 		t.Fatalf("log = %v\nwant  %s", types, want)
 	}
 	if v := rec.last(); len(v.Log) != 2 || v.Seq != all[1].Seq {
@@ -479,6 +469,28 @@ func testEvents(t *testing.T, open Factory) {
 // AppendSteps stores each round's events in order with what the rounds
 // before it saw, stops at a round with none or after MaxStepRounds, and
 // stores nothing when a later round refuses.
+// loggedEvents reads a session's whole log and its types, failing the
+// test unless the sequence numbers (and, with stamps, the processed_at
+// times) strictly increase.
+func loggedEvents(t *testing.T, s storage.Store, sessionID string, stamps bool) ([]storage.StoredEvent, string) {
+	t.Helper()
+	all, err := s.ListEvents(context.Background(), sessionID, storage.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i, e := range all {
+		types = append(types, e.Event.Type)
+		if i == 0 {
+			continue
+		}
+		if prev := all[i-1]; e.Seq <= prev.Seq || stamps && !e.Event.ProcessedAt.After(*prev.Event.ProcessedAt) {
+			t.Fatalf("event %d: seq %d and processed_at %v do not follow %d and %v", i, e.Seq, e.Event.ProcessedAt, prev.Seq, prev.Event.ProcessedAt)
+		}
+	}
+	return all, fmt.Sprint(types)
+}
+
 func testAppendSteps(t *testing.T, open Factory) {
 	f := newCPFixture(t, open)
 	ctx, s := f.ctx, f.s
@@ -524,18 +536,8 @@ func testAppendSteps(t *testing.T, open Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.ListEvents(ctx, sess.ID, storage.EventQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for i, e := range all {
-		types = append(types, e.Event.Type)
-		if i > 0 && (e.Seq <= all[i-1].Seq || !e.Event.ProcessedAt.After(*all[i-1].Event.ProcessedAt)) {
-			t.Fatalf("event %d: seq %d and processed_at %v do not follow %d and %v", i, e.Seq, e.Event.ProcessedAt, all[i-1].Seq, all[i-1].Event.ProcessedAt)
-		}
-	}
-	if got, want := fmt.Sprint(types), "[user.message session.status_running agent.message session.status_idle]"; got != want {
+	all, types := loggedEvents(t, s, sess.ID, true)
+	if got, want := types, "[user.message session.status_running agent.message session.status_idle]"; got != want {
 		t.Fatalf("log = %s, want %s", got, want)
 	}
 	if v.Seq != all[len(all)-1].Seq || len(v.Log) != 4 || v.Session.Status != api.SessionIdle {
