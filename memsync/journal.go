@@ -217,7 +217,9 @@ func (st *store) readJournal() (journal, error) {
 }
 
 // writeJournal records state durably (temporary file, fsync, rename, fsync
-// of the state folder), unless it is what the journal already holds. A
+// of the state folder), unless it is what the journal already holds; a
+// mount's journals, which name no file yet, are written without those
+// flushes (see mountStore). A
 // failure is logged: the sync itself went through, only a crash before the
 // next successful write would leave the folder to be refused.
 //
@@ -249,15 +251,11 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		st.fault("flushed")
 	}
 	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
-		Mounting: st.phase == phaseMounting, Disposing: st.phase == phaseDisposing, State: state}
-	if j.Disposing {
-		// What is left of a folder being removed is removed, never synced
-		// (see adopt): its state and listing would be read by no one, and
-		// written for every store at each session's end they were the
-		// largest writes of it.
-		j.State = State{}
-		sum = stateSum(j.State)
-	} else if st.feed.on {
+		Mounting: mounting, Disposing: st.phase == phaseDisposing, State: state}
+	// What is left of a folder being removed is removed, never synced (see
+	// adopt): its caller passes no state, and the listing, which would be
+	// read by no one, is left out too.
+	if !j.Disposing && st.feed.on {
 		j.Feed = &journalFeed{Sequence: st.seq.Load(), Memories: st.feed.remote}
 	}
 	data, err := json.Marshal(j)

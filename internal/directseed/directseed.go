@@ -78,7 +78,7 @@ func Seed(ctx context.Context, db Database, o Options) (*Result, error) {
 	// A writer takes a store at a time: it creates the store, then writes
 	// its memories, each Versions times, in transactions of up to perTx
 	// writes. An interrupted seed leaves whole stores but the last ones.
-	perJob := max(perTx/sh.Versions, 1)
+	perJob := perTx / sh.Versions
 	stores := make(chan int)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

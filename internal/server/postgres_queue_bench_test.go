@@ -123,10 +123,10 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	b.ReportMetric(rawAppends.perSecond(), "raw_postgres_appends/s")
 	b.ReportMetric(appends.perSecond(), "appends/s")
 	b.ReportMetric(appends.perSecond()/rawAppends.perSecond(), "appends/raw")
-	b.ReportMetric(rawCPU.perCall(rawAppends, rawCPU.process), "raw_append_client_cpu_ms/op")
-	b.ReportMetric(rawCPU.perCall(rawAppends, rawCPU.database), "raw_append_db_cpu_ms/op")
-	b.ReportMetric(appendCPU.perCall(appends, appendCPU.process), "append_server_cpu_ms/op")
-	b.ReportMetric(appendCPU.perCall(appends, appendCPU.database), "append_db_cpu_ms/op")
+	b.ReportMetric(perCall(rawAppends, rawCPU.process), "raw_append_client_cpu_ms/op")
+	b.ReportMetric(perCall(rawAppends, rawCPU.database), "raw_append_db_cpu_ms/op")
+	b.ReportMetric(perCall(appends, appendCPU.process), "append_server_cpu_ms/op")
+	b.ReportMetric(perCall(appends, appendCPU.database), "append_db_cpu_ms/op")
 }
 
 // serverBenchApp is the application_name of the connections of the server
@@ -148,7 +148,7 @@ type cpuSpent struct{ process, database time.Duration }
 func (c *cpuSpent) add(d cpuSpent) { c.process += d.process; c.database += d.database }
 
 // perCall is d in milliseconds per call of t.
-func (cpuSpent) perCall(t throughput, d time.Duration) float64 {
+func perCall(t throughput, d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000 / float64(t.calls)
 }
 
@@ -156,7 +156,7 @@ func (cpuSpent) perCall(t throughput, d time.Duration) float64 {
 // backends of the raw reference's and the server's connections (found in
 // pg_stat_activity through pool).
 func sampleCPU(b *testing.B, pool *pgxpool.Pool) cpuSample {
-	s := cpuSample{process: procCPU(b, "self"), backends: map[string]map[int]time.Duration{}}
+	s := cpuSample{process: processCPU(), backends: map[string]map[int]time.Duration{}}
 	rows, err := pool.Query(context.Background(), `SELECT pid, application_name FROM pg_stat_activity WHERE application_name IN ($1, $2)`, rawReferenceApp, serverBenchApp)
 	if err != nil {
 		b.Fatal(err)
