@@ -62,7 +62,9 @@
 // adopt: the same session re-claimed syncs it against the journal and goes
 // on; a folder of a session that has ended is flushed, then replaced. A
 // folder without a matching journal, or that a live worker still serves, is
-// refused as before. When the server wins a conflict, and before a folder
+// refused as before, but for the folder of a mount killed before its first
+// journal (nothing in it but the marker and temporary files), which is
+// removed and mounted afresh. When the server wins a conflict, and before a folder
 // is removed with content the server does not hold, the local content is
 // copied to the state folder's kept/ and the log says where.
 package memsync

@@ -36,8 +36,9 @@ func TestCallersArrivingDuringAFlushShareTheNextOne(t *testing.T) {
 			returned.Add(1)
 		})
 	}
-	// Let every caller reach its wait, then check none took the running
-	// flush for its own.
+	// Let every caller reach its wait, then check none returned while the
+	// flush begun before it runs (the count of flushes, below, checks that
+	// none took that flush for its own).
 	time.Sleep(50 * time.Millisecond)
 	if n := returned.Load(); n != 0 {
 		t.Fatalf("%d callers returned while the flush begun before them ran", n)

@@ -154,9 +154,11 @@ func (st *store) checkDir() (leftover bool, err error) {
 // checkLeftover decides whether the folder found at the store's folder may
 // be adopted: a live worker does not hold its state folder's lock, the
 // journal beside it is this store's and this folder's, and the folder is a
-// real folder whose marker names the store. Anything else is refused,
-// leaving the folder and its state folder exactly as found. On success the
-// lock is held and st.leftover set.
+// real folder whose marker names the store; on success the lock is held
+// and st.leftover set. A folder a mount had only begun (no journal, nothing
+// in it but this store's marker and temporary files) is removed instead,
+// and the store mounted afresh. Anything else is refused, leaving the
+// folder and its state folder exactly as found.
 func (st *store) checkLeftover() error {
 	dir := st.mount.Dir
 	stateDir := StateDir(dir)

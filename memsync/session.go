@@ -26,8 +26,8 @@ const (
 	// store, so a worker running many sessions at a shorter interval would
 	// mostly be listing.
 	MinInterval = 5 * time.Second
-	// DefaultEndTimeout bounds each of End's two steps (the final sync and
-	// the flush), so a slow or unreachable server delays the end of a
+	// DefaultEndTimeout bounds End's final syncs together, and each flush
+	// (all of them within twice it), so a slow or unreachable server delays the end of a
 	// session by at most a minute rather than holding its work item.
 	DefaultEndTimeout = 30 * time.Second
 )
@@ -83,7 +83,8 @@ type SessionConfig struct {
 	// [DefaultWatchQuiet], and a negative value turns the watch off (bash's
 	// changes then wait for the periodic sync).
 	WatchQuiet time.Duration
-	// EndTimeout bounds each of End's steps; 0 means [DefaultEndTimeout].
+	// EndTimeout bounds End's final syncs together and each of its flushes
+	// (see [DefaultEndTimeout]); 0 means [DefaultEndTimeout].
 	// Tests shorten it.
 	EndTimeout time.Duration
 	// FaultPoint, when set, is called at the moments a fault-injection test
@@ -225,7 +226,9 @@ func (s *Session) Disabled() bool { return s.disabled }
 // Mount creates each store's folder (mode 0700) with its marker file and
 // downloads every memory into it. A folder a crashed worker left is
 // adopted instead, when the journal beside it vouches for it (see the
-// package documentation). It refuses to start — before creating anything —
+// package documentation), and the folder of a mount killed before its
+// first journal, holding nothing, is removed and mounted afresh. It
+// refuses to start — before creating anything —
 // if anything else already exists at a store's folder, or if the folder's
 // parent is missing or not writable, with an error that names the folder,
 // the store and the fix. If a download fails, the folders Mount
@@ -359,9 +362,10 @@ type StepReport struct {
 // End finishes the session's memory: on a clean end, a final sync (whose
 // deletions need no corroboration window, since no later sync will come);
 // then, always, an upload-only flush of local edits in writable stores whose
-// marker is intact; then it removes the folders this Session created. Each
-// of the two steps is bounded by EndTimeout, and a warning counts what the
-// limit cut off. A folder whose marker is missing or altered and that holds
+// marker is intact; then it removes the folders this Session created, a
+// store at a time as one unit. The final syncs share EndTimeout, each flush
+// has EndTimeout of its own and all of them end within twice it, and a
+// warning counts what a limit cut off. A folder whose marker is missing or altered and that holds
 // files is kept, with a warning: it may not be the folder Mount made, and
 // whatever is in it is not this session's to delete.
 //

@@ -161,7 +161,7 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		maps.Copy(a.next, plan.Next)
 		a.run(ctx, filterKinds(plan.Actions, Download), a.download)
 		// Kept page by page: the store's state never exists whole as a
-		// State during the mount.
+		// State while the pages download.
 		for p, ps := range a.next {
 			st.state.set(p, ps)
 		}

@@ -345,8 +345,9 @@ func defaultWorkerID() string {
 // Config.MaxSessions at once, each in goroutines of its own, until ctx
 // ends; then every session winds down (its call cancelled, its memory
 // flushed, its item stopped) and Run returns nil once all have. While
-// MaxSessions run, Run claims nothing; it claims again as one ends. A
-// failed item is logged and the loop goes on. Transient failures back off
+// MaxSessions run, or MaxStarting are starting, Run claims nothing; it
+// claims again as one ends or finishes its start. A failed item is logged
+// and the loop goes on. Transient failures back off
 // with jitter; a permanent refusal of the poll (a wrong key, an unknown
 // environment) ends Run with an error that says what to check, after the
 // sessions already claimed have ended.
@@ -445,9 +446,9 @@ func (w *Worker) Run(ctx context.Context) error {
 const burstClaimers = 4
 
 // drainBurst claims items with polls that do not wait, for as long as
-// the queue has them and a slot is free, and serves each: a helper of the
-// poll loop, which alone long-polls an empty queue and handles failures
-// (a helper that meets one just stops).
+// the queue has them and a slot and a start are free, and serves each: a
+// helper of the poll loop, which alone long-polls an empty queue and
+// handles failures (a helper that meets one just stops).
 func (w *Worker) drainBurst(ctx context.Context, queue, env *client.Client, slots, starts chan struct{}, serve func(api.Work), log *slog.Logger) {
 	for ctx.Err() == nil {
 		select {

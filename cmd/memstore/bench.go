@@ -271,7 +271,8 @@ func runDirectSeed(cmd *cobra.Command, cli *cliContext, f benchFlags, shape load
 			return perr
 		}
 	default:
-		// An interrupted seed says how far it got: whole stores but the last.
+		// An interrupted seed says how far it got: whole stores but the last
+		// one of each writer.
 		fmt.Fprintf(cli.stdout, "seeded %d of %d stores × %d memories × %d versions of %d bytes into %s: %d writes in %.1fs (%.0f/s), named %s…\n",
 			len(res.StoreIDs), shape.Stores, shape.Memories, shape.Versions, shape.ContentBytes, name, res.Writes, res.ElapsedSeconds,
 			float64(res.Writes)/max(res.ElapsedSeconds, 0.001), res.Name)

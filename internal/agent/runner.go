@@ -98,7 +98,8 @@ func NewRunner(store Store, rt Runtime, cfg RunnerConfig) *Runner {
 // Wake tells the Runner that a session's log or work changed.
 func (r *Runner) Wake(sessionID string) { r.wake(sessionID, false) }
 
-// WakeIfDriving is Wake for a change another server made: it wakes the session
+// WakeIfDriving is Wake for a change another server made, or a send whose
+// reaction is already stored with it (Sessions.Send): it wakes the session
 // only if this Runner is driving it now (it may hold the turn, mid-step).
 // Otherwise the server that made the change drives the session itself, so
 // a change is not read again by every server sharing the database.

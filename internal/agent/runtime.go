@@ -3,9 +3,10 @@
 // results — and the Runner that drives them.
 //
 // A runtime is a pure function of the session's event log (plus whether a
-// live work item serves the session): Next says what to do next, and the
-// Runner does it outside any storage transaction, since a model call takes
-// seconds. After a restart the Runner asks Next again and picks up exactly
+// live work item serves the session): Next says what to do next. Steps that
+// only emit events are decided and stored inside the append's transaction
+// (AppendClient, storage's AppendSteps); a step with Work (a model call,
+// which takes seconds) runs outside any transaction. After a restart the Runner asks Next again and picks up exactly
 // where the log says the session was; there is no other state to recover.
 package agent
 
@@ -18,7 +19,8 @@ import (
 
 // Runtime decides a session's next step from its log. Next must be pure
 // and quick: the Runner calls it before every step and again inside the
-// transaction of every append, to check that the log still calls for it.
+// transaction of every append, to check that the log still calls for it
+// and to decide the emit-only steps that follow.
 type Runtime interface {
 	Next(v storage.SessionView) Step
 }

@@ -87,9 +87,8 @@ type AppendRows interface {
 }
 
 // AppendIn is AppendEvents in rows: guard (when not nil) sees the session
-// as the transaction does and may refuse, then each event is stamped
-// (Append.Next), stored and announced to webhooks, and the session row
-// follows. It returns the view as it is afterwards (its Log and Seq
+// as the transaction does and may refuse, then the events are stamped,
+// stored and announced to webhooks as AppendStepsIn does one round. It returns the view as it is afterwards (its Log and Seq
 // include the new events) and the stored copies of events.
 func AppendIn(ctx context.Context, rows AppendRows, sessionID string, events []api.Event, guard AppendGuard) (SessionView, []api.Event, error) {
 	return AppendStepsIn(ctx, rows, sessionID, func(v SessionView, round int) ([]api.Event, error) {
