@@ -57,6 +57,13 @@ func (w *Work) ExpireLeases(ctx context.Context, env string) error {
 	if err != nil {
 		return err
 	}
+	w.settled(ctx, env, lapsed)
+	return nil
+}
+
+// settled counts the leases an expiry settled and lets the runtime react
+// for every item that stopped.
+func (w *Work) settled(ctx context.Context, env string, lapsed []storage.Work) {
 	for _, x := range lapsed {
 		w.leaseExpiries.WithLabelValues(env, string(x.State)).Inc()
 		if x.State != api.WorkStopped {
@@ -65,7 +72,6 @@ func (w *Work) ExpireLeases(ctx context.Context, env string) error {
 		w.app.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", x.ID, "session_id", x.SessionID)
 		w.app.Sessions.React(ctx, x.SessionID)
 	}
-	return nil
 }
 
 // QueueStats counts an environment's queue as the API reports it (leases
@@ -219,14 +225,13 @@ func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token st
 		if err := w.requireOpenQueue(ctx, p.EnvironmentID); err != nil {
 			return storage.Work{}, "", false, err
 		}
-		if err := w.ExpireLeases(ctx, p.EnvironmentID); err != nil {
-			return storage.Work{}, "", false, err
-		}
+		// The claim settles the lapsed leases first, in its transaction.
 		token := secret.New(SessionsTokenPrefix)
-		claimed, err := w.app.store.ClaimWork(ctx, storage.Claim{
+		claimed, lapsed, err := w.app.store.ClaimWork(ctx, storage.Claim{
 			EnvironmentID: p.EnvironmentID, WorkerID: p.WorkerID, ReclaimOlderThan: p.ReclaimOlderThan, ClaimTTL: p.ClaimTTL,
 			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, w.app.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
 		})
+		w.settled(ctx, p.EnvironmentID, lapsed)
 		if err == nil {
 			w.app.log.InfoContext(ctx, "work claimed", "environment_id", p.EnvironmentID, "work_id", claimed.ID,
 				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)

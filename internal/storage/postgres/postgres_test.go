@@ -212,7 +212,7 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 		wg.Go(func() {
 			for {
 				tok := ids.New(ids.SessionsToken)
-				w, err := dbs[i%len(dbs)].ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", i), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
+				w, _, err := dbs[i%len(dbs)].ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", i), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
 				if errors.Is(err, storage.ErrNoWork) {
 					return
 				}

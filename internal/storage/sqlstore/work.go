@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -80,22 +81,25 @@ func (s *Store) leasedWork(ctx context.Context, q Conn, environmentID string, no
 
 // claimable lists the items a claim may take at now: the oldest queued
 // item nobody claimed and, when c reclaims, the oldest claimed long enough
-// ago. Each is one LIMIT 1 walk of the index on (environment_id, state,
-// claimed_at, queued_at, id), which keeps the claimed items out of the way
-// of the unclaimed ones; workqueue.Next decides between the two. Locking
+// ago, in one statement; workqueue.Next decides between the two. The first
+// is one LIMIT 1 step into the index on (environment_id, state,
+// claimed_at, queued_at, id): its ORDER BY names the index's columns, as
+// PostgreSQL walks an index in order for IS NULL only when told so (with
+// ORDER BY queued_at, id it read and sorted every unclaimed item). Locking
 // skips the items other pollers hold, so concurrent claims neither wait
 // for each other nor get the same item.
 func (s *Store) claimable(ctx context.Context, q Conn, c storage.Claim, now time.Time, lock string) ([]storage.Work, error) {
-	out, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
+	unclaimed := `SELECT ` + workColumns + ` FROM work_items
 		WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
-		ORDER BY queued_at, id LIMIT 1`+lock, c.EnvironmentID)
-	if err != nil || c.ReclaimOlderThan <= 0 {
-		return out, err
+		ORDER BY environment_id, state, claimed_at, queued_at, id LIMIT 1` + lock
+	if c.ReclaimOlderThan <= 0 {
+		return queryAll(ctx, q, scanWork, unclaimed, c.EnvironmentID)
 	}
-	old, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
-		WHERE environment_id = ? AND state = 'queued' AND claimed_at <= ?
-		ORDER BY queued_at, id LIMIT 1`+lock, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
-	return append(out, old...), err
+	return queryAll(ctx, q, scanWork, `WITH unclaimed AS (`+unclaimed+`),
+		old AS (SELECT `+workColumns+` FROM work_items
+			WHERE environment_id = ? AND state = 'queued' AND claimed_at <= ?
+			ORDER BY queued_at, id LIMIT 1`+lock+`)
+		SELECT * FROM unclaimed UNION ALL SELECT * FROM old`, c.EnvironmentID, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
 }
 
 // EnsureWork implements storage.WorkQueue.
@@ -114,17 +118,13 @@ func (s *Store) ExpireLeases(ctx context.Context, environmentID string) ([]stora
 		if err != nil {
 			return nil, err
 		}
-		lapsed, err := s.leasedWork(ctx, s.db(), environmentID, now, "")
-		if err != nil || !slices.ContainsFunc(lapsed, func(w storage.Work) bool { return workqueue.Lapsed(w, now) }) {
+		if lapsed, err := s.anyLapsed(ctx, environmentID, now); err != nil || !lapsed {
 			return nil, err
 		}
 	}
 	var settled []storage.Work
-	err := s.write(ctx, func(tx *tx) error {
-		var requeued bool
-		var err error
-		settled, requeued, err = workqueue.ExpireIn(ctx, workRows{tx}, environmentID)
-		if err == nil && requeued {
+	err := s.write(ctx, func(tx *tx) (err error) {
+		if settled, err = workqueue.ExpireIn(ctx, workRows{tx}, environmentID); err == nil && workqueue.Requeued(settled) {
 			err = s.b.Notify(ctx, tx, storage.TopicQueue, environmentID)
 		}
 		return err
@@ -132,27 +132,48 @@ func (s *Store) ExpireLeases(ctx context.Context, environmentID string) ([]stora
 	return settled, err
 }
 
-// ClaimWork implements storage.WorkQueue.
-func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
+// anyLapsed reports, outside a transaction, whether a lease of the
+// environment lapsed by now.
+func (s *Store) anyLapsed(ctx context.Context, environmentID string, now time.Time) (bool, error) {
+	leased, err := s.leasedWork(ctx, s.db(), environmentID, now, "")
+	return slices.ContainsFunc(leased, func(w storage.Work) bool { return workqueue.Lapsed(w, now) }), err
+}
+
+// ClaimWork implements storage.WorkQueue. When nothing is claimable the
+// transaction still commits what the expiry settled.
+func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	if s.d.SingleWriter {
 		now, err := s.b.Now(ctx, s.db())
 		if err != nil {
-			return storage.Work{}, err
+			return storage.Work{}, nil, err
+		}
+		lapsed, err := s.anyLapsed(ctx, c.EnvironmentID, now)
+		if err != nil {
+			return storage.Work{}, nil, err
 		}
 		candidates, err := s.claimable(ctx, s.db(), c, now, "")
 		if err != nil {
-			return storage.Work{}, err
+			return storage.Work{}, nil, err
 		}
-		if _, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan); !ok {
-			return storage.Work{}, storage.ErrNoWork
+		if _, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan); !ok && !lapsed {
+			return storage.Work{}, nil, storage.ErrNoWork
 		}
 	}
-	var out storage.Work
-	err := s.write(ctx, func(tx *tx) (err error) {
-		out, err = workqueue.ClaimIn(ctx, workRows{tx}, c)
+	var noWork bool
+	err = s.write(ctx, func(tx *tx) (err error) {
+		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx}, c)
+		if noWork = errors.Is(err, storage.ErrNoWork); noWork {
+			err = nil
+		}
+		if err == nil && workqueue.Requeued(settled) {
+			err = s.b.Notify(ctx, tx, storage.TopicQueue, c.EnvironmentID)
+		}
 		return err
 	})
-	return out, err
+	if err == nil && noWork {
+		err = storage.ErrNoWork
+	}
+	return claimed, settled, err
 }
 
 // changeWork locks one item and applies a rule of package workqueue to it.
