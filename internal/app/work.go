@@ -90,22 +90,8 @@ func (w *Work) QueueStats(ctx context.Context, env string) (api.WorkQueueStats, 
 		OldestQueuedAt: st.OldestQueuedAt, WorkersPolling: polling}, err
 }
 
-// SawPoll notes a worker's poll (Anthropic-Worker-ID; "" notes nothing):
-// in the database when several servers share it (storage.PollLog), in
-// memory otherwise.
-func (w *Work) SawPoll(ctx context.Context, env, worker string) error {
-	if worker == "" {
-		return nil
-	}
-	if log, ok := w.app.store.(storage.PollLog); ok {
-		return log.RecordPoll(ctx, env, worker, w.app.now())
-	}
-	w.pollers.saw(env, worker, w.app.now())
-	return nil
-}
-
 // workersPolling counts the workers that polled env in the last
-// api.WorkersPollingWindow, wherever SawPoll noted them.
+// api.WorkersPollingWindow, wherever requireOpenQueue noted them.
 func (w *Work) workersPolling(ctx context.Context, env string) (int64, error) {
 	if log, ok := w.app.store.(storage.PollLog); ok {
 		return log.CountPollers(ctx, env, w.app.now().Add(-api.WorkersPollingWindow))
@@ -215,16 +201,16 @@ type Poll struct {
 // by re-reading the database on a timer. An archived environment hands
 // out nothing (a permission error); a missing one is storage.ErrNotFound.
 func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token string, ok bool, err error) {
-	if err := w.SawPoll(ctx, p.EnvironmentID, p.WorkerID); err != nil {
-		return storage.Work{}, "", false, err
-	}
 	deadline := time.Now().Add(p.Block)
+	worker := p.WorkerID
 	for {
 		wake := w.WaitQueued(p.EnvironmentID)
-		// Read on every round, so that an archive stops a waiting poll too.
-		if err := w.requireOpenQueue(ctx, p.EnvironmentID); err != nil {
+		// Read on every round, so that an archive stops a waiting poll
+		// too; the first notes the worker's poll.
+		if err := w.requireOpenQueue(ctx, p.EnvironmentID, worker); err != nil {
 			return storage.Work{}, "", false, err
 		}
+		worker = ""
 		// The claim settles the lapsed leases first, in its transaction.
 		token := secret.New(SessionsTokenPrefix)
 		claimed, lapsed, err := w.app.store.ClaimWork(ctx, storage.Claim{
@@ -260,12 +246,31 @@ func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token st
 // requireOpenQueue refuses to hand out work from an archived environment:
 // archiving retires its queue, so no credential may claim from it any more.
 // Items claimed before go on with their own sessions tokens until they end.
-func (w *Work) requireOpenQueue(ctx context.Context, env string) error {
-	e, err := w.app.store.GetEnvironment(ctx, env)
-	if err != nil {
-		return err
+// A worker ("" for none: Anthropic-Worker-ID) is noted as polling the
+// environment first: in the database, with the same statement, when
+// several servers share it (storage.PollLog), in memory otherwise.
+func (w *Work) requireOpenQueue(ctx context.Context, env, worker string) error {
+	var archived bool
+	if log, ok := w.app.store.(storage.PollLog); ok && worker != "" {
+		archivedAt, found, err := log.RecordPoll(ctx, env, worker, w.app.now())
+		if err != nil {
+			return err
+		}
+		if !found {
+			return storage.ErrNotFound
+		}
+		archived = archivedAt != nil
+	} else {
+		if worker != "" {
+			w.pollers.saw(env, worker, w.app.now())
+		}
+		e, err := w.app.store.GetEnvironment(ctx, env)
+		if err != nil {
+			return err
+		}
+		archived = e.ArchivedAt != nil
 	}
-	if e.ArchivedAt != nil {
+	if archived {
 		return api.Errorf(api.Permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
 	}
 	return nil

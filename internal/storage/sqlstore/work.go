@@ -85,7 +85,9 @@ func (s *Store) leasedWork(ctx context.Context, q Conn, environmentID string, no
 // is one LIMIT 1 step into the index on (environment_id, state,
 // claimed_at, queued_at, id): its ORDER BY names the index's columns, as
 // PostgreSQL walks an index in order for IS NULL only when told so (with
-// ORDER BY queued_at, id it read and sorted every unclaimed item). Locking
+// ORDER BY queued_at, id it read and sorted every unclaimed item). The
+// second walks work_items_reclaimable, the claimed items in queue order,
+// to the first claimed before the cutoff. Locking
 // skips the items other pollers hold, so concurrent claims neither wait
 // for each other nor get the same item.
 func (s *Store) claimable(ctx context.Context, q Conn, c storage.Claim, now time.Time, lock string) ([]storage.Work, error) {
@@ -97,7 +99,7 @@ func (s *Store) claimable(ctx context.Context, q Conn, c storage.Claim, now time
 	}
 	return queryAll(ctx, q, scanWork, `WITH unclaimed AS (`+unclaimed+`),
 		old AS (SELECT `+workColumns+` FROM work_items
-			WHERE environment_id = ? AND state = 'queued' AND claimed_at <= ?
+			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NOT NULL AND claimed_at <= ?
 			ORDER BY queued_at, id LIMIT 1`+lock+`)
 		SELECT * FROM unclaimed UNION ALL SELECT * FROM old`, c.EnvironmentID, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
 }
