@@ -20,9 +20,11 @@ type Rows interface {
 	Now(ctx context.Context) (time.Time, error)
 	// Work loads one item to change it; storage.ErrNotFound if absent.
 	Work(ctx context.Context, environmentID, workID string) (storage.Work, error)
-	// Claimable lists the queued items a claim may take at now, oldest
-	// first (a backend may return only the first).
-	Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error)
+	// Due lists, in one read, the items of c's environment whose lease
+	// may have lapsed at now (as Leased) and the queued items a claim may
+	// take at now, oldest first (a backend may return only the first of
+	// each kind: unclaimed, and reclaimable when c reclaims).
+	Due(ctx context.Context, c storage.Claim, now time.Time) (leased, claimable []storage.Work, err error)
 	// Leased lists the items whose lease may have lapsed at now.
 	Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error)
 	// SaveWork writes an item back.
@@ -43,19 +45,28 @@ type Rows interface {
 // one reading of rows' clock: a poll settles and claims in one
 // transaction. settled is what the expiry changed, returned with the claim
 // or with storage.ErrNoWork.
+//
+// The candidates are read with the leases, before the expiry: an item it
+// puts back in the queue is a candidate in its new state instead of the
+// row read. That finds the item a read after the expiry would: the oldest
+// unclaimed one is the oldest of those read and those put back, and an
+// item put back is older in the queue than any reclaimable one it hid.
 func ClaimIn(ctx context.Context, rows Rows, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	now, err := rows.Now(ctx)
 	if err != nil {
 		return storage.Work{}, nil, err
 	}
-	if settled, err = expireAt(ctx, rows, c.EnvironmentID, now); err != nil {
-		return storage.Work{}, nil, err
-	}
-	candidates, err := rows.Claimable(ctx, c, now)
+	leased, candidates, err := rows.Due(ctx, c, now)
 	if err != nil {
 		return storage.Work{}, nil, err
 	}
-	w, ok := Next(candidates, now, c.ReclaimOlderThan)
+	if settled, err = expire(ctx, rows, leased, now); err != nil {
+		return storage.Work{}, nil, err
+	}
+	candidates = slices.DeleteFunc(candidates, func(w storage.Work) bool {
+		return slices.ContainsFunc(settled, func(x storage.Work) bool { return x.ID == w.ID })
+	})
+	w, ok := Next(append(candidates, settled...), now, c.ReclaimOlderThan)
 	if !ok {
 		return storage.Work{}, settled, storage.ErrNoWork
 	}
@@ -99,15 +110,16 @@ func ExpireIn(ctx context.Context, rows Rows, environmentID string) ([]storage.W
 	if err != nil {
 		return nil, err
 	}
-	return expireAt(ctx, rows, environmentID, now)
-}
-
-// expireAt is ExpireIn at now.
-func expireAt(ctx context.Context, rows Rows, environmentID string, now time.Time) (settled []storage.Work, err error) {
 	leased, err := rows.Leased(ctx, environmentID, now)
 	if err != nil {
 		return nil, err
 	}
+	return expire(ctx, rows, leased, now)
+}
+
+// expire settles the leases among leased that lapsed by now, and returns
+// the items it changed.
+func expire(ctx context.Context, rows Rows, leased []storage.Work, now time.Time) (settled []storage.Work, err error) {
 	for _, w := range leased {
 		if !Lapsed(w, now) {
 			continue
