@@ -23,7 +23,8 @@
 //     for now, and wait for it (Sessions.React, agent.Runner.React); a
 //     model call goes on after.
 //   - expire: turn the work leases whose time passed back into queued or
-//     stopped items (Work.ExpireLeases).
+//     stopped items (Work.ExpireLeases; a poll's claim does it in its own
+//     transaction).
 //   - settled: a webhook delivery that is done, delivered or failed; only
 //     the webhooks speak of settling.
 package app

@@ -57,6 +57,13 @@ func (w *Work) ExpireLeases(ctx context.Context, env string) error {
 	if err != nil {
 		return err
 	}
+	w.settled(ctx, env, lapsed)
+	return nil
+}
+
+// settled counts the leases an expiry settled and lets the runtime react
+// for every item that stopped.
+func (w *Work) settled(ctx context.Context, env string, lapsed []storage.Work) {
 	for _, x := range lapsed {
 		w.leaseExpiries.WithLabelValues(env, string(x.State)).Inc()
 		if x.State != api.WorkStopped {
@@ -65,7 +72,6 @@ func (w *Work) ExpireLeases(ctx context.Context, env string) error {
 		w.app.log.InfoContext(ctx, "work item stopped: its lease lapsed while stopping", "environment_id", env, "work_id", x.ID, "session_id", x.SessionID)
 		w.app.Sessions.React(ctx, x.SessionID)
 	}
-	return nil
 }
 
 // QueueStats counts an environment's queue as the API reports it (leases
@@ -84,22 +90,8 @@ func (w *Work) QueueStats(ctx context.Context, env string) (api.WorkQueueStats, 
 		OldestQueuedAt: st.OldestQueuedAt, WorkersPolling: polling}, err
 }
 
-// SawPoll notes a worker's poll (Anthropic-Worker-ID; "" notes nothing):
-// in the database when several servers share it (storage.PollLog), in
-// memory otherwise.
-func (w *Work) SawPoll(ctx context.Context, env, worker string) error {
-	if worker == "" {
-		return nil
-	}
-	if log, ok := w.app.store.(storage.PollLog); ok {
-		return log.RecordPoll(ctx, env, worker, w.app.now())
-	}
-	w.pollers.saw(env, worker, w.app.now())
-	return nil
-}
-
 // workersPolling counts the workers that polled env in the last
-// api.WorkersPollingWindow, wherever SawPoll noted them.
+// api.WorkersPollingWindow, wherever requireOpenQueue noted them.
 func (w *Work) workersPolling(ctx context.Context, env string) (int64, error) {
 	if log, ok := w.app.store.(storage.PollLog); ok {
 		return log.CountPollers(ctx, env, w.app.now().Add(-api.WorkersPollingWindow))
@@ -209,24 +201,23 @@ type Poll struct {
 // by re-reading the database on a timer. An archived environment hands
 // out nothing (a permission error); a missing one is storage.ErrNotFound.
 func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token string, ok bool, err error) {
-	if err := w.SawPoll(ctx, p.EnvironmentID, p.WorkerID); err != nil {
-		return storage.Work{}, "", false, err
-	}
 	deadline := time.Now().Add(p.Block)
+	worker := p.WorkerID
 	for {
 		wake := w.WaitQueued(p.EnvironmentID)
-		// Read on every round, so that an archive stops a waiting poll too.
-		if err := w.requireOpenQueue(ctx, p.EnvironmentID); err != nil {
+		// Read on every round, so that an archive stops a waiting poll
+		// too; the first notes the worker's poll.
+		if err := w.requireOpenQueue(ctx, p.EnvironmentID, worker); err != nil {
 			return storage.Work{}, "", false, err
 		}
-		if err := w.ExpireLeases(ctx, p.EnvironmentID); err != nil {
-			return storage.Work{}, "", false, err
-		}
+		worker = ""
+		// The claim settles the lapsed leases first, in its transaction.
 		token := secret.New(SessionsTokenPrefix)
-		claimed, err := w.app.store.ClaimWork(ctx, storage.Claim{
+		claimed, lapsed, err := w.app.store.ClaimWork(ctx, storage.Claim{
 			EnvironmentID: p.EnvironmentID, WorkerID: p.WorkerID, ReclaimOlderThan: p.ReclaimOlderThan, ClaimTTL: p.ClaimTTL,
 			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, w.app.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
 		})
+		w.settled(ctx, p.EnvironmentID, lapsed)
 		if err == nil {
 			w.app.log.InfoContext(ctx, "work claimed", "environment_id", p.EnvironmentID, "work_id", claimed.ID,
 				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)
@@ -255,12 +246,31 @@ func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token st
 // requireOpenQueue refuses to hand out work from an archived environment:
 // archiving retires its queue, so no credential may claim from it any more.
 // Items claimed before go on with their own sessions tokens until they end.
-func (w *Work) requireOpenQueue(ctx context.Context, env string) error {
-	e, err := w.app.store.GetEnvironment(ctx, env)
-	if err != nil {
-		return err
+// A worker ("" for none: Anthropic-Worker-ID) is noted as polling the
+// environment first: in the database, with the same statement, when
+// several servers share it (storage.PollLog), in memory otherwise.
+func (w *Work) requireOpenQueue(ctx context.Context, env, worker string) error {
+	var archived bool
+	if log, ok := w.app.store.(storage.PollLog); ok && worker != "" {
+		archivedAt, found, err := log.RecordPoll(ctx, env, worker, w.app.now())
+		if err != nil {
+			return err
+		}
+		if !found {
+			return storage.ErrNotFound
+		}
+		archived = archivedAt != nil
+	} else {
+		if worker != "" {
+			w.pollers.saw(env, worker, w.app.now())
+		}
+		e, err := w.app.store.GetEnvironment(ctx, env)
+		if err != nil {
+			return err
+		}
+		archived = e.ArchivedAt != nil
 	}
-	if e.ArchivedAt != nil {
+	if archived {
 		return api.Errorf(api.Permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
 	}
 	return nil

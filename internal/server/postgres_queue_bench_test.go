@@ -46,10 +46,12 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	var (
 		rawClaims, claims, rawAppends, appends throughput
 		rawCPU, appendCPU                      cpuSpent
+		rawClaimCPU, claimCPU                  cpuSpent
 	)
 	for b.Loop() {
 		rawClaims, claims, rawAppends, appends = throughput{}, throughput{}, throughput{}, throughput{}
 		rawCPU, appendCPU = cpuSpent{}, cpuSpent{}
+		rawClaimCPU, claimCPU = cpuSpent{}, cpuSpent{}
 		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
 		if err != nil {
 			b.Fatal(err)
@@ -81,6 +83,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 		poll := "/v1/environments/" + env.ID + "/work/poll"
 		msg := map[string]any{"events": []api.Event{api.UserMessage(text)}}
 		for round := range rounds {
+			claimStart := sampleCPU(b, pool)
 			rawClaims.add(concurrently(clients, writes, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					var id int64
@@ -91,6 +94,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 					return err
 				})
 			}))
+			claimMid := sampleCPU(b, pool)
 			claims.add(concurrently(clients, writes, func(cl, i int) error {
 				var w *api.Work
 				if err := c.doAs(key.Key, "GET", poll, nil, &w, "Anthropic-Worker-ID", fmt.Sprint("worker-", cl)); err != nil {
@@ -101,6 +105,9 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				}
 				return nil
 			}))
+			claimEnd := sampleCPU(b, pool)
+			rawClaimCPU.add(claimMid.since(claimStart, rawReferenceApp))
+			claimCPU.add(claimEnd.since(claimMid, serverBenchApp))
 			before := sampleCPU(b, pool)
 			rawAppends.add(concurrently(clients, writes, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -120,6 +127,10 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	b.ReportMetric(rawClaims.perSecond(), "raw_postgres_claims/s")
 	b.ReportMetric(claims.perSecond(), "claims/s")
 	b.ReportMetric(claims.perSecond()/rawClaims.perSecond(), "claims/raw")
+	b.ReportMetric(perCall(rawClaims, rawClaimCPU.process), "raw_claim_client_cpu_ms/op")
+	b.ReportMetric(perCall(rawClaims, rawClaimCPU.database), "raw_claim_db_cpu_ms/op")
+	b.ReportMetric(perCall(claims, claimCPU.process), "claim_server_cpu_ms/op")
+	b.ReportMetric(perCall(claims, claimCPU.database), "claim_db_cpu_ms/op")
 	b.ReportMetric(rawAppends.perSecond(), "raw_postgres_appends/s")
 	b.ReportMetric(appends.perSecond(), "appends/s")
 	b.ReportMetric(appends.perSecond()/rawAppends.perSecond(), "appends/raw")

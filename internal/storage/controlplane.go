@@ -110,11 +110,13 @@ type WorkQueue interface {
 	// a stopping one, which is stopped. It returns every item it settled, in
 	// its new state (queued or stopped).
 	ExpireLeases(ctx context.Context, environmentID string) ([]Work, error)
-	// ClaimWork claims the oldest claimable item of c.EnvironmentID for
-	// c.WorkerID, atomically (two concurrent claims never get the same
-	// item), minting c.Token (stored under c.TokenHash) as its sessions
-	// token. ErrNoWork when nothing is claimable.
-	ClaimWork(ctx context.Context, c Claim) (Work, error)
+	// ClaimWork settles c.EnvironmentID's lapsed leases as ExpireLeases
+	// does, then claims its oldest claimable item for c.WorkerID,
+	// atomically (two concurrent claims never get the same item), minting
+	// c.Token (stored under c.TokenHash) as its sessions token: one
+	// transaction at one reading of the clock. settled lists the items the
+	// expiry settled, with the claim or with ErrNoWork (nothing claimable).
+	ClaimWork(ctx context.Context, c Claim) (claimed Work, settled []Work, err error)
 	// AckWork confirms a claim: queued → starting. Acking an item already
 	// acknowledged returns it unchanged. ErrWorkNotClaimed, ErrWorkStopped.
 	AckWork(ctx context.Context, environmentID, workID string) (Work, error)

@@ -92,8 +92,11 @@ type Waker interface {
 // workers_polling counts the polls every server saw. A backend only one
 // process uses (SQLite) does not offer it: the server counts in memory.
 type PollLog interface {
-	// RecordPoll notes that workerID polled environmentID at at.
-	RecordPoll(ctx context.Context, environmentID, workerID string, at time.Time) error
+	// RecordPoll notes that workerID polled environmentID at at, and
+	// returns the environment's archived_at as it stands (found false when
+	// there is no such environment): a poll reads it anyway, and one
+	// statement does both.
+	RecordPoll(ctx context.Context, environmentID, workerID string, at time.Time) (archivedAt *time.Time, found bool, err error)
 	// CountPollers counts the workers that polled environmentID at or
 	// after since.
 	CountPollers(ctx context.Context, environmentID string, since time.Time) (int64, error)

@@ -3,6 +3,7 @@ package workqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -19,9 +20,11 @@ type Rows interface {
 	Now(ctx context.Context) (time.Time, error)
 	// Work loads one item to change it; storage.ErrNotFound if absent.
 	Work(ctx context.Context, environmentID, workID string) (storage.Work, error)
-	// Claimable lists the queued items a claim may take at now, oldest
-	// first (a backend may return only the first).
-	Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error)
+	// Due lists, in one read, the items of c's environment whose lease
+	// may have lapsed at now (as Leased) and the queued items a claim may
+	// take at now, oldest first (a backend may return only the first of
+	// each kind: unclaimed, and reclaimable when c reclaims).
+	Due(ctx context.Context, c storage.Claim, now time.Time) (leased, claimable []storage.Work, err error)
 	// Leased lists the items whose lease may have lapsed at now.
 	Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error)
 	// SaveWork writes an item back.
@@ -37,29 +40,44 @@ type Rows interface {
 	InsertCredential(ctx context.Context, c storage.Credential, hash string) error
 }
 
-// ClaimIn claims the next item for c in rows and mints its sessions
-// token, or returns storage.ErrNoWork.
-func ClaimIn(ctx context.Context, rows Rows, c storage.Claim) (storage.Work, error) {
+// ClaimIn settles the lapsed leases of c's environment in rows (as
+// ExpireIn) and claims the next item for c, minting its sessions token, at
+// one reading of rows' clock: a poll settles and claims in one
+// transaction. settled is what the expiry changed, returned with the claim
+// or with storage.ErrNoWork.
+//
+// The candidates are read with the leases, before the expiry: an item it
+// puts back in the queue is a candidate in its new state instead of the
+// row read. That finds the item a read after the expiry would: the oldest
+// unclaimed one is the oldest of those read and those put back, and an
+// item put back is older in the queue than any reclaimable one it hid.
+func ClaimIn(ctx context.Context, rows Rows, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	now, err := rows.Now(ctx)
 	if err != nil {
-		return storage.Work{}, err
+		return storage.Work{}, nil, err
 	}
-	candidates, err := rows.Claimable(ctx, c, now)
+	leased, candidates, err := rows.Due(ctx, c, now)
 	if err != nil {
-		return storage.Work{}, err
+		return storage.Work{}, nil, err
 	}
-	w, ok := Next(candidates, now, c.ReclaimOlderThan)
+	if settled, err = expire(ctx, rows, leased, now); err != nil {
+		return storage.Work{}, nil, err
+	}
+	candidates = slices.DeleteFunc(candidates, func(w storage.Work) bool {
+		return slices.ContainsFunc(settled, func(x storage.Work) bool { return x.ID == w.ID })
+	})
+	w, ok := Next(append(candidates, settled...), now, c.ReclaimOlderThan)
 	if !ok {
-		return storage.Work{}, storage.ErrNoWork
+		return storage.Work{}, settled, storage.ErrNoWork
 	}
 	w, tok := Claim(w, c, now)
 	if err := rows.SaveWork(ctx, w); err != nil {
-		return storage.Work{}, err
+		return storage.Work{}, nil, err
 	}
 	if err := rows.InsertCredential(ctx, tok, c.TokenHash); err != nil {
-		return storage.Work{}, fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
+		return storage.Work{}, nil, fmt.Errorf("mint sessions token for %s: %w", w.ID, err)
 	}
-	return w, nil
+	return w, settled, nil
 }
 
 // ChangeIn applies rule (Ack, a Heartbeat, a Stop) to one item in rows at
@@ -86,29 +104,39 @@ func ChangeIn(ctx context.Context, rows Rows, environmentID, workID string, rule
 }
 
 // ExpireIn settles the lapsed leases of an environment in rows: each item
-// goes back to the queue or stops (Expire). It returns every item settled
-// and whether any went back to the queue (pollers may want waking).
-func ExpireIn(ctx context.Context, rows Rows, environmentID string) (settled []storage.Work, requeued bool, err error) {
+// goes back to the queue or stops (Expire). It returns every item settled.
+func ExpireIn(ctx context.Context, rows Rows, environmentID string) ([]storage.Work, error) {
 	now, err := rows.Now(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	leased, err := rows.Leased(ctx, environmentID, now)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	return expire(ctx, rows, leased, now)
+}
+
+// expire settles the leases among leased that lapsed by now, and returns
+// the items it changed.
+func expire(ctx context.Context, rows Rows, leased []storage.Work, now time.Time) (settled []storage.Work, err error) {
 	for _, w := range leased {
 		if !Lapsed(w, now) {
 			continue
 		}
-		w, wasStopped := Expire(w, now)
+		w, _ = Expire(w, now)
 		settled = append(settled, w)
-		requeued = requeued || !wasStopped
 		if err := rows.SaveWork(ctx, w); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	return settled, requeued, nil
+	return settled, nil
+}
+
+// Requeued reports whether one of the items an expiry settled went back to
+// the queue (its pollers may want waking).
+func Requeued(settled []storage.Work) bool {
+	return slices.ContainsFunc(settled, func(w storage.Work) bool { return w.State == api.WorkQueued })
 }
 
 // HeartbeatRule is the rule of a HeartbeatWork: Heartbeat with h.

@@ -188,7 +188,7 @@ func benchClaims(b *testing.B, s storage.Store, workers int) {
 	}
 	spread(b, workers, func(c, i int) error {
 		tok := ids.New(ids.SessionsToken)
-		_, err := s.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", c), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
+		_, _, err := s.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", c), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
 		return err
 	})
 }

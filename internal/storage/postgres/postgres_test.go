@@ -212,7 +212,7 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 		wg.Go(func() {
 			for {
 				tok := ids.New(ids.SessionsToken)
-				w, err := dbs[i%len(dbs)].ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", i), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
+				w, _, err := dbs[i%len(dbs)].ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: fmt.Sprint("worker-", i), ClaimTTL: time.Minute, Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok})
 				if errors.Is(err, storage.ErrNoWork) {
 					return
 				}
@@ -246,11 +246,11 @@ func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 		worker string
 		at     time.Time
 	}{{"w1", t0}, {"w2", t0.Add(10 * time.Second)}, {"w1", t0.Add(20 * time.Second)}, {"w3", t0.Add(-time.Minute)}} {
-		if err := dbs[i%2].RecordPoll(ctx, "env_1", p.worker, p.at); err != nil {
+		if _, _, err := dbs[i%2].RecordPoll(ctx, "env_1", p.worker, p.at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dbs[0].RecordPoll(ctx, "env_2", "w9", t0); err != nil {
+	if _, _, err := dbs[0].RecordPoll(ctx, "env_2", "w9", t0); err != nil {
 		t.Fatal(err)
 	}
 	n, err := dbs[1].CountPollers(ctx, "env_1", t0)

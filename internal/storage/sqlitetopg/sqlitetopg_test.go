@@ -67,7 +67,7 @@ func TestCopyMovesADataFolderIntoPostgres(t *testing.T) {
 	claimed, err := src.ClaimDeliveries(ctx, time.Now().UTC(), 10, "t", webhooks.Policy{})
 	must(err)
 	must(src.FinishDeliveries(ctx, "t", []webhooks.Result{{Seq: claimed[0].Seq, Attempt: &webhooks.Attempt{AttemptedAt: now, StatusCode: 503, ResponseExcerpt: "later"}}}, webhooks.Policy{}.WithDefaults()))
-	_, err = src.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: "wk", ClaimTTL: time.Minute, Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: "h"})
+	_, _, err = src.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: "wk", ClaimTTL: time.Minute, Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: "h"})
 	must(err)
 	must(src.Close())
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -69,34 +70,73 @@ func (s *Store) SessionWork(ctx context.Context, sessionID string) ([]storage.Wo
 	return queryAll(ctx, s.db(), scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = ? ORDER BY id`, sessionID)
 }
 
-// leasedWork reads an environment's live items that hold a lease, the
-// rows workqueue.Lapsed is asked about; locking skips the items another
-// server is settling or changing: it decides them. The bound on
-// lease_expires_at only spares reading leases that are plainly current.
+// leasedQuery reads an environment's live items whose lease lapsed by a
+// time, the rows workqueue.Lapsed is asked about; the bound on
+// lease_expires_at spares reading leases that are plainly current.
+const leasedQuery = `SELECT ` + workColumns + ` FROM work_items
+	WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`
+
+// leasedWork reads leasedQuery; locking skips the items another server is
+// settling or changing: it decides them.
 func (s *Store) leasedWork(ctx context.Context, q Conn, environmentID string, now time.Time, lock string) ([]storage.Work, error) {
-	return queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
-		WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`+lock, environmentID, now)
+	return queryAll(ctx, q, scanWork, leasedQuery+lock, environmentID, now)
 }
 
-// claimable lists the items a claim may take at now: the oldest queued
-// item nobody claimed and, when c reclaims, the oldest claimed long enough
-// ago. Each is one LIMIT 1 walk of the index on (environment_id, state,
-// claimed_at, queued_at, id), which keeps the claimed items out of the way
-// of the unclaimed ones; workqueue.Next decides between the two. Locking
-// skips the items other pollers hold, so concurrent claims neither wait
-// for each other nor get the same item.
-func (s *Store) claimable(ctx context.Context, q Conn, c storage.Claim, now time.Time, lock string) ([]storage.Work, error) {
-	out, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
-		WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
-		ORDER BY queued_at, id LIMIT 1`+lock, c.EnvironmentID)
-	if err != nil || c.ReclaimOlderThan <= 0 {
-		return out, err
+// due reads, in one statement, the environment's live items whose lease
+// lapsed by now (locking skips the items another server is settling or
+// changing: it decides them) and the items a claim may take at now: the
+// oldest queued item nobody claimed and, when c reclaims, the oldest
+// claimed long enough ago; workqueue.ClaimIn decides. The unclaimed item
+// is one LIMIT 1 step into work_items_claimable (environment_id, state,
+// claimed_at, queued_at, id): its ORDER BY names the index's columns, as
+// PostgreSQL walks an index in order for IS NULL only when told so (with
+// ORDER BY queued_at, id it read and sorted every unclaimed item). The
+// reclaimable one walks work_items_reclaimable, the claimed items in queue
+// order, to the first claimed before the cutoff; the leases,
+// work_items_leases. Locking skips the items other pollers hold, so
+// concurrent claims neither wait for each other nor get the same item.
+func (s *Store) due(ctx context.Context, q Conn, c storage.Claim, now time.Time, lock string) (leased, claimable []storage.Work, err error) {
+	query := `WITH leased AS (` + leasedQuery + lock + `),
+		unclaimed AS (SELECT ` + workColumns + ` FROM work_items
+			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
+			ORDER BY environment_id, state, claimed_at, queued_at, id LIMIT 1` + lock + `)`
+	args := []any{c.EnvironmentID, now, c.EnvironmentID}
+	parts := `SELECT 0, * FROM leased UNION ALL SELECT 1, * FROM unclaimed`
+	if c.ReclaimOlderThan > 0 {
+		query += `, old AS (SELECT ` + workColumns + ` FROM work_items
+			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NOT NULL AND claimed_at <= ?
+			ORDER BY queued_at, id LIMIT 1` + lock + `)`
+		args = append(args, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
+		parts += ` UNION ALL SELECT 1, * FROM old`
 	}
-	old, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items
-		WHERE environment_id = ? AND state = 'queued' AND claimed_at <= ?
-		ORDER BY queued_at, id LIMIT 1`+lock, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
-	return append(out, old...), err
+	rows, err := q.Query(ctx, query+" "+parts, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind int
+		w, err := scanWork(taggedRow{rows, &kind})
+		if err != nil {
+			return nil, nil, err
+		}
+		if kind == 0 {
+			leased = append(leased, w)
+		} else {
+			claimable = append(claimable, w)
+		}
+	}
+	return leased, claimable, rows.Err()
 }
+
+// taggedRow scans a row whose first column, tag, precedes what Row's
+// reader scans.
+type taggedRow struct {
+	Row
+	tag any
+}
+
+func (r taggedRow) Scan(dest ...any) error { return r.Row.Scan(append([]any{r.tag}, dest...)...) }
 
 // EnsureWork implements storage.WorkQueue.
 func (s *Store) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (out storage.Work, queued bool, err error) {
@@ -114,17 +154,13 @@ func (s *Store) ExpireLeases(ctx context.Context, environmentID string) ([]stora
 		if err != nil {
 			return nil, err
 		}
-		lapsed, err := s.leasedWork(ctx, s.db(), environmentID, now, "")
-		if err != nil || !slices.ContainsFunc(lapsed, func(w storage.Work) bool { return workqueue.Lapsed(w, now) }) {
+		if lapsed, err := s.anyLapsed(ctx, environmentID, now); err != nil || !lapsed {
 			return nil, err
 		}
 	}
 	var settled []storage.Work
-	err := s.write(ctx, func(tx *tx) error {
-		var requeued bool
-		var err error
-		settled, requeued, err = workqueue.ExpireIn(ctx, workRows{tx}, environmentID)
-		if err == nil && requeued {
+	err := s.write(ctx, func(tx *tx) (err error) {
+		if settled, err = workqueue.ExpireIn(ctx, workRows{tx}, environmentID); err == nil && workqueue.Requeued(settled) {
 			err = s.b.Notify(ctx, tx, storage.TopicQueue, environmentID)
 		}
 		return err
@@ -132,27 +168,45 @@ func (s *Store) ExpireLeases(ctx context.Context, environmentID string) ([]stora
 	return settled, err
 }
 
-// ClaimWork implements storage.WorkQueue.
-func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (storage.Work, error) {
+// anyLapsed reports, outside a transaction, whether a lease of the
+// environment lapsed by now.
+func (s *Store) anyLapsed(ctx context.Context, environmentID string, now time.Time) (bool, error) {
+	leased, err := s.leasedWork(ctx, s.db(), environmentID, now, "")
+	return slices.ContainsFunc(leased, func(w storage.Work) bool { return workqueue.Lapsed(w, now) }), err
+}
+
+// ClaimWork implements storage.WorkQueue. When nothing is claimable the
+// transaction still commits what the expiry settled.
+func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	if s.d.SingleWriter {
 		now, err := s.b.Now(ctx, s.db())
 		if err != nil {
-			return storage.Work{}, err
+			return storage.Work{}, nil, err
 		}
-		candidates, err := s.claimable(ctx, s.db(), c, now, "")
+		leased, candidates, err := s.due(ctx, s.db(), c, now, "")
 		if err != nil {
-			return storage.Work{}, err
+			return storage.Work{}, nil, err
 		}
-		if _, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan); !ok {
-			return storage.Work{}, storage.ErrNoWork
+		lapsed := slices.ContainsFunc(leased, func(w storage.Work) bool { return workqueue.Lapsed(w, now) })
+		if _, ok := workqueue.Next(candidates, now, c.ReclaimOlderThan); !ok && !lapsed {
+			return storage.Work{}, nil, storage.ErrNoWork
 		}
 	}
-	var out storage.Work
-	err := s.write(ctx, func(tx *tx) (err error) {
-		out, err = workqueue.ClaimIn(ctx, workRows{tx}, c)
+	var noWork bool
+	err = s.write(ctx, func(tx *tx) (err error) {
+		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx}, c)
+		if noWork = errors.Is(err, storage.ErrNoWork); noWork {
+			err = nil
+		}
+		if err == nil && workqueue.Requeued(settled) {
+			err = s.b.Notify(ctx, tx, storage.TopicQueue, c.EnvironmentID)
+		}
 		return err
 	})
-	return out, err
+	if err == nil && noWork {
+		err = storage.ErrNoWork
+	}
+	return claimed, settled, err
 }
 
 // changeWork locks one item and applies a rule of package workqueue to it.
@@ -175,8 +229,8 @@ func (r workRows) Work(ctx context.Context, environmentID, workID string) (stora
 	return r.tx.s.getWork(ctx, r.tx, environmentID, workID, true)
 }
 
-func (r workRows) Claimable(ctx context.Context, c storage.Claim, now time.Time) ([]storage.Work, error) {
-	return r.tx.s.claimable(ctx, r.tx, c, now, r.tx.s.d.SkipLocked)
+func (r workRows) Due(ctx context.Context, c storage.Claim, now time.Time) (leased, claimable []storage.Work, err error) {
+	return r.tx.s.due(ctx, r.tx, c, now, r.tx.s.d.SkipLocked)
 }
 
 func (r workRows) Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error) {

@@ -86,7 +86,7 @@ func (f *cpFixture) resource(st storage.MemoryStoreRow, access, mountPath string
 func (f *cpFixture) claim(env storage.Environment, worker string) (storage.Work, string, error) {
 	tokID := ids.New(ids.SessionsToken)
 	hash := "hash-" + tokID
-	w, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: worker, ClaimTTL: time.Minute,
+	w, _, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: worker, ClaimTTL: time.Minute,
 		Token: storage.Credential{ID: tokID}, TokenHash: hash})
 	return w, hash, err
 }
@@ -663,8 +663,9 @@ func testWorkQueue(t *testing.T, open Factory) {
 	}
 	f.clock.Advance(5 * time.Second)
 	reclaim := func(older time.Duration) (storage.Work, error) {
-		return s.ClaimWork(ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w4", ClaimTTL: time.Minute, ReclaimOlderThan: older,
+		w, _, err := s.ClaimWork(ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w4", ClaimTTL: time.Minute, ReclaimOlderThan: older,
 			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: ids.New("h")})
+		return w, err
 	}
 	if _, err := reclaim(10 * time.Second); !errors.Is(err, storage.ErrNoWork) {
 		t.Fatalf("reclaimed a 5 s old claim with reclaim_older_than 10 s: %v", err)
@@ -743,7 +744,7 @@ func testReclaimOrder(t *testing.T, open Factory) {
 	f.clock.Advance(5 * time.Second)
 	claim := func(reclaim time.Duration) string {
 		t.Helper()
-		w, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w2", ClaimTTL: time.Minute, ReclaimOlderThan: reclaim,
+		w, _, err := f.s.ClaimWork(f.ctx, storage.Claim{EnvironmentID: f.env.ID, WorkerID: "w2", ClaimTTL: time.Minute, ReclaimOlderThan: reclaim,
 			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: ids.New("h")})
 		if err != nil {
 			t.Fatalf("claim (reclaim %v): %v", reclaim, err)
