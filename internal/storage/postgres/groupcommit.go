@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -348,9 +349,13 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	var bt pgx.Batch
 	bt.Queue("BEGIN")
 	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	for _, a := range c.ahead {
-		if a != nil {
-			bt.Queue(c.s.numbered(a.query), a.args...)
+	groups := groupAhead(c.ahead)
+	for _, g := range groups {
+		if len(g) == 1 {
+			bt.Queue(c.s.numbered(g[0].query), g[0].args...)
+		} else {
+			query, args := c.s.lateral(g)
+			bt.Queue(query, args...)
 		}
 	}
 	br := c.pc.SendBatch(ctx, &bt)
@@ -382,14 +387,117 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if c.base.IsZero() { // no store found: every write will be refused
 		c.base = c.start
 	}
-	for _, a := range c.ahead {
-		if a != nil {
-			if err := a.fetch(br); err != nil {
-				return fmt.Errorf("%w: %w", errAheadFailed, err)
-			}
+	for _, g := range groups {
+		fetch := g[0].fetch
+		if len(g) > 1 {
+			fetch = func(br pgx.BatchResults) error { return fetchLateral(br, g) }
+		}
+		if err := fetch(br); err != nil {
+			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
 	return nil
+}
+
+// groupAhead puts together the reads ahead that ask the same query with
+// text arguments (the path checks of a batch's creates, the reads of its
+// updates): each group is fetched in one statement (DB.lateral), as each
+// statement costs the batch's one backend an executor start and a reply,
+// which for a path check was about as much as its index lookups.
+func groupAhead(reads []*aheadRead) [][]*aheadRead {
+	var (
+		groups [][]*aheadRead
+		at     = map[string]int{}
+	)
+	for _, a := range reads {
+		if a == nil {
+			continue
+		}
+		if i, ok := at[a.query]; ok && allText(a.args) {
+			groups[i] = append(groups[i], a)
+			continue
+		}
+		if allText(a.args) {
+			at[a.query] = len(groups)
+		}
+		groups = append(groups, []*aheadRead{a})
+	}
+	return groups
+}
+
+func allText(args []any) bool {
+	for _, a := range args {
+		if _, ok := a.(string); !ok {
+			return false
+		}
+	}
+	return len(args) > 0
+}
+
+// placeholder is a numbered parameter of a query ($1, $2, …).
+var placeholder = regexp.MustCompile(`\$([0-9]+)`)
+
+// lateral is one statement asking the query of the reads g, all with text
+// arguments, once per read: the arguments travel as one array per
+// position, unnested with the read's ordinal, and the query runs on each
+// row as a LATERAL subquery, its $n read from column n. It answers
+// (ordinal, the query's columns …) for each row the query gives.
+func (s *DB) lateral(g []*aheadRead) (string, []any) {
+	n := len(g[0].args)
+	var (
+		q    strings.Builder
+		cols = make([]string, n)
+		args = make([]any, n)
+	)
+	q.WriteString("SELECT ahead_args.ord, ahead_row.* FROM unnest(")
+	for k := range n {
+		values := make([]string, len(g))
+		for i, a := range g {
+			values[i] = a.args[k].(string)
+		}
+		args[k] = values
+		cols[k] = fmt.Sprintf("c%d", k+1)
+		if k > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "$%d::text[]", k+1)
+	}
+	q.WriteString(") WITH ORDINALITY AS ahead_args(" + strings.Join(cols, ", ") + ", ord) CROSS JOIN LATERAL (")
+	q.WriteString(placeholder.ReplaceAllString(s.numbered(g[0].query), "ahead_args.c$1"))
+	q.WriteString(") AS ahead_row")
+	return q.String(), args
+}
+
+// fetchLateral reads the answer to a lateral statement from br: each
+// read's first row, copied out of pgx's buffers, without the ordinal.
+func fetchLateral(br pgx.BatchResults, g []*aheadRead) error {
+	rs, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		raw := rs.RawValues()
+		vals, err := rs.Values()
+		if err != nil {
+			return err
+		}
+		ord, ok := vals[0].(int64)
+		if !ok || ord < 1 || int(ord) > len(g) {
+			return fmt.Errorf("postgres: read ahead answered for read %v of %d", vals[0], len(g))
+		}
+		a := g[ord-1]
+		if a.found {
+			continue
+		}
+		a.found = true
+		a.fields = slices.Clone(rs.FieldDescriptions()[1:])
+		for _, v := range raw[1:] {
+			a.values = append(a.values, bytes.Clone(v))
+		}
+	}
+	rs.Close()
+	return rs.Err()
 }
 
 // now is the time a write of the batch is stamped with.
