@@ -401,9 +401,11 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 
 // groupAhead puts together the reads ahead that ask the same query with
 // text arguments (the path checks of a batch's creates, the reads of its
-// updates): each group is fetched in one statement (DB.lateral), as each
-// statement costs the batch's one backend an executor start and a reply,
-// which for a path check was about as much as its index lookups.
+// updates): each group is fetched in one statement (DB.lateral). Every
+// statement costs the batch's one backend an executor start and a reply;
+// one statement for a batch's path checks took back about half of what
+// they cost (docs/postgresql-performance.md). The reads are all answered
+// before any write runs, so their order does not matter.
 func groupAhead(reads []*aheadRead) [][]*aheadRead {
 	var (
 		groups [][]*aheadRead
@@ -413,18 +415,22 @@ func groupAhead(reads []*aheadRead) [][]*aheadRead {
 		if a == nil {
 			continue
 		}
-		if i, ok := at[a.query]; ok && allText(a.args) {
+		if !allText(a.args) {
+			groups = append(groups, []*aheadRead{a})
+			continue
+		}
+		if i, ok := at[a.query]; ok {
 			groups[i] = append(groups[i], a)
 			continue
 		}
-		if allText(a.args) {
-			at[a.query] = len(groups)
-		}
+		at[a.query] = len(groups)
 		groups = append(groups, []*aheadRead{a})
 	}
 	return groups
 }
 
+// allText reports whether args are all strings, which DB.lateral can
+// send as text arrays.
 func allText(args []any) bool {
 	for _, a := range args {
 		if _, ok := a.(string); !ok {
