@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,16 +52,19 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	ctx := context.Background()
 	// Both pools together stay within PostgreSQL's default 100 connections.
 	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
+	// Both sides' connections are named, so pg_stat_activity tells their
+	// backends apart (docs/postgresql-performance.md); the process id keeps
+	// another run of this benchmark, beside this one, out of its figures.
+	rawApp := fmt.Sprintf("%s_%d", rawReferenceApp, os.Getpid())
+	serverApp := fmt.Sprintf("memstore_bench_writes_%d", os.Getpid())
 	var (
 		raw, creates, updates        throughput
-		rawCPU, createCPU, updateCPU time.Duration
+		rawCPU, createCPU, updateCPU cpuSpent
 	)
 	for b.Loop() {
 		raw, creates, updates = throughput{}, throughput{}, throughput{}
-		rawCPU, createCPU, updateCPU = 0, 0, 0
-		// The reference's connections are named, so pg_stat_activity
-		// tells them from the server's (docs/postgresql-performance.md).
-		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
+		rawCPU, createCPU, updateCPU = cpuSpent{}, cpuSpent{}, cpuSpent{}
+		pool, err := pgxpool.New(ctx, url+"&application_name="+rawApp)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -67,11 +72,13 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS raw_rows (id bigserial PRIMARY KEY, store_id text NOT NULL, path text NOT NULL, content text NOT NULL, UNIQUE (store_id, path))`); err != nil {
 			b.Fatal(err)
 		}
-		c := newPostgresBenchClient(b, url, clients)
+		c := newPostgresBenchClient(b, url+"&application_name="+serverApp, clients)
 		sts := make([]api.MemoryStore, stores)
 		for i := range sts {
 			c.must("POST", "/v1/memory_stores", map[string]any{"name": fmt.Sprint("bench-", i)}, &sts[i])
 		}
+		raws := backends{b: b, pool: pool, app: rawApp}
+		servers := backends{b: b, pool: pool, app: serverApp}
 		// Each client updates memories of its own, one per store it
 		// writes to (client c, store c%stores), guarded by its last hash.
 		mems := make([]api.Memory, clients)
@@ -103,31 +110,34 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 		// An untimed round first opens both pools' connections and
 		// prepares their statements, which would otherwise be charged to
 		// whichever kind ran first.
-		var untimed time.Duration
-		measured(ctx, rawClient, &throughput{}, &untimed, func() throughput { return rawInserts(-1, clients*2) })
-		measured(ctx, httpClient, &throughput{}, &untimed, func() throughput { return apiCreates(-1, clients*2) })
-		measured(ctx, httpClient, &throughput{}, &untimed, func() throughput { return apiUpdates(-1, clients*2) })
+		var untimed cpuSpent
+		measured(ctx, rawClient, raws, &throughput{}, &untimed, func() throughput { return rawInserts(-1, clients*2) })
+		measured(ctx, httpClient, servers, &throughput{}, &untimed, func() throughput { return apiCreates(-1, clients*2) })
+		measured(ctx, httpClient, servers, &throughput{}, &untimed, func() throughput { return apiUpdates(-1, clients*2) })
 		// Each round starts with another kind, so none always runs first
 		// (after the others' dirty pages and WAL).
 		for round := range rounds {
 			for k := range 3 {
 				switch (round + k) % 3 {
 				case 0:
-					measured(ctx, rawClient, &raw, &rawCPU, func() throughput { return rawInserts(round, writes) })
+					measured(ctx, rawClient, raws, &raw, &rawCPU, func() throughput { return rawInserts(round, writes) })
 				case 1:
-					measured(ctx, httpClient, &creates, &createCPU, func() throughput { return apiCreates(round, writes) })
+					measured(ctx, httpClient, servers, &creates, &createCPU, func() throughput { return apiCreates(round, writes) })
 				case 2:
-					measured(ctx, httpClient, &updates, &updateCPU, func() throughput { return apiUpdates(round, writes) })
+					measured(ctx, httpClient, servers, &updates, &updateCPU, func() throughput { return apiUpdates(round, writes) })
 				}
 			}
 		}
 	}
 	// The test process's CPU per write: for memstore's writes the server
-	// and its HTTP clients, for the raw inserts their pgx client only (the
-	// database's backends are other processes).
-	b.ReportMetric(createCPU.Seconds()*1000/float64(creates.calls), "process_ms/create")
-	b.ReportMetric(updateCPU.Seconds()*1000/float64(updates.calls), "process_ms/update")
-	b.ReportMetric(rawCPU.Seconds()*1000/float64(raw.calls), "process_ms/raw")
+	// and its HTTP clients, for the raw inserts their pgx client only; and
+	// the CPU of the PostgreSQL backends of the connections that wrote.
+	b.ReportMetric(perCall(creates, createCPU.process), "process_ms/create")
+	b.ReportMetric(perCall(updates, updateCPU.process), "process_ms/update")
+	b.ReportMetric(perCall(raw, rawCPU.process), "process_ms/raw")
+	b.ReportMetric(perCall(creates, createCPU.database), "db_cpu_ms/create")
+	b.ReportMetric(perCall(updates, updateCPU.database), "db_cpu_ms/update")
+	b.ReportMetric(perCall(raw, rawCPU.database), "db_cpu_ms/raw")
 	b.ReportMetric(raw.perSecond(), "raw_postgres_inserts/s")
 	b.ReportMetric(creates.perSecond(), "creates/s")
 	b.ReportMetric(updates.perSecond(), "guarded_updates/s")
@@ -145,11 +155,42 @@ const (
 )
 
 // measured runs one round of the benchmark with its goroutines labelled
-// side, adds it to t and the test process's CPU time it took to cpu.
-func measured(ctx context.Context, side string, t *throughput, cpu *time.Duration, round func() throughput) {
-	before := processCPU()
+// side, adds it to t and the CPU time it took to cpu: the test process's,
+// and that of the backends of the connections that wrote.
+func measured(ctx context.Context, side string, db backends, t *throughput, cpu *cpuSpent, round func() throughput) {
+	before, dbBefore := processCPU(), db.cpu()
 	pprof.Do(ctx, pprof.Labels("side", side), func(context.Context) { t.add(round()) })
-	*cpu += processCPU() - before
+	after := db.cpu()
+	d := cpuSpent{process: processCPU() - before}
+	for pid, t := range after {
+		d.database += t - dbBefore[pid] // a backend opened in the round counts from zero
+	}
+	cpu.add(d)
+}
+
+// backends are the PostgreSQL backends of the connections named app, found
+// in pg_stat_activity through pool.
+type backends struct {
+	b    *testing.B
+	pool *pgxpool.Pool
+	app  string
+}
+
+// cpu is the CPU time each backend has used, by pid.
+func (bk backends) cpu() map[int]time.Duration {
+	rows, err := bk.pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, bk.app)
+	if err != nil {
+		bk.b.Fatalf("list the benchmark's backends: %v", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		bk.b.Fatalf("list the benchmark's backends: %v", err)
+	}
+	used := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		used[pid] = procCPU(bk.b, strconv.Itoa(pid))
+	}
+	return used
 }
 
 // processCPU is the CPU time, user and system, this process has used.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -166,6 +168,10 @@ type pendingBatch struct {
 	settled []bool
 	// noAhead: a read ahead failed, so the batch reads as its writes run.
 	noAhead bool
+	// unmerged: a statement that carried the rows of several writes
+	// failed, so the batch sends each write's statements on their own,
+	// which tells whose it was.
+	unmerged bool
 }
 
 // commitBatch runs the writes to one COMMIT and answers each: with its own
@@ -219,7 +225,7 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}}
+	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}, merge: !b.unmerged}
 	if !b.noAhead {
 		c.ahead = discover(ctx, b)
 	}
@@ -269,10 +275,16 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 
 // failed settles the write whose deferred statement failed with its error
 // (the transaction is rolled back and the others run again), or fails the
-// batch when the error is one to retry.
+// batch when the error is one to retry. When the statement carried several
+// writes' rows, the batch runs again with each write's statements sent on
+// their own, to find whose it was.
 func (b *pendingBatch) failed(f *deferredFailure) (again bool, err error) {
 	if retryable(f.err) {
 		return false, f.err
+	}
+	if f.write < 0 {
+		b.unmerged = true
+		return true, nil
 	}
 	b.own[f.write], b.settled[f.write] = unavailable(f.err), true
 	return true, nil
@@ -315,10 +327,14 @@ type batchConn struct {
 	// ahead[i] is the first read of write i, fetched with the locks.
 	ahead   []*aheadRead
 	changes *sqlstore.Changes
-	// deferred are the statements not yet sent; failed, the first of
-	// them that failed.
+	// deferred are the statements not yet sent; sent, those of them
+	// queued in the pipeline whose results are still to read; failed, the
+	// first of them that failed. merge: deferred INSERTs may share a
+	// statement (mergeDeferred).
 	deferred []deferredExec
+	sent     []deferredExec
 	failed   *deferredFailure
+	merge    bool
 	// base is the database's clock when the batch locked its stores, at
 	// local monotonic time start: the writes of a batch are stamped with
 	// base plus the time since, one clock read per batch.
@@ -333,9 +349,13 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	var bt pgx.Batch
 	bt.Queue("BEGIN")
 	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	for _, a := range c.ahead {
-		if a != nil {
-			bt.Queue(c.s.numbered(a.query), a.args...)
+	groups := groupAhead(c.ahead)
+	for _, g := range groups {
+		if len(g) == 1 {
+			bt.Queue(c.s.numbered(g[0].query), g[0].args...)
+		} else {
+			query, args := c.s.lateral(g)
+			bt.Queue(query, args...)
 		}
 	}
 	br := c.pc.SendBatch(ctx, &bt)
@@ -367,14 +387,123 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if c.base.IsZero() { // no store found: every write will be refused
 		c.base = c.start
 	}
-	for _, a := range c.ahead {
-		if a != nil {
-			if err := a.fetch(br); err != nil {
-				return fmt.Errorf("%w: %w", errAheadFailed, err)
-			}
+	for _, g := range groups {
+		fetch := g[0].fetch
+		if len(g) > 1 {
+			fetch = func(br pgx.BatchResults) error { return fetchLateral(br, g) }
+		}
+		if err := fetch(br); err != nil {
+			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
 	return nil
+}
+
+// groupAhead puts together the reads ahead that ask the same query with
+// text arguments (the path checks of a batch's creates, the reads of its
+// updates): each group is fetched in one statement (DB.lateral). Every
+// statement costs the batch's one backend an executor start and a reply;
+// one statement for a batch's path checks took back about half of what
+// they cost (docs/postgresql-performance.md). The reads are all answered
+// before any write runs, so their order does not matter.
+func groupAhead(reads []*aheadRead) [][]*aheadRead {
+	var (
+		groups [][]*aheadRead
+		at     = map[string]int{}
+	)
+	for _, a := range reads {
+		if a == nil {
+			continue
+		}
+		if !allText(a.args) {
+			groups = append(groups, []*aheadRead{a})
+			continue
+		}
+		if i, ok := at[a.query]; ok {
+			groups[i] = append(groups[i], a)
+			continue
+		}
+		at[a.query] = len(groups)
+		groups = append(groups, []*aheadRead{a})
+	}
+	return groups
+}
+
+// allText reports whether args are all strings, which DB.lateral can
+// send as text arrays.
+func allText(args []any) bool {
+	for _, a := range args {
+		if _, ok := a.(string); !ok {
+			return false
+		}
+	}
+	return len(args) > 0
+}
+
+// placeholder is a numbered parameter of a query ($1, $2, …).
+var placeholder = regexp.MustCompile(`\$([0-9]+)`)
+
+// lateral is one statement asking the query of the reads g, all with text
+// arguments, once per read: the arguments travel as one array per
+// position, unnested with the read's ordinal, and the query runs on each
+// row as a LATERAL subquery, its $n read from column n. It answers
+// (ordinal, the query's columns …) for each row the query gives.
+func (s *DB) lateral(g []*aheadRead) (string, []any) {
+	n := len(g[0].args)
+	var (
+		q    strings.Builder
+		cols = make([]string, n)
+		args = make([]any, n)
+	)
+	q.WriteString("SELECT ahead_args.ord, ahead_row.* FROM unnest(")
+	for k := range n {
+		values := make([]string, len(g))
+		for i, a := range g {
+			values[i] = a.args[k].(string)
+		}
+		args[k] = values
+		cols[k] = fmt.Sprintf("c%d", k+1)
+		if k > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "$%d::text[]", k+1)
+	}
+	q.WriteString(") WITH ORDINALITY AS ahead_args(" + strings.Join(cols, ", ") + ", ord) CROSS JOIN LATERAL (")
+	q.WriteString(placeholder.ReplaceAllString(s.numbered(g[0].query), "ahead_args.c$1"))
+	q.WriteString(") AS ahead_row")
+	return q.String(), args
+}
+
+// fetchLateral reads the answer to a lateral statement from br: each
+// read's first row, copied out of pgx's buffers, without the ordinal.
+func fetchLateral(br pgx.BatchResults, g []*aheadRead) error {
+	rs, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		raw := rs.RawValues()
+		vals, err := rs.Values()
+		if err != nil {
+			return err
+		}
+		ord, ok := vals[0].(int64)
+		if !ok || ord < 1 || int(ord) > len(g) {
+			return fmt.Errorf("postgres: read ahead answered for read %v of %d", vals[0], len(g))
+		}
+		a := g[ord-1]
+		if a.found {
+			continue
+		}
+		a.found = true
+		a.fields = slices.Clone(rs.FieldDescriptions()[1:])
+		for _, v := range raw[1:] {
+			a.values = append(a.values, bytes.Clone(v))
+		}
+	}
+	rs.Close()
+	return rs.Err()
 }
 
 // now is the time a write of the batch is stamped with.
@@ -415,14 +544,16 @@ func (c *batchConn) commit(ctx context.Context) error {
 	return nil
 }
 
-// deferredExec is a statement of write `write` not yet sent.
+// deferredExec is a statement not yet sent (its query with ? marks), of
+// write `write`, or of several writes (-1) when merged.
 type deferredExec struct {
 	query string
 	args  []any
 	write int
 }
 
-// deferredFailure is the first deferred statement that failed, and whose.
+// deferredFailure is the first deferred statement that failed, and whose
+// (-1: a statement merged from several writes' rows).
 type deferredFailure struct {
 	write int
 	err   error
@@ -432,27 +563,108 @@ type deferredFailure struct {
 // read or the COMMIT, in the same pipeline.
 func (c *batchConn) Defer(_ context.Context, query string, args ...any) {
 	c.changed = true
-	c.deferred = append(c.deferred, deferredExec{c.s.numbered(query), args, c.write})
+	c.deferred = append(c.deferred, deferredExec{query, args, c.write})
 }
 
 func (c *batchConn) queueDeferred(bt *pgx.Batch) {
-	for _, d := range c.deferred {
-		bt.Queue(d.query, d.args...)
+	c.sent = c.deferred
+	c.deferred = nil
+	if c.merge {
+		c.sent = mergeDeferred(c.sent)
+	}
+	for _, d := range c.sent {
+		bt.Queue(c.s.numbered(d.query), d.args...)
 	}
 }
 
 // deferredResults reads the answers to the deferred statements queued
 // first in br, noting the first that failed.
 func (c *batchConn) deferredResults(br pgx.BatchResults) error {
-	deferred := c.deferred
-	c.deferred = nil
-	for _, d := range deferred {
+	sent := c.sent
+	c.sent = nil
+	for _, d := range sent {
 		if _, err := br.Exec(); err != nil {
 			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
 			return unavailable(err)
 		}
 	}
 	return nil
+}
+
+// versionInsert begins the statement that adds a memory version: a new
+// row, under a new id and the store's next sequence, that no other
+// statement of a batch changes or conflicts with, and that only the
+// memory's row written after it reads (the search trigger's fallback).
+const versionInsert = "INSERT INTO memory_versions ("
+
+// mergeDeferred sends a batch's rows in fewer statements: each statement
+// costs PostgreSQL and pgx a parse of its Bind, an executor start and end
+// and a reply, which for a 4 KB create was a third of what its rows cost.
+// The version rows go first, all in one INSERT (moving them earlier
+// changes nothing any statement reads or is refused for: see
+// versionInsert); then the other statements in their order, a run of the
+// same INSERT from consecutive writes becoming one multi-row INSERT.
+// Statements other than INSERTs … VALUES (?, …) are left as they are.
+func mergeDeferred(ds []deferredExec) []deferredExec {
+	ordered := make([]deferredExec, 0, len(ds))
+	for _, d := range ds {
+		if strings.HasPrefix(d.query, versionInsert) {
+			ordered = append(ordered, d)
+		}
+	}
+	for _, d := range ds {
+		if !strings.HasPrefix(d.query, versionInsert) {
+			ordered = append(ordered, d)
+		}
+	}
+	var out []deferredExec
+	for i := 0; i < len(ordered); {
+		d := ordered[i]
+		j := i + 1
+		if valuesAt(d.query) > 0 {
+			for j < len(ordered) && ordered[j].query == d.query {
+				j++
+			}
+		}
+		if j-i == 1 {
+			out = append(out, d)
+			i = j
+			continue
+		}
+		at := valuesAt(d.query)
+		var (
+			q    strings.Builder
+			args = make([]any, 0, (j-i)*len(d.args))
+		)
+		q.WriteString(d.query[:at])
+		for k := i; k < j; k++ {
+			if k > i {
+				q.WriteString(", ")
+			}
+			q.WriteString(d.query[at:])
+			args = append(args, ordered[k].args...)
+		}
+		out = append(out, deferredExec{query: q.String(), args: args, write: -1})
+		i = j
+	}
+	return out
+}
+
+// valuesAt is where the row of an "INSERT INTO … VALUES (?, …, ?)"
+// statement begins, so more rows can follow it; 0 for any other
+// statement.
+func valuesAt(query string) int {
+	const values = " VALUES "
+	at := strings.LastIndex(query, values)
+	if !strings.HasPrefix(query, "INSERT INTO ") || at < 0 {
+		return 0
+	}
+	row := query[at+len(values):]
+	n := strings.Count(row, "?")
+	if n == 0 || row != "("+strings.Repeat("?, ", n-1)+"?)" {
+		return 0
+	}
+	return at + len(values)
 }
 
 // flush sends the deferred statements before a statement that must run
