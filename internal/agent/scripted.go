@@ -28,6 +28,7 @@ const maxResultChars = 2000
 
 // turn is one user.message being worked on.
 type turn struct {
+	msg         api.Event // the user.message that opened it
 	script      api.ScriptedScript
 	invalid     string // why the message cannot be run; "" for a valid script
 	calls       int    // agent.tool_use events emitted so far
@@ -107,19 +108,28 @@ func scan(log []api.Event) *state {
 			st.cur = nil
 		}
 	}
+	if st.cur != nil {
+		st.cur.parse()
+	}
 	return st
 }
 
-// start opens the turn of one user.message, parsing its script.
+// start opens the turn of one user.message. Its script is parsed only if
+// the turn is still open when the scan ends (parse): a session's log holds
+// every turn it ever ran, and parsing each of them on every step made a
+// send's cost grow with the session's age.
 func (st *state) start(msg api.Event) *turn {
-	t := &turn{}
-	script, err := ParseScript(msg.Text())
+	return &turn{msg: msg}
+}
+
+// parse reads the script of the turn's message.
+func (t *turn) parse() {
+	script, err := ParseScript(t.msg.Text())
 	if err != nil {
 		t.invalid = err.Error()
-		return t
+		return
 	}
 	t.script = script
-	return t
 }
 
 // ParseScript reads the text of a user.message as a script. The error says
