@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -126,7 +127,9 @@ func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step 
 		hooks []webhooks.Event
 	)
 	for round := range MaxStepRounds {
-		events, err := step(view, round)
+		shown := view
+		shown.Log = slices.Clip(view.Log) // its room is this append's
+		events, err := step(shown, round)
 		if err != nil {
 			return SessionView{}, nil, err
 		}

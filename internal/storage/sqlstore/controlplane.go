@@ -312,7 +312,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // A session whose log is cached has its resources cached with it (they
 // never change after creation), so only its row is read.
 func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock bool) (storage.SessionView, error) {
-	cached := s.logs.get(sessionID)
+	cached := s.logs.get(sessionID, lock)
 	var (
 		sess api.Session
 		err  error
@@ -428,7 +428,8 @@ func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
 }
 
 // keepLog caches the log of a session whose transaction has committed,
-// unless the session ended: nothing reacts to it any more.
+// unless the session ended: nothing reacts to it any more. The cache takes
+// over the room after v.Log: the caller hands on v.Log clipped.
 func (s *Store) keepLog(v storage.SessionView) {
 	if storage.Ended(v.Session) {
 		s.logs.drop(v.Session.ID)
@@ -481,6 +482,7 @@ func (s *Store) ViewSession(ctx context.Context, sessionID string) (storage.Sess
 		return storage.SessionView{}, err
 	}
 	s.keepLog(v)
+	v.Log = slices.Clip(v.Log)
 	return v, nil
 }
 

@@ -37,28 +37,48 @@ const maxCachedLogs = 64
 // lock, so their sequence numbers grow in commit order.
 type logCache struct {
 	mu      sync.Mutex
-	entries map[string]eventLog
+	entries map[string]*cachedLog
 }
 
-// get returns the cached prefix of a session's log (empty when none). Its
-// slice is clipped, so a caller's append copies instead of writing into
-// the cached array.
-func (c *logCache) get(sessionID string) eventLog {
+// cachedLog is a cache entry. The array behind its events usually has room
+// after them; lent says that room was handed to an appender already.
+type cachedLog struct {
+	eventLog
+	lent bool
+}
+
+// get returns the cached prefix of a session's log (empty when none).
+// Its slice is clipped, so that a caller's append copies instead of
+// writing into the cached array — except for the first appender after a
+// put (append), which is lent the array's room: copying a long log on
+// every append was a tenth of a send's CPU. That room is written only by
+// the one it is lent to (nobody else holds a slice reaching into it), and
+// what it writes is seen by others only once it puts its own longer log.
+func (c *logCache) get(sessionID string, append bool) eventLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.entries[sessionID]
-	l.events = slices.Clip(l.events)
+	e := c.entries[sessionID]
+	if e == nil {
+		return eventLog{}
+	}
+	l := e.eventLog
+	if append && !e.lent {
+		e.lent = true
+	} else {
+		l.events = slices.Clip(l.events)
+	}
 	l.resources = slices.Clip(l.resources)
 	return l
 }
 
 // put remembers a committed log unless a longer one is already cached.
-// When full, it forgets an arbitrary other session.
+// When full, it forgets an arbitrary other session. The room after l's
+// events must be nobody's: put takes it over, to lend it.
 func (c *logCache) put(sessionID string, l eventLog) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
-		c.entries = map[string]eventLog{}
+		c.entries = map[string]*cachedLog{}
 	}
 	old, ok := c.entries[sessionID]
 	if ok && old.seq >= l.seq {
@@ -70,7 +90,7 @@ func (c *logCache) put(sessionID string, l eventLog) {
 			break
 		}
 	}
-	c.entries[sessionID] = l
+	c.entries[sessionID] = &cachedLog{eventLog: l}
 }
 
 // drop forgets a session (deleted, or terminated: it will not react again).
