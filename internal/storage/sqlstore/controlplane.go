@@ -326,13 +326,14 @@ func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock boo
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	log, err := s.sessionLog(ctx, q, sessionID, cached)
+	log, after, err := s.sessionLog(ctx, q, sessionID, cached)
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	v := storage.SessionView{Session: sess, Log: log.events, Seq: log.seq}
-	v.WorkLive, err = hasLiveWork(ctx, q, sessionID)
-	return v, err
+	if t, ok := q.(*tx); ok {
+		t.after = after
+	}
+	return storage.SessionView{Session: sess, Log: log.events, Seq: log.seq, WorkLive: after.workLive}, nil
 }
 
 // sessionRows are a session's rows in a write transaction
@@ -344,7 +345,13 @@ func (r sessionRows) View(ctx context.Context, sessionID string) (storage.Sessio
 	return r.tx.s.viewInTx(ctx, r.tx, sessionID, true)
 }
 
-func (r sessionRows) Now(ctx context.Context) (time.Time, error) { return r.tx.s.b.Now(ctx, r.tx) }
+// Now is the clock read with the view (Dialect.Clock), or the backend's.
+func (r sessionRows) Now(ctx context.Context) (time.Time, error) {
+	if at := r.tx.after.clock; at != nil {
+		return at.UTC().Truncate(time.Microsecond), nil
+	}
+	return r.tx.s.b.Now(ctx, r.tx)
+}
 
 // InsertEvents stores events in one statement. Sequence numbers are taken
 // in the order of its rows; that order is checked, not assumed, since SQL

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // eventLog is a prefix of a session's log, oldest first: every event up to
@@ -100,24 +103,57 @@ func (c *logCache) drop(sessionID string) {
 	delete(c.entries, sessionID)
 }
 
-// sessionLog returns a session's whole log: the cached prefix l and
-// whatever q sees after it.
-func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, error) {
-	rows, err := q.Query(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
+// logTail is what sessionLog reads besides the log, in the same
+// statement: a write transaction asks for it once it holds the session's
+// lock, where each was a statement of its own.
+type logTail struct {
+	// workLive says a live work item (workqueue.Live: not stopped) serves
+	// the session.
+	workLive bool
+	// noEndpoints says no webhook endpoint is enabled: emit need not read
+	// them.
+	noEndpoints bool
+	// clock is the database's clock (Dialect.Clock), nil without one.
+	clock *time.Time
+}
+
+// sessionLog returns a session's whole log — the cached prefix l and
+// whatever q sees after it — and its tail, in one statement.
+func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, logTail, error) {
+	clock := s.d.Clock
+	if clock == "" {
+		clock = "NULL"
+	}
+	// The tail is the row of sequence number 0, before every event.
+	rows, err := q.Query(ctx, `SELECT seq, body, NULL AS at FROM session_events WHERE session_id = ? AND seq > ?
+		UNION ALL SELECT 0,
+			CASE WHEN EXISTS (SELECT 1 FROM work_items WHERE session_id = ? AND state != ?) THEN 'w' ELSE '' END ||
+			CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE state = ?) THEN 'h' ELSE '' END, `+clock+`
+		ORDER BY 1`, sessionID, l.seq, sessionID, api.WorkStopped, webhooks.StateEnabled)
 	if err != nil {
-		return eventLog{}, err
+		return eventLog{}, logTail{}, err
 	}
 	defer rows.Close()
+	var tail logTail
 	for rows.Next() {
-		var body string
-		if err := rows.Scan(&l.seq, &body); err != nil {
-			return eventLog{}, err
+		var (
+			seq  int64
+			body string
+			at   *time.Time
+		)
+		if err := rows.Scan(&seq, &body, &at); err != nil {
+			return eventLog{}, logTail{}, err
+		}
+		if seq == 0 {
+			tail = logTail{workLive: strings.Contains(body, "w"), noEndpoints: !strings.Contains(body, "h"), clock: at}
+			continue
 		}
 		var e api.Event
 		if err := json.Unmarshal([]byte(body), &e); err != nil {
-			return eventLog{}, err
+			return eventLog{}, logTail{}, err
 		}
+		l.seq = seq
 		l.events = append(l.events, e)
 	}
-	return l, rows.Err()
+	return l, tail, rows.Err()
 }
