@@ -134,5 +134,6 @@ func (b backend) Dialect() sqlstore.Dialect {
 	if b.s.clock == nil {
 		d.Clock = "clock_timestamp()"
 	}
+	d.Notify = wakeExpr
 	return d
 }

@@ -353,14 +353,28 @@ func (r sessionRows) Now(ctx context.Context) (time.Time, error) {
 	return r.tx.s.b.Now(ctx, r.tx)
 }
 
-// InsertEvents stores events in one statement. Sequence numbers are taken
+// StoreEvents stores events in one statement. Sequence numbers are taken
 // in the order of its rows; that order is checked, not assumed, since SQL
-// does not promise the order RETURNING gives them back in.
-func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error) {
+// does not promise the order RETURNING gives them back in. Where the
+// backend notifies in SQL (Dialect.Notify), the session row's update and
+// the wake ride in the same statement, in a WITH; elsewhere they are
+// statements of their own.
+func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events []api.Event) (int64, error) {
+	sessionID := sess.ID
 	var (
 		a    args
 		rows strings.Builder
+		with string
 	)
+	if notify := r.tx.s.d.Notify; notify != nil {
+		expr, arg := notify(storage.TopicSession, sessionID)
+		body := sess
+		body.Resources = nil
+		with = `WITH saved AS (UPDATE sessions SET status = ` + a.add(sess.Status) + `, body = ` + a.add(toJSON(body)) + `, archived_at = ` + a.add(sess.ArchivedAt) +
+			` WHERE id = ` + a.add(sessionID) + ` RETURNING ` + strings.Replace(expr, "?", a.add(arg), 1) + `) `
+	} else if err := r.saveSession(ctx, sess); err != nil {
+		return 0, err
+	}
 	for i, e := range events {
 		if i > 0 {
 			rows.WriteString(", ")
@@ -375,7 +389,7 @@ func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events 
 	got, err := queryAll(ctx, r.tx, func(row Row) (stored, error) {
 		var x stored
 		return x, row.Scan(&x.id, &x.seq)
-	}, `INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
+	}, with+`INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
 	if err != nil {
 		return 0, err
 	}
@@ -425,9 +439,9 @@ func (r sessionRows) InsertWork(ctx context.Context, w storage.Work) error {
 	return insertWork(ctx, r.tx, w)
 }
 
-// SaveSession also wakes the event streams and runners of every server
-// (at commit).
-func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
+// saveSession writes the session row back and wakes the event streams and
+// runners of every server (at commit).
+func (r sessionRows) saveSession(ctx context.Context, sess api.Session) error {
 	if err := saveSession(ctx, r.tx, sess); err != nil {
 		return err
 	}

@@ -97,6 +97,11 @@ type Dialect struct {
 	// reads), for a statement that reads it beside other things; "" when
 	// the clock is not the database's.
 	Clock string
+	// Notify, where the backend wakes other servers in SQL (its Notify
+	// sends a statement), is that statement's expression for topic and
+	// key, with one placeholder, and its argument: a write can then wake
+	// them itself, in a WITH (which the backend then supports).
+	Notify func(topic, key string) (expr string, arg any)
 }
 
 // SearchIndex is the full-text index a backend keeps of every live
