@@ -313,6 +313,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // never change after creation), so only its row is read.
 func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock bool) (storage.SessionView, error) {
 	cached := s.logs.get(sessionID, lock)
+	if lock && cached.resourcesKnown && s.d.ForUpdate != "" {
+		return s.lockedView(ctx, q, sessionID, cached)
+	}
 	var (
 		sess api.Session
 		err  error
@@ -329,6 +332,46 @@ func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock boo
 	log, after, err := s.sessionLog(ctx, q, sessionID, cached)
 	if err != nil {
 		return storage.SessionView{}, err
+	}
+	if t, ok := q.(*tx); ok {
+		t.after = after
+	}
+	return storage.SessionView{Session: sess, Log: log.events, Seq: log.seq, WorkLive: after.workLive}, nil
+}
+
+// lockedView is viewInTx with the lock, for a session whose resources
+// are cached, where rows are locked: the session's row is locked and read
+// with the rest of the view in one statement. That statement's snapshot is
+// taken before it waits for the lock, so it misses what the lock's holder
+// committed; only the row it locks is read as it is once the lock is had
+// (PostgreSQL rereads a locked row that changed). Every append sets the
+// row's updated_at to its last event's processed_at, which grows along
+// the log: unless the row is as the append of the last event read left it,
+// it was written since — by an append that went on with the log, or an
+// update — and the rest is read again, in the lock's time.
+func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached eventLog) (storage.SessionView, error) {
+	tail, args := logTailQuery(sessionID, cached.seq, s.d.Clock)
+	rows, err := q.Query(ctx, `SELECT s.body, t.seq, t.body, t.at FROM sessions s, (`+tail+`) t WHERE s.id = ? ORDER BY t.seq`+s.d.ForUpdate+` OF s`, append(args, sessionID)...)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	var body string
+	log, after, err := readLogTail(rows, cached, &body)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	if body == "" {
+		return storage.SessionView{}, storage.ErrNotFound
+	}
+	var sess api.Session
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		return storage.SessionView{}, err
+	}
+	sess.Resources = cached.resources
+	if n := len(log.events); n == 0 || log.events[n-1].ProcessedAt == nil || !sess.UpdatedAt.Equal(*log.events[n-1].ProcessedAt) {
+		if log, after, err = s.sessionLog(ctx, q, sessionID, log); err != nil {
+			return storage.SessionView{}, err
+		}
 	}
 	if t, ok := q.(*tx); ok {
 		t.after = after

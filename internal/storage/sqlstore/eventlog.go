@@ -120,19 +120,31 @@ type logTail struct {
 // sessionLog returns a session's whole log — the cached prefix l and
 // whatever q sees after it — and its tail, in one statement.
 func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, logTail, error) {
-	clock := s.d.Clock
-	if clock == "" {
-		clock = "NULL"
-	}
-	// The tail is the row of sequence number 0, before every event.
-	rows, err := q.Query(ctx, `SELECT seq, body, NULL AS at FROM session_events WHERE session_id = ? AND seq > ?
-		UNION ALL SELECT 0,
-			CASE WHEN EXISTS (SELECT 1 FROM work_items WHERE session_id = ? AND state != ?) THEN 'w' ELSE '' END ||
-			CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE state = ?) THEN 'h' ELSE '' END, `+clock+`
-		ORDER BY 1`, sessionID, l.seq, sessionID, api.WorkStopped, webhooks.StateEnabled)
+	query, args := logTailQuery(sessionID, l.seq, s.d.Clock)
+	rows, err := q.Query(ctx, query+` ORDER BY 1`, args...)
 	if err != nil {
 		return eventLog{}, logTail{}, err
 	}
+	return readLogTail(rows, l)
+}
+
+// logTailQuery selects (seq, body, at): the events of a session after
+// sequence number after, and the tail as the row of sequence number 0.
+// clock is Dialect.Clock.
+func logTailQuery(sessionID string, after int64, clock string) (string, []any) {
+	if clock == "" {
+		clock = "NULL"
+	}
+	return `SELECT seq, body, NULL AS at FROM session_events WHERE session_id = ? AND seq > ?
+		UNION ALL SELECT 0,
+			CASE WHEN EXISTS (SELECT 1 FROM work_items WHERE session_id = ? AND state != ?) THEN 'w' ELSE '' END ||
+			CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE state = ?) THEN 'h' ELSE '' END, ` + clock,
+		[]any{sessionID, after, sessionID, api.WorkStopped, webhooks.StateEnabled}
+}
+
+// readLogTail appends the events of rows (logTailQuery's, in order of
+// seq, after the columns of first) to l, and closes them.
+func readLogTail(rows Rows, l eventLog, first ...any) (eventLog, logTail, error) {
 	defer rows.Close()
 	var tail logTail
 	for rows.Next() {
@@ -141,7 +153,7 @@ func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l even
 			body string
 			at   *time.Time
 		)
-		if err := rows.Scan(&seq, &body, &at); err != nil {
+		if err := rows.Scan(append(first, &seq, &body, &at)...); err != nil {
 			return eventLog{}, logTail{}, err
 		}
 		if seq == 0 {
