@@ -53,11 +53,11 @@ type cachedLog struct {
 // get returns the cached prefix of a session's log (empty when none).
 // Its slice is clipped, so that a caller's append copies instead of
 // writing into the cached array — except for the first appender after a
-// put (append), which is lent the array's room: copying a long log on
+// put (appender), which is lent the array's room: copying a long log on
 // every append was a tenth of a send's CPU. That room is written only by
 // the one it is lent to (nobody else holds a slice reaching into it), and
 // what it writes is seen by others only once it puts its own longer log.
-func (c *logCache) get(sessionID string, append bool) eventLog {
+func (c *logCache) get(sessionID string, appender bool) eventLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[sessionID]
@@ -65,7 +65,7 @@ func (c *logCache) get(sessionID string, append bool) eventLog {
 		return eventLog{}
 	}
 	l := e.eventLog
-	if append && !e.lent {
+	if appender && !e.lent {
 		e.lent = true
 	} else {
 		l.events = slices.Clip(l.events)
@@ -103,9 +103,8 @@ func (c *logCache) drop(sessionID string) {
 	delete(c.entries, sessionID)
 }
 
-// logTail is what sessionLog reads besides the log, in the same
-// statement: a write transaction asks for it once it holds the session's
-// lock, where each was a statement of its own.
+// logTail is what a session's view reads besides its log, in the same
+// statement (each was a statement of its own).
 type logTail struct {
 	// workLive says a live work item (workqueue.Live: not stopped) serves
 	// the session.
