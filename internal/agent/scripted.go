@@ -28,6 +28,7 @@ const maxResultChars = 2000
 
 // turn is one user.message being worked on.
 type turn struct {
+	msg         *api.Event // the user.message that opened it, in the log
 	script      api.ScriptedScript
 	invalid     string // why the message cannot be run; "" for a valid script
 	calls       int    // agent.tool_use events emitted so far
@@ -47,8 +48,9 @@ type result struct {
 // state is what the log says about the session.
 type state struct {
 	terminated bool
-	pending    []api.Event // user.messages waiting for their turn, oldest first
+	pending    []*api.Event // user.messages waiting for their turn, oldest first, in the log
 	cur        *turn
+	open       turn              // what cur points to: a scan opens one turn at a time
 	names      map[string]string // agent.tool_use id → tool name
 }
 
@@ -63,7 +65,8 @@ type state struct {
 //   - session.status_terminated ends everything.
 func scan(log []api.Event) *state {
 	st := &state{names: map[string]string{}}
-	for _, e := range log {
+	for i := range log {
+		e := &log[i]
 		switch e.Type {
 		case api.EventUserMessage:
 			st.pending = append(st.pending, e)
@@ -107,19 +110,29 @@ func scan(log []api.Event) *state {
 			st.cur = nil
 		}
 	}
+	if st.cur != nil {
+		st.cur.parse()
+	}
 	return st
 }
 
-// start opens the turn of one user.message, parsing its script.
-func (st *state) start(msg api.Event) *turn {
-	t := &turn{}
-	script, err := ParseScript(msg.Text())
+// start opens the turn of one user.message. Its script is parsed only if
+// the turn is still open when the scan ends (parse): a session's log holds
+// every turn it ever ran, and parsing each of them on every step made a
+// send's cost grow with the session's age.
+func (st *state) start(msg *api.Event) *turn {
+	st.open = turn{msg: msg}
+	return &st.open
+}
+
+// parse reads the script of the turn's message.
+func (t *turn) parse() {
+	script, err := ParseScript(t.msg.Text())
 	if err != nil {
 		t.invalid = err.Error()
-		return t
+		return
 	}
 	t.script = script
-	return t
 }
 
 // ParseScript reads the text of a user.message as a script. The error says

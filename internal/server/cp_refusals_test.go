@@ -189,6 +189,10 @@ func TestControlPlaneRefusalsSayWhatToDo(t *testing.T) {
 		{"agent version", "GET", "/v1/agents/" + ag.ID + "?version=2", k, nil, 404, api.NotFound, []string{"no version 2", "current version is 1"}},
 		{"environment key of an unknown environment", "POST", "/v1/environments/env_01JZZZZZZZZZZZZZZZZZZZZZZZ/keys", k, nil, 404, api.NotFound, []string{"env_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/environments lists them"}},
 		{"unknown session update", "POST", "/v1/sessions/sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", k, map[string]any{"title": "x"}, 404, api.NotFound, []string{"sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/sessions lists them"}},
+		// A send with an API key reads no session first: the append finds
+		// it missing, and a send refused for another reason still says 404.
+		{"message to an unknown session", "POST", "/v1/sessions/sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ/events", k, api.SendEventsRequest{Events: []api.Event{api.UserMessage("x")}}, 404, api.NotFound, []string{"sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/sessions lists them"}},
+		{"no events to an unknown session", "POST", "/v1/sessions/sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ/events", k, map[string]any{"events": []any{}}, 404, api.NotFound, []string{"sesn_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/sessions lists them"}},
 		{"unknown work item", "GET", unknownWork, k, nil, 404, api.NotFound, []string{"work_01JZZZZZZZZZZZZZZZZZZZZZZZ", "GET /v1/environments/" + env.ID + "/work lists them"}},
 		{"agent named by another kind of id", "POST", "/v1/sessions", k, map[string]any{"agent": env.ID, "environment_id": env.ID}, 404, api.NotFound, []string{"agent: ", "is an environment id, not an agent id"}},
 

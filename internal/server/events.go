@@ -64,19 +64,42 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 // sendEvents appends the client's events through app.Sessions.Send, which
-// checks them against the log, queues work and lets the agent react.
+// checks them against the log, queues work and lets the agent react. An
+// API key reaches every session, so its send reads no session first (two
+// round trips, its row and its resources): the append finds a missing
+// session itself, and a send refused for another reason looks the session
+// up then, so that a missing one is still answered 404 whatever else is
+// wrong.
 func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal) error {
-	sess, err := s.loadSession(r, p)
+	if p.Kind != storage.APIKey {
+		sess, err := s.loadSession(r, p)
+		if err != nil {
+			return err
+		}
+		return s.send(w, r, p, sess.ID)
+	}
+	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
+	err = s.send(w, r, p, id)
+	if err != nil {
+		if _, gone := s.store.GetSession(r.Context(), id); errors.Is(gone, storage.ErrNotFound) {
+			return orMissing(gone, "session", id, listSessions)
+		}
+	}
+	return err
+}
+
+// send is sendEvents to session id, which p may reach.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, p Principal, id string) error {
 	var req api.SendEventsRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	stored, err := s.app.Sessions.Send(r.Context(), sess.ID, req.Events, p.Caller())
+	stored, err := s.app.Sessions.Send(r.Context(), id, req.Events, p.Caller())
 	if err != nil {
-		return orMissing(err, "session", sess.ID, listSessions)
+		return orMissing(err, "session", id, listSessions)
 	}
 	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,9 +117,11 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				})
 			}))
 			mid := sampleCPU(b, pool)
-			appends.add(concurrently(clients, writes, func(cl, i int) error {
-				return c.do("POST", "/v1/sessions/"+sessions[cl].ID+"/events", msg, nil)
-			}))
+			pprof.Do(ctx, pprof.Labels("side", httpClient), func(context.Context) {
+				appends.add(concurrently(clients, writes, func(cl, i int) error {
+					return c.do("POST", "/v1/sessions/"+sessions[cl].ID+"/events", msg, nil)
+				}))
+			})
 			after := sampleCPU(b, pool)
 			rawCPU.add(mid.since(before, rawReferenceApp))
 			appendCPU.add(after.since(mid, serverBenchApp))

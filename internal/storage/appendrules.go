@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -77,13 +78,13 @@ type AppendRows interface {
 	View(ctx context.Context, sessionID string) (SessionView, error)
 	// Now is the transaction's clock.
 	Now(ctx context.Context) (time.Time, error)
-	// InsertEvents stores events, in order, at the end of the session's
-	// log and returns the sequence number of the last.
-	InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error)
 	// Emit puts webhook events in the outbox.
 	Emit(ctx context.Context, evs ...webhooks.Event) error
-	// SaveSession writes the session row back once events were stored.
-	SaveSession(ctx context.Context, sess api.Session) error
+	// StoreEvents stores events, in order, at the end of the log of
+	// session sess, writes its row back as sess and wakes whoever follows
+	// the session at commit. It returns the sequence number of the last
+	// event.
+	StoreEvents(ctx context.Context, sess api.Session, events []api.Event) (int64, error)
 }
 
 // AppendIn is AppendEvents in rows: guard (when not nil) sees the session
@@ -126,7 +127,9 @@ func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step 
 		hooks []webhooks.Event
 	)
 	for round := range MaxStepRounds {
-		events, err := step(view, round)
+		shown := view
+		shown.Log = slices.Clip(view.Log) // its room is this append's
+		events, err := step(shown, round)
 		if err != nil {
 			return SessionView{}, nil, err
 		}
@@ -150,14 +153,11 @@ func AppendStepsIn(ctx context.Context, rows AppendRows, sessionID string, step 
 	if ap == nil {
 		return view, nil, nil
 	}
-	if view.Seq, err = rows.InsertEvents(ctx, sessionID, out); err != nil {
-		return SessionView{}, nil, fmt.Errorf("append %d events to session %s: %w", len(out), sessionID, err)
-	}
 	if err := rows.Emit(ctx, hooks...); err != nil {
 		return SessionView{}, nil, err
 	}
-	if err := rows.SaveSession(ctx, view.Session); err != nil {
-		return SessionView{}, nil, err
+	if view.Seq, err = rows.StoreEvents(ctx, view.Session, out); err != nil {
+		return SessionView{}, nil, fmt.Errorf("append %d events to session %s: %w", len(out), sessionID, err)
 	}
 	return view, out, nil
 }

@@ -130,5 +130,10 @@ func (b backend) Duplicate(err error, table, column string) bool {
 // Dialect: a memory write locks its store's row, an append its session's;
 // a claim skips the items other pollers hold.
 func (b backend) Dialect() sqlstore.Dialect {
-	return sqlstore.Dialect{ForUpdate: " FOR UPDATE", ForShare: " FOR SHARE", SkipLocked: " FOR UPDATE SKIP LOCKED", AttemptOrder: "id", Search: tsIndex{}}
+	d := sqlstore.Dialect{ForUpdate: " FOR UPDATE", ForShare: " FOR SHARE", SkipLocked: " FOR UPDATE SKIP LOCKED", AttemptOrder: "id", Search: tsIndex{}}
+	if b.s.clock == nil {
+		d.Clock = "clock_timestamp()"
+	}
+	d.Notify = wakeExpr
+	return d
 }

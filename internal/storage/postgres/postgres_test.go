@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,5 +335,59 @@ func TestCachedLogsSeeAppendsFromAnotherReplica(t *testing.T) {
 			t.Fatalf("append %d saw the log %q, want %q", i, got, want)
 		}
 		want = append(want, text)
+	}
+}
+
+// Appends to one session from two replicas at once: each waits for the
+// session's lock while the other appends, and must then see what the other
+// committed, so every event records how many it saw before it and the log
+// reads 0, 1, 2, … A view read in the snapshot taken before the lock wait
+// would miss the events committed meanwhile.
+func TestConcurrentAppendsSeeTheWholeLog(t *testing.T) {
+	a, b := twoReplicas(t)
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := a.CreateEnvironment(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const writers, appends = 6, 15
+	errs := make(chan error, writers)
+	for w := range writers {
+		r := []*postgres.DB{a, b}[w%2]
+		go func() {
+			for range appends {
+				events := []api.Event{{}}
+				_, err := r.AppendEvents(t.Context(), sess.ID, events, func(v storage.SessionView) error {
+					events[0] = api.UserMessage(strconv.Itoa(len(v.Log)))
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := a.ListEvents(t.Context(), sess.ID, storage.EventQuery{Limit: writers * appends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != writers*appends {
+		t.Fatalf("the log holds %d events, want %d", len(log), writers*appends)
+	}
+	for i, e := range log {
+		if got := e.Event.Text(); got != strconv.Itoa(i) {
+			t.Fatalf("event %d saw %s events before it, want %d: its view missed what another replica committed while it waited", i, got, i)
+		}
 	}
 }

@@ -19,8 +19,15 @@ const wakeChannel = "memstore_wake"
 // notifyWake sends a wake-up through q. Inside a transaction PostgreSQL
 // delivers it at commit, and never for a rollback.
 func notifyWake(ctx context.Context, q sqlstore.Conn, topic, key string) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify(?, ?)`, wakeChannel, topic+":"+key)
+	expr, arg := wakeExpr(topic, key)
+	_, err := q.Exec(ctx, `SELECT `+expr, arg)
 	return err
+}
+
+// wakeExpr is notifyWake's expression and its argument, for a statement
+// that wakes beside its write (sqlstore.Dialect.Notify).
+func wakeExpr(topic, key string) (string, any) {
+	return `pg_notify('` + wakeChannel + `', ?)`, topic + ":" + key
 }
 
 // Listen implements storage.Waker with LISTEN on a connection of its own.

@@ -312,7 +312,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // A session whose log is cached has its resources cached with it (they
 // never change after creation), so only its row is read.
 func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock bool) (storage.SessionView, error) {
-	cached := s.logs.get(sessionID)
+	cached := s.logs.get(sessionID, lock)
+	if lock && cached.resourcesKnown && s.d.ForUpdate != "" {
+		return s.lockedView(ctx, q, sessionID, cached)
+	}
 	var (
 		sess api.Session
 		err  error
@@ -326,13 +329,54 @@ func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock boo
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	log, err := s.sessionLog(ctx, q, sessionID, cached)
+	log, after, err := s.sessionLog(ctx, q, sessionID, cached)
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	v := storage.SessionView{Session: sess, Log: log.events, Seq: log.seq}
-	v.WorkLive, err = hasLiveWork(ctx, q, sessionID)
-	return v, err
+	if t, ok := q.(*tx); ok {
+		t.after = after
+	}
+	return storage.SessionView{Session: sess, Log: log.events, Seq: log.seq, WorkLive: after.workLive}, nil
+}
+
+// lockedView is viewInTx with the lock, for a session whose resources
+// are cached, where rows are locked: the session's row is locked and read
+// with the rest of the view in one statement. That statement's snapshot is
+// taken before it waits for the lock, so it misses what the lock's holder
+// committed; only the row it locks is read as it is once the lock is had
+// (PostgreSQL rereads a locked row that changed). Every append sets the
+// row's updated_at to its last event's processed_at, which grows along
+// the log: unless the row is as the append of the last event read left it,
+// it was written since — by an append that went on with the log, or an
+// update — and the rest is read again, in the lock's time.
+func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached eventLog) (storage.SessionView, error) {
+	tail, args := logTailQuery(sessionID, cached.seq, s.d.Clock)
+	rows, err := q.Query(ctx, `SELECT s.body, t.seq, t.body, t.at FROM sessions s, (`+tail+`) t WHERE s.id = ? ORDER BY t.seq`+s.d.ForUpdate+` OF s`, append(args, sessionID)...)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	var body string
+	log, after, err := readLogTail(rows, cached, &body)
+	if err != nil {
+		return storage.SessionView{}, err
+	}
+	if body == "" {
+		return storage.SessionView{}, storage.ErrNotFound
+	}
+	var sess api.Session
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		return storage.SessionView{}, err
+	}
+	sess.Resources = cached.resources
+	if n := len(log.events); n == 0 || log.events[n-1].ProcessedAt == nil || !sess.UpdatedAt.Equal(*log.events[n-1].ProcessedAt) {
+		if log, after, err = s.sessionLog(ctx, q, sessionID, log); err != nil {
+			return storage.SessionView{}, err
+		}
+	}
+	if t, ok := q.(*tx); ok {
+		t.after = after
+	}
+	return storage.SessionView{Session: sess, Log: log.events, Seq: log.seq, WorkLive: after.workLive}, nil
 }
 
 // sessionRows are a session's rows in a write transaction
@@ -344,16 +388,36 @@ func (r sessionRows) View(ctx context.Context, sessionID string) (storage.Sessio
 	return r.tx.s.viewInTx(ctx, r.tx, sessionID, true)
 }
 
-func (r sessionRows) Now(ctx context.Context) (time.Time, error) { return r.tx.s.b.Now(ctx, r.tx) }
+// Now is the clock read with the view (Dialect.Clock), or the backend's.
+func (r sessionRows) Now(ctx context.Context) (time.Time, error) {
+	if at := r.tx.after.clock; at != nil {
+		return at.UTC().Truncate(time.Microsecond), nil
+	}
+	return r.tx.s.b.Now(ctx, r.tx)
+}
 
-// InsertEvents stores events in one statement. Sequence numbers are taken
+// StoreEvents stores events in one statement. Sequence numbers are taken
 // in the order of its rows; that order is checked, not assumed, since SQL
-// does not promise the order RETURNING gives them back in.
-func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events []api.Event) (int64, error) {
+// does not promise the order RETURNING gives them back in. Where the
+// backend notifies in SQL (Dialect.Notify), the session row's update and
+// the wake ride in the same statement, in a WITH; elsewhere they are
+// statements of their own.
+func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events []api.Event) (int64, error) {
+	sessionID := sess.ID
 	var (
 		a    args
 		rows strings.Builder
+		with string
 	)
+	if notify := r.tx.s.d.Notify; notify != nil {
+		expr, arg := notify(storage.TopicSession, sessionID)
+		body := sess
+		body.Resources = nil
+		with = `WITH saved AS (UPDATE sessions SET status = ` + a.add(sess.Status) + `, body = ` + a.add(toJSON(body)) + `, archived_at = ` + a.add(sess.ArchivedAt) +
+			` WHERE id = ` + a.add(sessionID) + ` RETURNING ` + strings.Replace(expr, "?", a.add(arg), 1) + `) `
+	} else if err := r.saveSession(ctx, sess); err != nil {
+		return 0, err
+	}
 	for i, e := range events {
 		if i > 0 {
 			rows.WriteString(", ")
@@ -368,7 +432,7 @@ func (r sessionRows) InsertEvents(ctx context.Context, sessionID string, events 
 	got, err := queryAll(ctx, r.tx, func(row Row) (stored, error) {
 		var x stored
 		return x, row.Scan(&x.id, &x.seq)
-	}, `INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
+	}, with+`INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
 	if err != nil {
 		return 0, err
 	}
@@ -418,9 +482,9 @@ func (r sessionRows) InsertWork(ctx context.Context, w storage.Work) error {
 	return insertWork(ctx, r.tx, w)
 }
 
-// SaveSession also wakes the event streams and runners of every server
-// (at commit).
-func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
+// saveSession writes the session row back and wakes the event streams and
+// runners of every server (at commit).
+func (r sessionRows) saveSession(ctx context.Context, sess api.Session) error {
 	if err := saveSession(ctx, r.tx, sess); err != nil {
 		return err
 	}
@@ -428,7 +492,8 @@ func (r sessionRows) SaveSession(ctx context.Context, sess api.Session) error {
 }
 
 // keepLog caches the log of a session whose transaction has committed,
-// unless the session ended: nothing reacts to it any more.
+// unless the session ended: nothing reacts to it any more. The cache takes
+// over the room after v.Log: the caller hands on v.Log clipped.
 func (s *Store) keepLog(v storage.SessionView) {
 	if storage.Ended(v.Session) {
 		s.logs.drop(v.Session.ID)
@@ -481,6 +546,7 @@ func (s *Store) ViewSession(ctx context.Context, sessionID string) (storage.Sess
 		return storage.SessionView{}, err
 	}
 	s.keepLog(v)
+	v.Log = slices.Clip(v.Log)
 	return v, nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // eventLog is a prefix of a session's log, oldest first: every event up to
@@ -37,28 +40,48 @@ const maxCachedLogs = 64
 // lock, so their sequence numbers grow in commit order.
 type logCache struct {
 	mu      sync.Mutex
-	entries map[string]eventLog
+	entries map[string]*cachedLog
 }
 
-// get returns the cached prefix of a session's log (empty when none). Its
-// slice is clipped, so a caller's append copies instead of writing into
-// the cached array.
-func (c *logCache) get(sessionID string) eventLog {
+// cachedLog is a cache entry. The array behind its events usually has room
+// after them; lent says that room was handed to an appender already.
+type cachedLog struct {
+	eventLog
+	lent bool
+}
+
+// get returns the cached prefix of a session's log (empty when none).
+// Its slice is clipped, so that a caller's append copies instead of
+// writing into the cached array — except for the first appender after a
+// put (appender), which is lent the array's room: copying a long log on
+// every append was a tenth of a send's CPU. That room is written only by
+// the one it is lent to (nobody else holds a slice reaching into it), and
+// what it writes is seen by others only once it puts its own longer log.
+func (c *logCache) get(sessionID string, appender bool) eventLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.entries[sessionID]
-	l.events = slices.Clip(l.events)
+	e := c.entries[sessionID]
+	if e == nil {
+		return eventLog{}
+	}
+	l := e.eventLog
+	if appender && !e.lent {
+		e.lent = true
+	} else {
+		l.events = slices.Clip(l.events)
+	}
 	l.resources = slices.Clip(l.resources)
 	return l
 }
 
 // put remembers a committed log unless a longer one is already cached.
-// When full, it forgets an arbitrary other session.
+// When full, it forgets an arbitrary other session. The room after l's
+// events must be nobody's: put takes it over, to lend it.
 func (c *logCache) put(sessionID string, l eventLog) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
-		c.entries = map[string]eventLog{}
+		c.entries = map[string]*cachedLog{}
 	}
 	old, ok := c.entries[sessionID]
 	if ok && old.seq >= l.seq {
@@ -70,7 +93,7 @@ func (c *logCache) put(sessionID string, l eventLog) {
 			break
 		}
 	}
-	c.entries[sessionID] = l
+	c.entries[sessionID] = &cachedLog{eventLog: l}
 }
 
 // drop forgets a session (deleted, or terminated: it will not react again).
@@ -80,24 +103,68 @@ func (c *logCache) drop(sessionID string) {
 	delete(c.entries, sessionID)
 }
 
-// sessionLog returns a session's whole log: the cached prefix l and
-// whatever q sees after it.
-func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, error) {
-	rows, err := q.Query(ctx, `SELECT seq, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, l.seq)
+// logTail is what a session's view reads besides its log, in the same
+// statement (each was a statement of its own).
+type logTail struct {
+	// workLive says a live work item (workqueue.Live: not stopped) serves
+	// the session.
+	workLive bool
+	// noEndpoints says no webhook endpoint is enabled: emit need not read
+	// them.
+	noEndpoints bool
+	// clock is the database's clock (Dialect.Clock), nil without one.
+	clock *time.Time
+}
+
+// sessionLog returns a session's whole log — the cached prefix l and
+// whatever q sees after it — and its tail, in one statement.
+func (s *Store) sessionLog(ctx context.Context, q Conn, sessionID string, l eventLog) (eventLog, logTail, error) {
+	query, args := logTailQuery(sessionID, l.seq, s.d.Clock)
+	rows, err := q.Query(ctx, query+` ORDER BY 1`, args...)
 	if err != nil {
-		return eventLog{}, err
+		return eventLog{}, logTail{}, err
 	}
+	return readLogTail(rows, l)
+}
+
+// logTailQuery selects (seq, body, at): the events of a session after
+// sequence number after, and the tail as the row of sequence number 0.
+// clock is Dialect.Clock.
+func logTailQuery(sessionID string, after int64, clock string) (string, []any) {
+	if clock == "" {
+		clock = "NULL"
+	}
+	return `SELECT seq, body, NULL AS at FROM session_events WHERE session_id = ? AND seq > ?
+		UNION ALL SELECT 0,
+			CASE WHEN EXISTS (SELECT 1 FROM work_items WHERE session_id = ? AND state != ?) THEN 'w' ELSE '' END ||
+			CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE state = ?) THEN 'h' ELSE '' END, ` + clock,
+		[]any{sessionID, after, sessionID, api.WorkStopped, webhooks.StateEnabled}
+}
+
+// readLogTail appends the events of rows (logTailQuery's, in order of
+// seq, after the columns of first) to l, and closes them.
+func readLogTail(rows Rows, l eventLog, first ...any) (eventLog, logTail, error) {
 	defer rows.Close()
+	var tail logTail
 	for rows.Next() {
-		var body string
-		if err := rows.Scan(&l.seq, &body); err != nil {
-			return eventLog{}, err
+		var (
+			seq  int64
+			body string
+			at   *time.Time
+		)
+		if err := rows.Scan(append(first, &seq, &body, &at)...); err != nil {
+			return eventLog{}, logTail{}, err
+		}
+		if seq == 0 {
+			tail = logTail{workLive: strings.Contains(body, "w"), noEndpoints: !strings.Contains(body, "h"), clock: at}
+			continue
 		}
 		var e api.Event
 		if err := json.Unmarshal([]byte(body), &e); err != nil {
-			return eventLog{}, err
+			return eventLog{}, logTail{}, err
 		}
+		l.seq = seq
 		l.events = append(l.events, e)
 	}
-	return l, rows.Err()
+	return l, tail, rows.Err()
 }

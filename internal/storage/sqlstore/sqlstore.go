@@ -93,6 +93,15 @@ type Dialect struct {
 	AttemptOrder string
 	// Search is the backend's full-text index of current memories.
 	Search SearchIndex
+	// Clock is an SQL expression of the backend's clock (what its Now
+	// reads), for a statement that reads it beside other things; "" when
+	// the clock is not the database's.
+	Clock string
+	// Notify, where the backend wakes other servers in SQL (its Notify
+	// sends a statement), is that statement's expression for topic and
+	// key, with one placeholder, and its argument: a write can then wake
+	// them itself, in a WITH (which the backend then supports).
+	Notify func(topic, key string) (expr string, arg any)
 }
 
 // SearchIndex is the full-text index a backend keeps of every live
@@ -154,6 +163,9 @@ func New(b Backend) *Store { return &Store{b: b, d: b.Dialect()} }
 type tx struct {
 	Conn
 	s *Store
+	// after is what the transaction's read of a session's log saw beside
+	// it (a write transaction reads one session's).
+	after logTail
 }
 
 // write runs fn in one write transaction; a transaction that wrote outbox

@@ -60,11 +60,6 @@ func (s *Store) getWork(ctx context.Context, q Conn, environmentID, workID strin
 	return scanWork(q.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items WHERE id = ? AND environment_id = ?`+s.lock(lock), workID, environmentID))
 }
 
-func hasLiveWork(ctx context.Context, q Conn, sessionID string) (bool, error) {
-	items, err := queryAll(ctx, q, scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = ?`, sessionID)
-	return workqueue.AnyLive(items), err
-}
-
 // SessionWork implements storage.WorkQueue.
 func (s *Store) SessionWork(ctx context.Context, sessionID string) ([]storage.Work, error) {
 	return queryAll(ctx, s.db(), scanWork, `SELECT `+workColumns+` FROM work_items WHERE session_id = ? ORDER BY id`, sessionID)
