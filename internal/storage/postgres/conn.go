@@ -88,11 +88,11 @@ type backend struct{ s *DB }
 func (b backend) DB() sqlstore.Conn { return conn{b.s, b.s.pool} }
 
 func (b backend) Write(ctx context.Context, fn func(sqlstore.Conn) error) error {
-	return b.s.tx(ctx, func(tx pgx.Tx) error { return fn(conn{b.s, tx}) })
+	return b.s.tx(ctx, func(tx querier) error { return fn(conn{b.s, tx}) })
 }
 
 func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
-	return b.s.readTx(ctx, func(tx pgx.Tx) error { return fn(conn{b.s, tx}) })
+	return b.s.readTx(ctx, func(tx querier) error { return fn(conn{b.s, tx}) })
 }
 
 // WriteMemory implements sqlstore.MemoryWriter with group commit.

@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// lazyTx is a transaction whose BEGIN is sent in one pipeline with its
+// first statement instead of on its own: a short transaction (a claim, a
+// send) saves one round trip to the database, and the backend one message
+// exchange. What runs is the same BEGIN, statements and COMMIT, in order;
+// a statement that fails leaves the transaction aborted, as it would have.
+type lazyTx struct {
+	c     *pgxpool.Conn
+	begin string
+	begun bool
+}
+
+// runLazyTx runs fn in one transaction on a connection of pool, opened by
+// begin, committing when fn returns nil and rolling back otherwise.
+func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(querier) error) (err error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The pool closes a connection it gets back in a transaction, so a
+	// ROLLBACK that fails (a broken connection) loses nothing.
+	defer c.Release()
+	t := &lazyTx{c: c, begin: begin}
+	if err := fn(t); err != nil {
+		if t.begun {
+			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return err
+	}
+	if !t.begun {
+		return nil
+	}
+	tag, err := c.Exec(ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		// PostgreSQL answers COMMIT of an aborted transaction by rolling
+		// it back: a statement failed that fn did not look at.
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// first sends BEGIN and sql as one pipeline and returns their results,
+// BEGIN's read.
+func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue(t.begin)
+	b.Queue(sql, args...)
+	br := t.c.SendBatch(ctx, b)
+	t.begun = true
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("begin a transaction: %w", err)
+	}
+	return br, nil
+}
+
+func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.begun {
+		return t.c.Exec(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	return tag, errors.Join(err, br.Close())
+}
+
+func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.begun {
+		return t.c.Query(ctx, sql, args...)
+	}
+	br, err := t.first(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &firstRows{Rows: rs, br: br}, nil
+}
+
+func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rs, err := t.Query(ctx, sql, args...)
+	if err != nil {
+		return failedRow{err}
+	}
+	return firstRow{rs}
+}
+
+// firstRows are the rows of a pipeline's last statement: closing them
+// closes the pipeline's results too, which reads what is left of them.
+type firstRows struct {
+	pgx.Rows
+	br       pgx.BatchResults
+	closed   bool
+	closeErr error
+}
+
+func (r *firstRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.closeErr = r.br.Close()
+}
+
+func (r *firstRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *firstRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.closeErr
+}
+
+// firstRow is QueryRow's answer over firstRows: the first row, and
+// pgx.ErrNoRows when there is none.
+type firstRow struct{ rs pgx.Rows }
+
+func (r firstRow) Scan(dest ...any) error {
+	defer r.rs.Close()
+	if !r.rs.Next() {
+		if err := r.rs.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rs.Scan(dest...); err != nil {
+		return err
+	}
+	r.rs.Close()
+	return r.rs.Err()
+}
+
+type failedRow struct{ err error }
+
+func (r failedRow) Scan(...any) error { return r.err }
