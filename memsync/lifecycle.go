@@ -368,7 +368,8 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	// in a folder the next worker removes whole. Without that journal a
 	// kill would leave a folder that is refused, so then each file is
 	// written whole or not at all, as a sync writes it.
-	fresh := st.writeJournal(ctx, State{})
+	st.journaled = nil // written whatever was journaled before: it must say mounting
+	fresh := st.stateRoot != nil && st.writeJournal(ctx, State{})
 	start := time.Now()
 	o, err := st.download(ctx, now, fresh)
 	st.report("mount", start, o)

@@ -46,7 +46,8 @@ func (r *Root) Filler() (*Filler, error) {
 	return &Filler{r: r, dirs: map[string]int{"": fd}}, nil
 }
 
-// Close lets go of the folders the fill opened.
+// Close lets go of the folders the fill opened. No Create may be running:
+// its folder's descriptor could be closed, and its number reused, under it.
 func (f *Filler) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
