@@ -135,7 +135,8 @@ func (st *store) options(now time.Time, final bool) Options {
 // fresh says the journal holds the mount as in progress, so that a folder
 // a kill cuts short is removed whole by the next worker: then each file is
 // created at its name (confined.Filler) instead of written through a
-// temporary file and a rename, which cost twice the kernel's time.
+// temporary file and a rename (up to twice the kernel's time a file on a
+// quiet host).
 func (st *store) download(ctx context.Context, now time.Time, fresh bool) (outcome, error) {
 	empty := Local{Marker: MarkerTrusted}
 	opts := st.options(now, false)
