@@ -44,6 +44,10 @@ type applier struct {
 	// contents, when set, holds the memories of a full listing by id, so
 	// downloads take their content from it instead of fetching each one.
 	contents map[string]api.Memory
+	// fill, when set, writes downloads into a folder a mount is filling
+	// for the first time (see confined.Filler): each file goes straight to
+	// its name.
+	fill *confined.Filler
 
 	mu   sync.Mutex
 	next State
@@ -250,7 +254,12 @@ func (a *applier) download(ctx context.Context, act Action) result {
 			"path", act.Path, "kept_copy", where)
 		a.tally(1, 0, 0)
 	}
-	err := a.st.root.WriteFile(relPath(act.Path), content, act.Local)
+	var err error
+	if a.fill != nil && act.Local.Absent && !act.Keep {
+		err = a.fill.Create(relPath(act.Path), content)
+	} else {
+		err = a.st.root.WriteFile(relPath(act.Path), content, act.Local)
+	}
 	if errors.Is(err, confined.ErrChanged) || act.Base != "" && localChange(err) {
 		if act.Base != "" {
 			a.mark(func(s State) { s.MarkSynced(act.Path, act.Base) })

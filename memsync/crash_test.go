@@ -611,3 +611,57 @@ func TestAMountKilledBeforeItsFirstJournalIsMountedAfresh(t *testing.T) {
 	m.End(e.ctx, true)
 	assertNothingLeft(t, root)
 }
+
+// A mount writes its downloads straight to their names (no temporary file
+// and rename) once its journal says it is in progress, so a worker killed
+// mid-download leaves files cut short at memories' names, beside complete
+// ones the journal does not name. The next worker must remove them all
+// with the folder and mount afresh: taken for the agent's, a partial file
+// would be uploaded over the memory, and a downloaded file whose memory
+// was deleted meanwhile would bring it back.
+func TestAMountKilledMidDownloadIsMountedAfresh(t *testing.T) {
+	for name, newEnv := range map[string]func(testing.TB) *env{"snapshot": newFeedEnv, "listing": newEnv} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			contents := map[string]string{"/a.md": "alpha content", "/b/c.md": "nested content", "/gone.md": "deleted meanwhile"}
+			for p, c := range contents {
+				e.put(p, c)
+			}
+			root := t.TempDir()
+			var crashed string
+			first := e.session(root, sessionID("sesn_1"), func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
+				c.FaultPoint = func(p string) {
+					if p == "mount.downloaded" && crashed == "" {
+						crashed = killedAt(t, root)
+					}
+				}
+			})
+			must(t, first.Mount(e.ctx))
+			first.Crash()
+			if crashed == "" {
+				t.Fatal("the mount never reached mount.downloaded")
+			}
+			dir := filepath.Join(crashed, "notes")
+			// The other downloads were in flight: each is cut short at
+			// its name.
+			have := folder(t, dir)
+			for p, c := range contents {
+				if have[p] != c {
+					writeFile(t, dir, p[1:], c[:5])
+				}
+			}
+			e.remove("/gone.md")
+			want := map[string]string{"/a.md": "alpha content", "/b/c.md": "nested content"}
+
+			m := e.session(crashed, sessionID("sesn_1"))
+			if err := m.Mount(e.ctx); err != nil {
+				t.Fatalf("Mount = %v, want the cut-short mount's folder replaced\n%s", err, e.logs)
+			}
+			equal(t, "folder", folder(t, m.dir), want)
+			equal(t, "server", e.server(), want)
+			m.End(e.ctx, true)
+			equal(t, "server after the end", e.server(), want)
+			assertNothingLeft(t, crashed)
+		})
+	}
+}

@@ -363,9 +363,15 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	if st.caseInsensitive {
 		st.log.InfoContext(ctx, "this folder's filesystem ignores letter case, so memories whose paths differ only in case are not synced here (each such case is logged)")
 	}
-	st.writeJournal(ctx, State{})
+	// Once the journal says the mount is in progress, the downloads go
+	// straight to their names (see download): a file a kill cuts short is
+	// in a folder the next worker removes whole. Without that journal a
+	// kill would leave a folder that is refused, so then each file is
+	// written whole or not at all, as a sync writes it.
+	st.journaled = nil // written whatever was journaled before: it must say mounting
+	fresh := st.stateRoot != nil && st.writeJournal(ctx, State{})
 	start := time.Now()
-	o, err := st.download(ctx, now)
+	o, err := st.download(ctx, now, fresh)
 	st.report("mount", start, o)
 	if err != nil {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)

@@ -131,9 +131,24 @@ func (st *store) options(now time.Time, final bool) Options {
 // alone, so each page is planned and written as it arrives. On a
 // case-insensitive one, paths that differ only in case must all be known
 // before any is written, so a basic listing plans the download first.
-func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
+//
+// fresh says the journal holds the mount as in progress, so that a folder
+// a kill cuts short is removed whole by the next worker: then each file is
+// created at its name (confined.Filler) instead of written through a
+// temporary file and a rename (up to twice the kernel's time a file on a
+// quiet host).
+func (st *store) download(ctx context.Context, now time.Time, fresh bool) (outcome, error) {
 	empty := Local{Marker: MarkerTrusted}
 	opts := st.options(now, false)
+	a := st.newApplier(State{})
+	if fresh {
+		fill, err := st.root.Filler()
+		if err != nil {
+			return outcome{}, err
+		}
+		defer fill.Close()
+		a.fill = fill
+	}
 	if st.caseInsensitive {
 		remote, err := st.listRemote(ctx)
 		if err != nil {
@@ -141,12 +156,11 @@ func (st *store) download(ctx context.Context, now time.Time) (outcome, error) {
 		}
 		plan := Reconcile(State{}, empty, remote, opts)
 		st.logNotes(ctx, plan.Notes)
-		a := st.newApplier(plan.Next)
+		a.next = plan.Next
 		err = a.stream(ctx, filterKinds(plan.Actions, Download))
 		st.state = keepState(a.next)
 		return a.out, err
 	}
-	a := st.newApplier(State{})
 	all := Remote{}
 	write := func(page []api.Memory) {
 		remote := Remote{}

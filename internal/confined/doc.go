@@ -23,7 +23,9 @@
 // conditional on what the file holds just before the rename
 // ([Precondition]), which is how a sync avoids overwriting an edit made after
 // it looked at the folder. A [Root.WithoutSync] view keeps the atomicity and
-// drops the fsyncs, for folders that a crash makes worthless anyway.
+// drops the fsyncs, for folders that a crash makes worthless anyway. A
+// [Filler] drops the atomicity too, for a folder being filled for the first
+// time, which no one reads until the fill is done.
 //
 // POSIX only: it relies on openat, O_NOFOLLOW and O_DIRECTORY.
 package confined
