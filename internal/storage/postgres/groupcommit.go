@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -168,10 +167,6 @@ type pendingBatch struct {
 	settled []bool
 	// noAhead: a read ahead failed, so the batch reads as its writes run.
 	noAhead bool
-	// unmerged: a statement that carried the rows of several writes
-	// failed, so the batch sends each write's statements on their own,
-	// which tells whose it was.
-	unmerged bool
 }
 
 // commitBatch runs the writes to one COMMIT and answers each: with its own
@@ -225,7 +220,7 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}, merge: !b.unmerged}
+	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}}
 	if !b.noAhead {
 		c.ahead = discover(ctx, b)
 	}
@@ -275,16 +270,10 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 
 // failed settles the write whose deferred statement failed with its error
 // (the transaction is rolled back and the others run again), or fails the
-// batch when the error is one to retry. When the statement carried several
-// writes' rows, the batch runs again with each write's statements sent on
-// their own, to find whose it was.
+// batch when the error is one to retry.
 func (b *pendingBatch) failed(f *deferredFailure) (again bool, err error) {
 	if retryable(f.err) {
 		return false, f.err
-	}
-	if f.write < 0 {
-		b.unmerged = true
-		return true, nil
 	}
 	b.own[f.write], b.settled[f.write] = unavailable(f.err), true
 	return true, nil
@@ -327,14 +316,10 @@ type batchConn struct {
 	// ahead[i] is the first read of write i, fetched with the locks.
 	ahead   []*aheadRead
 	changes *sqlstore.Changes
-	// deferred are the statements not yet sent; sent, those of them
-	// queued in the pipeline whose results are still to read; failed, the
-	// first of them that failed. merge: deferred INSERTs may share a
-	// statement (mergeDeferred).
+	// deferred are the statements not yet sent; failed, the first of
+	// them that failed.
 	deferred []deferredExec
-	sent     []deferredExec
 	failed   *deferredFailure
-	merge    bool
 	// base is the database's clock when the batch locked its stores, at
 	// local monotonic time start: the writes of a batch are stamped with
 	// base plus the time since, one clock read per batch.
@@ -544,16 +529,14 @@ func (c *batchConn) commit(ctx context.Context) error {
 	return nil
 }
 
-// deferredExec is a statement not yet sent (its query with ? marks), of
-// write `write`, or of several writes (-1) when merged.
+// deferredExec is a statement of write `write` not yet sent.
 type deferredExec struct {
 	query string
 	args  []any
 	write int
 }
 
-// deferredFailure is the first deferred statement that failed, and whose
-// (-1: a statement merged from several writes' rows).
+// deferredFailure is the first deferred statement that failed, and whose.
 type deferredFailure struct {
 	write int
 	err   error
@@ -563,108 +546,27 @@ type deferredFailure struct {
 // read or the COMMIT, in the same pipeline.
 func (c *batchConn) Defer(_ context.Context, query string, args ...any) {
 	c.changed = true
-	c.deferred = append(c.deferred, deferredExec{query, args, c.write})
+	c.deferred = append(c.deferred, deferredExec{c.s.numbered(query), args, c.write})
 }
 
 func (c *batchConn) queueDeferred(bt *pgx.Batch) {
-	c.sent = c.deferred
-	c.deferred = nil
-	if c.merge {
-		c.sent = mergeDeferred(c.sent)
-	}
-	for _, d := range c.sent {
-		bt.Queue(c.s.numbered(d.query), d.args...)
+	for _, d := range c.deferred {
+		bt.Queue(d.query, d.args...)
 	}
 }
 
 // deferredResults reads the answers to the deferred statements queued
 // first in br, noting the first that failed.
 func (c *batchConn) deferredResults(br pgx.BatchResults) error {
-	sent := c.sent
-	c.sent = nil
-	for _, d := range sent {
+	deferred := c.deferred
+	c.deferred = nil
+	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
 			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
 			return unavailable(err)
 		}
 	}
 	return nil
-}
-
-// versionInsert begins the statement that adds a memory version: a new
-// row, under a new id and the store's next sequence, that no other
-// statement of a batch changes or conflicts with, and that only the
-// memory's row written after it reads (the search trigger's fallback).
-const versionInsert = "INSERT INTO memory_versions ("
-
-// mergeDeferred sends a batch's rows in fewer statements: each statement
-// costs PostgreSQL and pgx a parse of its Bind, an executor start and end
-// and a reply, which for a 4 KB create was a third of what its rows cost.
-// The version rows go first, all in one INSERT (moving them earlier
-// changes nothing any statement reads or is refused for: see
-// versionInsert); then the other statements in their order, a run of the
-// same INSERT from consecutive writes becoming one multi-row INSERT.
-// Statements other than INSERTs … VALUES (?, …) are left as they are.
-func mergeDeferred(ds []deferredExec) []deferredExec {
-	ordered := make([]deferredExec, 0, len(ds))
-	for _, d := range ds {
-		if strings.HasPrefix(d.query, versionInsert) {
-			ordered = append(ordered, d)
-		}
-	}
-	for _, d := range ds {
-		if !strings.HasPrefix(d.query, versionInsert) {
-			ordered = append(ordered, d)
-		}
-	}
-	var out []deferredExec
-	for i := 0; i < len(ordered); {
-		d := ordered[i]
-		j := i + 1
-		if valuesAt(d.query) > 0 {
-			for j < len(ordered) && ordered[j].query == d.query {
-				j++
-			}
-		}
-		if j-i == 1 {
-			out = append(out, d)
-			i = j
-			continue
-		}
-		at := valuesAt(d.query)
-		var (
-			q    strings.Builder
-			args = make([]any, 0, (j-i)*len(d.args))
-		)
-		q.WriteString(d.query[:at])
-		for k := i; k < j; k++ {
-			if k > i {
-				q.WriteString(", ")
-			}
-			q.WriteString(d.query[at:])
-			args = append(args, ordered[k].args...)
-		}
-		out = append(out, deferredExec{query: q.String(), args: args, write: -1})
-		i = j
-	}
-	return out
-}
-
-// valuesAt is where the row of an "INSERT INTO … VALUES (?, …, ?)"
-// statement begins, so more rows can follow it; 0 for any other
-// statement.
-func valuesAt(query string) int {
-	const values = " VALUES "
-	at := strings.LastIndex(query, values)
-	if !strings.HasPrefix(query, "INSERT INTO ") || at < 0 {
-		return 0
-	}
-	row := query[at+len(values):]
-	n := strings.Count(row, "?")
-	if n == 0 || row != "("+strings.Repeat("?, ", n-1)+"?)" {
-		return 0
-	}
-	return at + len(values)
 }
 
 // flush sends the deferred statements before a statement that must run
