@@ -7,7 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/postgres"
+	"github.com/memstore/memstore/internal/testenv"
 )
 
 // Writes that share a commit answer each on its own: in a crowd of writers
@@ -150,5 +154,83 @@ func TestReadAheadPathChecksSeeTheBatchsEarlierWrites(t *testing.T) {
 	}
 	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != landed || landed+conflicts != writers {
 		t.Errorf("count %d (%v), %d landed, %d conflicts; want the count to be what landed, and every create answered", n, err, landed, conflicts)
+	}
+}
+
+// A batch sends its writes' rows deferred, in its pipeline; when one
+// write's row is refused by the database (here a trigger, standing for any
+// check the server does not make), that write alone gets the error and the
+// others land, with a feed and a count that say exactly what landed.
+func TestARowTheDatabaseRefusesFailsOnlyItsWrite(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	db, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.path LIKE '%/bad.md' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_bad BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION refuse_bad()`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "refusals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, rounds = 16, 4
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		landed  = map[string]bool{}
+		refused int
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				p := fmt.Sprintf("/w%d/r%d/ok.md", w, r)
+				if w%5 == r {
+					p = fmt.Sprintf("/w%d/r%d/bad.md", w, r)
+				}
+				_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: p, Content: "x", By: benchBy})
+				mu.Lock()
+				switch {
+				case err == nil && !strings.HasSuffix(p, "/bad.md"):
+					landed[p] = true
+				case err != nil && strings.HasSuffix(p, "/bad.md") && strings.Contains(err.Error(), "refused by the test"):
+					refused++
+				default:
+					t.Errorf("create %s: %v", p, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if want := writers / 5 * 4; refused < want {
+		t.Errorf("%d creates refused, want at least %d", refused, want)
+	}
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != len(landed) {
+		t.Errorf("count %d (%v), want the %d creates that landed", n, err, len(landed))
+	}
+	page, err := db.ListChanges(ctx, st.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Changes) != len(landed) {
+		t.Fatalf("%d changes in the feed, want one per landed create (%d)", len(page.Changes), len(landed))
+	}
+	for i, ch := range page.Changes {
+		if ch.Sequence != int64(i+1) || !landed[ch.Path] {
+			t.Errorf("change %d: sequence %d, path %q; want sequence %d of a landed create", i, ch.Sequence, ch.Path, i+1)
+		}
 	}
 }
