@@ -88,11 +88,22 @@ type backend struct{ s *DB }
 func (b backend) DB() sqlstore.Conn { return conn{b.s, b.s.pool} }
 
 func (b backend) Write(ctx context.Context, fn func(sqlstore.Conn) error) error {
-	return b.s.tx(ctx, func(tx querier) error { return fn(conn{b.s, tx}) })
+	return b.s.tx(ctx, func(tx *lazyTx) error { return fn(txConn{conn{b.s, tx}, tx}) })
+}
+
+// txConn is a write transaction's conn: it can also defer a statement to
+// the pipeline of the next one or of the COMMIT (sqlstore.Deferrer).
+type txConn struct {
+	conn
+	t *lazyTx
+}
+
+func (c txConn) Defer(_ context.Context, query string, args ...any) {
+	c.t.Defer(c.s.numbered(query), args...)
 }
 
 func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
-	return b.s.readTx(ctx, func(tx querier) error { return fn(conn{b.s, tx}) })
+	return b.s.readTx(ctx, func(tx *lazyTx) error { return fn(conn{b.s, tx}) })
 }
 
 // WriteMemory implements sqlstore.MemoryWriter with group commit.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,11 +20,26 @@ type lazyTx struct {
 	c     *pgxpool.Conn
 	begin string
 	begun bool
+	// deferred are statements whose results nobody reads, sent in one
+	// pipeline with the next statement or the COMMIT.
+	deferred []deferredStatement
+}
+
+type deferredStatement struct {
+	sql  string
+	args []any
+}
+
+// Defer queues a statement whose row count the caller does not look at:
+// it is sent, in order, in the pipeline of the next statement or of the
+// COMMIT, and its error fails the transaction there.
+func (t *lazyTx) Defer(sql string, args ...any) {
+	t.deferred = append(t.deferred, deferredStatement{sql, args})
 }
 
 // runLazyTx runs fn in one transaction on a connection of pool, opened by
 // begin, committing when fn returns nil and rolling back otherwise.
-func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(querier) error) (err error) {
+func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*lazyTx) error) (err error) {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -38,11 +54,17 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(qu
 		}
 		return err
 	}
-	if !t.begun {
+	if !t.begun && len(t.deferred) == 0 {
 		return nil
 	}
-	tag, err := c.Exec(ctx, "COMMIT")
+	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
+		// A deferred statement failed: PostgreSQL skipped the COMMIT.
+		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	tag, err := br.Exec()
+	if err := errors.Join(err, br.Close()); err != nil {
 		return err
 	}
 	if tag.String() == "ROLLBACK" {
@@ -53,26 +75,50 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(qu
 	return nil
 }
 
-// first sends BEGIN and sql as one pipeline and returns their results,
-// BEGIN's read.
-func (t *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+// pipeline sends, in one pipeline, BEGIN if the transaction has not begun,
+// the deferred statements and sql, reads the answers to all but sql and
+// returns the results with sql's next to read.
+func (t *lazyTx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	b.Queue(t.begin)
+	if !t.begun {
+		b.Queue(t.begin)
+	}
+	for _, d := range t.deferred {
+		b.Queue(d.sql, d.args...)
+	}
 	b.Queue(sql, args...)
 	br := t.c.SendBatch(ctx, b)
-	t.begun = true
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("begin a transaction: %w", err)
+	if !t.begun {
+		t.begun = true
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("begin a transaction: %w", err)
+		}
+	}
+	deferred := t.deferred
+	t.deferred = nil
+	for _, d := range deferred {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("%s: %w", firstLine(d.sql), err)
+		}
 	}
 	return br, nil
 }
 
+// firstLine is a statement's first line, to say which deferred one failed.
+func firstLine(sql string) string {
+	if i := strings.IndexByte(sql, '\n'); i >= 0 {
+		return sql[:i]
+	}
+	return sql
+}
+
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.begun {
+	if t.begun && len(t.deferred) == 0 {
 		return t.c.Exec(ctx, sql, args...)
 	}
-	br, err := t.first(ctx, sql, args)
+	br, err := t.pipeline(ctx, sql, args)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -81,10 +127,10 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.begun {
+	if t.begun && len(t.deferred) == 0 {
 		return t.c.Query(ctx, sql, args...)
 	}
-	br, err := t.first(ctx, sql, args)
+	br, err := t.pipeline(ctx, sql, args)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +40,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 
 	// Committed: a first statement that returns rows, read to the end,
 	// then writes.
-	if err := runLazyTx(ctx, pool, "BEGIN", func(q querier) error {
+	if err := runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
 		rs, err := q.Query(ctx, `SELECT generate_series(1, 3)`)
 		if err != nil {
 			return err
@@ -60,14 +61,14 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 	}
 
 	// A failing first statement: its error is returned, nothing stays.
-	err = runLazyTx(ctx, pool, "BEGIN", func(q querier) error { return insert(q, 1) })
+	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error { return insert(q, 1) })
 	if err == nil {
 		t.Fatal("a duplicate key as the first statement returned no error")
 	}
 
 	// A failing later statement that fn ignores: COMMIT rolls back, and
 	// the caller is told.
-	err = runLazyTx(ctx, pool, "BEGIN", func(q querier) error {
+	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
 		if err := insert(q, 3); err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 	}
 
 	// QueryRow as the first statement, and no row.
-	if err := runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q querier) error {
+	if err := runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q *lazyTx) error {
 		var body string
 		if err := q.QueryRow(ctx, `SELECT body FROM notes WHERE id = 9`).Scan(&body); !errors.Is(err, pgx.ErrNoRows) {
 			t.Errorf("QueryRow of no row: %v, want pgx.ErrNoRows", err)
@@ -92,11 +93,41 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The read-only BEGIN was the one sent.
-	err = runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q querier) error { return insert(q, 4) })
+	err = runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q *lazyTx) error { return insert(q, 4) })
 	if err == nil {
 		t.Fatal("a write in a read-only transaction returned no error")
 	}
 	if got := count(); got != 2 {
-		t.Fatalf("at the end: %d notes, want 2", got)
+		t.Fatalf("after a refused write: %d notes, want 2", got)
+	}
+
+	// Deferred statements run in order before the next statement, which
+	// sees them, and before the COMMIT.
+	if err := runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 5)
+		var n int
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM notes`).Scan(&n); err != nil || n != 3 {
+			t.Errorf("a read after a deferred insert: %d, %v; want 3, nil", n, err)
+		}
+		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 6)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != 4 {
+		t.Fatalf("after deferred inserts: %d notes, want 4", got)
+	}
+	// A deferred statement that fails at the COMMIT fails the transaction,
+	// and the statements before it are rolled back with it.
+	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 7)
+		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 1)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "duplicate key") {
+		t.Fatalf("a deferred duplicate key: %v, want its error", err)
+	}
+	if got := count(); got != 4 {
+		t.Fatalf("at the end: %d notes, want 4", got)
 	}
 }

@@ -168,17 +168,17 @@ const maxAttempts = 10
 // it again when PostgreSQL aborted it for a serialization failure or a
 // deadlock: fn must therefore only touch the database and its own
 // results.
-func (s *DB) tx(ctx context.Context, fn func(querier) error) error {
+func (s *DB) tx(ctx context.Context, fn func(*lazyTx) error) error {
 	return s.txWith(ctx, "BEGIN", fn)
 }
 
 // readTx runs fn in a read-only REPEATABLE READ transaction: one snapshot
 // for a listing that takes several queries.
-func (s *DB) readTx(ctx context.Context, fn func(querier) error) error {
+func (s *DB) readTx(ctx context.Context, fn func(*lazyTx) error) error {
 	return s.txWith(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn)
 }
 
-func (s *DB) txWith(ctx context.Context, begin string, fn func(querier) error) error {
+func (s *DB) txWith(ctx context.Context, begin string, fn func(*lazyTx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := runLazyTx(ctx, s.pool, begin, fn)
 		if err == nil || attempt == maxAttempts || !retryable(err) {

@@ -27,9 +27,14 @@ func (s *Store) CreateCredential(ctx context.Context, c storage.Credential, hash
 }
 
 func insertCredential(ctx context.Context, q Conn, c storage.Credential, hash string) error {
-	_, err := q.Exec(ctx, `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, string(c.Kind), c.Name, hash, nullString(c.EnvironmentID), nullString(c.SessionID), nullString(c.WorkID), c.CreatedAt)
+	_, err := q.Exec(ctx, insertCredentialSQL, credentialArgs(c, hash)...)
 	return err
+}
+
+const insertCredentialSQL = `INSERT INTO credentials (id, kind, name, hash, environment_id, session_id, work_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+func credentialArgs(c storage.Credential, hash string) []any {
+	return []any{c.ID, string(c.Kind), c.Name, hash, nullString(c.EnvironmentID), nullString(c.SessionID), nullString(c.WorkID), c.CreatedAt}
 }
 
 // CredentialByHash implements storage.Credentials.

@@ -180,6 +180,18 @@ func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
 	return err
 }
 
+// execLater runs a statement whose row count the caller does not look at:
+// deferred to the next statement's or the COMMIT's pipeline where the
+// backend's Conn can (Deferrer), at once otherwise.
+func (t *tx) execLater(ctx context.Context, query string, args ...any) error {
+	if d, ok := t.Conn.(Deferrer); ok {
+		d.Defer(ctx, query, args...)
+		return nil
+	}
+	_, err := t.Exec(ctx, query, args...)
+	return err
+}
+
 // read runs fn in one read snapshot.
 func (s *Store) read(ctx context.Context, fn func(q Conn) error) error {
 	return s.b.Read(ctx, fn)

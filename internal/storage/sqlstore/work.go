@@ -46,14 +46,13 @@ func insertWork(ctx context.Context, tx *tx, w storage.Work) error {
 }
 
 // saveWork writes every mutable column of w.
-func saveWork(ctx context.Context, q Conn, w storage.Work) error {
-	_, err := q.Exec(ctx, `UPDATE work_items SET state = ?, metadata = ?, queued_at = ?, claimed_at = ?, worker_id = ?, token_id = ?,
+func saveWork(ctx context.Context, t *tx, w storage.Work) error {
+	return t.execLater(ctx, `UPDATE work_items SET state = ?, metadata = ?, queued_at = ?, claimed_at = ?, worker_id = ?, token_id = ?,
 		lease_expires_at = ?, lease_ttl_seconds = ?, acknowledged_at = ?, started_at = ?, latest_heartbeat_at = ?, stop_requested_at = ?, stopped_at = ?
 		WHERE id = ?`,
 		w.State, metadataJSON(w.Metadata), w.QueuedAt, w.ClaimedAt, w.WorkerID, w.TokenID,
 		w.LeaseExpiresAt, w.LeaseTTLSeconds, w.AcknowledgedAt, w.StartedAt,
 		w.LatestHeartbeatAt, w.StopRequestedAt, w.StoppedAt, w.ID)
-	return err
 }
 
 func (s *Store) getWork(ctx context.Context, q Conn, environmentID, workID string, lock bool) (storage.Work, error) {
@@ -232,6 +231,9 @@ func (r workRows) Leased(ctx context.Context, environmentID string, now time.Tim
 	return r.tx.s.leasedWork(ctx, r.tx, environmentID, now, r.tx.s.d.SkipLocked)
 }
 
+// SaveWork's and InsertCredential's statements are deferred where the
+// backend can (to the COMMIT's pipeline on PostgreSQL): nothing reads
+// their row counts, and their errors fail the transaction.
 func (r workRows) SaveWork(ctx context.Context, w storage.Work) error { return saveWork(ctx, r.tx, w) }
 
 // Session takes the session's row lock, which orders EnsureWork with every
@@ -250,7 +252,7 @@ func (r workRows) InsertWork(ctx context.Context, w storage.Work) error {
 }
 
 func (r workRows) InsertCredential(ctx context.Context, c storage.Credential, hash string) error {
-	return insertCredential(ctx, r.tx, c, hash)
+	return r.tx.execLater(ctx, insertCredentialSQL, credentialArgs(c, hash)...)
 }
 
 // AckWork implements storage.WorkQueue.
