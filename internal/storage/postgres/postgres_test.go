@@ -300,20 +300,27 @@ func twoReplicas(t *testing.T) (a, b *postgres.DB) {
 	return open(), open()
 }
 
+// idleSession makes an idle session of a self-hosted environment in db.
+func idleSession(t *testing.T, db *postgres.DB) api.Session {
+	t.Helper()
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := db.CreateEnvironment(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := db.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
 // Two replicas appending to one session in turn: each keeps the decoded
 // log of the sessions it appended to (package sqlstore's log cache) and
 // still hands the runtime every event the other replica appended since.
 func TestCachedLogsSeeAppendsFromAnotherReplica(t *testing.T) {
 	a, b := twoReplicas(t)
-	now := time.Now().UTC()
-	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
-	if err := a.CreateEnvironment(t.Context(), env); err != nil {
-		t.Fatal(err)
-	}
-	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
-		t.Fatal(err)
-	}
+	sess := idleSession(t, a)
 	var (
 		seen []api.Event
 		want []string
@@ -345,15 +352,7 @@ func TestCachedLogsSeeAppendsFromAnotherReplica(t *testing.T) {
 // would miss the events committed meanwhile.
 func TestConcurrentAppendsSeeTheWholeLog(t *testing.T) {
 	a, b := twoReplicas(t)
-	now := time.Now().UTC()
-	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
-	if err := a.CreateEnvironment(t.Context(), env); err != nil {
-		t.Fatal(err)
-	}
-	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.CreateSession(t.Context(), sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
-		t.Fatal(err)
-	}
+	sess := idleSession(t, a)
 	const writers, appends = 6, 15
 	errs := make(chan error, writers)
 	for w := range writers {
