@@ -124,7 +124,7 @@ func expire(ctx context.Context, rows Rows, leased []storage.Work, now time.Time
 		if !Lapsed(w, now) {
 			continue
 		}
-		w, _ = Expire(w, now)
+		w = Expire(w, now)
 		settled = append(settled, w)
 		if err := rows.SaveWork(ctx, w); err != nil {
 			return nil, err

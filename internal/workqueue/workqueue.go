@@ -97,16 +97,15 @@ func Lapsed(w storage.Work, now time.Time) bool {
 
 // Expire settles a lapsed lease: the item goes back to the queue, keeping
 // its place, except a stopping one, which is stopped (asked to stop and no
-// longer heard from: nothing to hand to another worker). stopped says
-// which happened.
-func Expire(w storage.Work, now time.Time) (out storage.Work, stopped bool) {
+// longer heard from: nothing to hand to another worker).
+func Expire(w storage.Work, now time.Time) storage.Work {
 	if w.State == api.WorkStopping {
 		w.State = api.WorkStopped
 		w.StoppedAt = ptr(now)
 		w.LeaseExpiresAt = nil
-		return w, true
+		return w
 	}
-	return Release(w), false
+	return Release(w)
 }
 
 // Release puts a claimed item back in the queue, keeping its place: the

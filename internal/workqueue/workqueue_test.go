@@ -88,9 +88,9 @@ func TestTheLeaseLifecycle(t *testing.T) {
 	if Lapsed(w, beat.Add(time.Minute-1)) || !Lapsed(w, beat.Add(time.Minute)) {
 		t.Fatal("the lease lapses exactly at its expiry")
 	}
-	requeued, stopped := Expire(w, beat.Add(time.Minute))
-	if stopped || requeued.State != api.WorkQueued || requeued.ClaimedAt != nil || requeued.TokenID != "" || !requeued.QueuedAt.Equal(t0) {
-		t.Fatalf("lapsed active item: stopped=%v %+v", stopped, requeued)
+	requeued := Expire(w, beat.Add(time.Minute))
+	if requeued.State != api.WorkQueued || requeued.ClaimedAt != nil || requeued.TokenID != "" || !requeued.QueuedAt.Equal(t0) {
+		t.Fatalf("lapsed active item: %+v", requeued)
 	}
 	w, err = Stop(w, false, beat)
 	if err != nil || w.State != api.WorkStopping {
@@ -100,8 +100,8 @@ func TestTheLeaseLifecycle(t *testing.T) {
 	if _, _, err := Heartbeat(w, stale, beat); err != nil {
 		t.Fatalf("beat while stopping: %v", err)
 	}
-	if ended, stopped := Expire(w, beat.Add(time.Hour)); !stopped || ended.State != api.WorkStopped {
-		t.Fatalf("lapsed stopping item: %v %s", stopped, ended.State)
+	if ended := Expire(w, beat.Add(time.Hour)); ended.State != api.WorkStopped || ended.StoppedAt == nil {
+		t.Fatalf("lapsed stopping item: %s, stopped at %v", ended.State, ended.StoppedAt)
 	}
 	w, _ = Stop(w, true, beat)
 	if _, err := Stop(w, false, beat); !errors.Is(err, storage.ErrWorkStopped) {

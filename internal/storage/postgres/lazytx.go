@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,7 +32,8 @@ type deferredStatement struct {
 
 // Defer queues a statement whose row count the caller does not look at:
 // it is sent, in order, in the pipeline of the next statement or of the
-// COMMIT, and its error fails the transaction there.
+// COMMIT, and its error fails the transaction there. Its arguments are
+// encoded when it is sent: a caller must not change what they point to.
 func (t *lazyTx) Defer(sql string, args ...any) {
 	t.deferred = append(t.deferred, deferredStatement{sql, args})
 }
@@ -50,7 +51,7 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 	t := &lazyTx{c: c, begin: begin}
 	if err := fn(t); err != nil {
 		if t.begun {
-			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			t.rollback(ctx)
 		}
 		return err
 	}
@@ -60,11 +61,14 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
 		// A deferred statement failed: PostgreSQL skipped the COMMIT.
-		_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		t.rollback(ctx)
 		return err
 	}
 	tag, err := br.Exec()
-	if err := errors.Join(err, br.Close()); err != nil {
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	if tag.String() == "ROLLBACK" {
@@ -73,6 +77,18 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 		return pgx.ErrTxCommitRollback
 	}
 	return nil
+}
+
+// rollbackTimeout bounds a ROLLBACK sent after a failure, also when the
+// request that ran the transaction was cancelled; a connection it cannot
+// reach is closed by the pool, which drops a connection handed back inside
+// a transaction.
+const rollbackTimeout = 5 * time.Second
+
+func (t *lazyTx) rollback(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = t.c.Exec(ctx, "ROLLBACK")
 }
 
 // pipeline sends, in one pipeline, BEGIN if the transaction has not begun,
@@ -123,7 +139,10 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	return tag, errors.Join(err, br.Close())
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

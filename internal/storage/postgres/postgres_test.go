@@ -390,3 +390,88 @@ func TestConcurrentAppendsSeeTheWholeLog(t *testing.T) {
 		}
 	}
 }
+
+// An append that waits for the session's lock while another transaction
+// queues the session's work under that lock (as EnsureWork does, without
+// writing the session's row) sees the work live once it has the lock: the
+// runtime's next step depends on it.
+func TestAnAppendThatWaitedSeesWorkQueuedMeanwhile(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	db, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	sess := idleSession(t, db)
+	work, err := db.SessionWork(ctx, sess.ID)
+	if err != nil || len(work) != 1 {
+		t.Fatalf("the session's work: %v, %v", work, err)
+	}
+	if _, err := db.StopWork(ctx, sess.EnvironmentID, work[0].ID, true); err != nil {
+		t.Fatal(err)
+	}
+	live := func(v storage.SessionView) bool { return v.WorkLive }
+	var sawLive bool
+	if _, err := db.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("cached")}, func(v storage.SessionView) error {
+		sawLive = live(v)
+		return nil
+	}); err != nil || sawLive {
+		t.Fatalf("first append: %v, work live %v; want no error and no live work", err, sawLive)
+	}
+
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO work_items (id, environment_id, session_id, state, created_at, queued_at) VALUES ($1, $2, $3, 'queued', now(), now())`,
+		ids.New(ids.Work), sess.EnvironmentID, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan bool, 1)
+	appended := make(chan error, 1)
+	go func() {
+		_, err := db.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("waited")}, func(v storage.SessionView) error {
+			seen <- live(v)
+			return nil
+		})
+		appended <- err
+	}()
+	// Commit once the append waits for the lock.
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%FROM sessions s, (%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the append never waited for the session's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if !<-seen {
+		t.Fatal("the append that waited for the lock saw no live work, though work was queued before it had the lock")
+	}
+}

@@ -348,7 +348,10 @@ func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock boo
 // row's updated_at to its last event's processed_at, which grows along
 // the log: unless the row is as the append of the last event read left it,
 // it was written since — by an append that went on with the log, or an
-// update — and the rest is read again, in the lock's time.
+// update — and the rest is read again, in the lock's time. It is read
+// again too when no live work was seen: EnsureWork queues an item under
+// the same lock without writing the row, and the runtime's step depends
+// on it (a session left waiting for a worker, or resumed by one).
 func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached eventLog) (storage.SessionView, error) {
 	tail, args := logTailQuery(sessionID, cached.seq, s.d.Clock)
 	rows, err := q.Query(ctx, `SELECT s.body, t.seq, t.body, t.at FROM sessions s, (`+tail+`) t WHERE s.id = ? ORDER BY t.seq`+s.d.ForUpdate+` OF s`, append(args, sessionID)...)
@@ -368,7 +371,7 @@ func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached
 		return storage.SessionView{}, err
 	}
 	sess.Resources = cached.resources
-	if n := len(log.events); n == 0 || log.events[n-1].ProcessedAt == nil || !sess.UpdatedAt.Equal(*log.events[n-1].ProcessedAt) {
+	if n := len(log.events); n == 0 || log.events[n-1].ProcessedAt == nil || !sess.UpdatedAt.Equal(*log.events[n-1].ProcessedAt) || !after.workLive {
 		if log, after, err = s.sessionLog(ctx, q, sessionID, log); err != nil {
 			return storage.SessionView{}, err
 		}

@@ -173,7 +173,9 @@ type tx struct {
 func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
 	t := &tx{s: s}
 	err := s.b.Write(ctx, func(c Conn) error {
-		t.Conn = c
+		// A retried attempt starts afresh: what the last one read beside
+		// a session's log (its clock, whether endpoints exist) is stale.
+		t.Conn, t.after = c, logTail{}
 		return fn(t)
 	})
 	s.outbox.Ended(t, err == nil)

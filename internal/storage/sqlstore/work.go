@@ -197,10 +197,14 @@ func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage
 		}
 		return err
 	})
-	if err == nil && noWork {
-		err = storage.ErrNoWork
+	if err != nil {
+		// Nothing of the transaction stayed: no lease was settled.
+		return storage.Work{}, nil, err
 	}
-	return claimed, settled, err
+	if noWork {
+		return storage.Work{}, settled, storage.ErrNoWork
+	}
+	return claimed, settled, nil
 }
 
 // changeWork locks one item and applies a rule of package workqueue to it.
