@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/memstore/memstore/internal/confined"
@@ -628,11 +629,16 @@ func TestAMountKilledMidDownloadIsMountedAfresh(t *testing.T) {
 				e.put(p, c)
 			}
 			root := t.TempDir()
-			var crashed string
+			// The downloads run in parallel, each passing the point: the
+			// first one to reach it takes the picture.
+			var (
+				kill    sync.Once
+				crashed string
+			)
 			first := e.session(root, sessionID("sesn_1"), func(c *memsync.SessionConfig, _ *memsync.StoreMount) {
 				c.FaultPoint = func(p string) {
-					if p == "mount.downloaded" && crashed == "" {
-						crashed = killedAt(t, root)
+					if p == "mount.downloaded" {
+						kill.Do(func() { crashed = killedAt(t, root) })
 					}
 				}
 			})
