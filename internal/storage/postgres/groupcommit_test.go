@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
 )
 
@@ -163,11 +162,7 @@ func TestReadAheadPathChecksSeeTheBatchsEarlierWrites(t *testing.T) {
 // others land, with a feed and a count that say exactly what landed.
 func TestARowTheDatabaseRefusesFailsOnlyItsWrite(t *testing.T) {
 	url := testenv.PostgresSchema(t)
-	db, err := postgres.Open(t.Context(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openOn(t, url)
 	ctx := t.Context()
 	admin, err := pgx.Connect(ctx, url)
 	if err != nil {

@@ -125,14 +125,21 @@ func replicas(t *testing.T, n int) []*postgres.DB {
 	url := testenv.PostgresSchema(t)
 	out := make([]*postgres.DB, n)
 	for i := range out {
-		db, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		out[i] = db
+		out[i] = openOn(t, url)
 	}
 	return out
+}
+
+// openOn opens a server's store on the database at url, closed when the
+// test ends.
+func openOn(t *testing.T, url string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // 16 writers on one memory, through 4 replicas, each guarding its update
@@ -288,16 +295,8 @@ func TestATurnHasOneHolderAcrossReplicas(t *testing.T) {
 
 // twoReplicas opens two handles of one fresh database, as two servers do.
 func twoReplicas(t *testing.T) (a, b *postgres.DB) {
-	url := testenv.PostgresSchema(t)
-	open := func() *postgres.DB {
-		db, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	return open(), open()
+	rs := replicas(t, 2)
+	return rs[0], rs[1]
 }
 
 // idleSession makes an idle session of a self-hosted environment in db.
@@ -397,11 +396,7 @@ func TestConcurrentAppendsSeeTheWholeLog(t *testing.T) {
 // runtime's next step depends on it.
 func TestAnAppendThatWaitedSeesWorkQueuedMeanwhile(t *testing.T) {
 	url := testenv.PostgresSchema(t)
-	db, err := postgres.Open(t.Context(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openOn(t, url)
 	ctx := t.Context()
 	sess := idleSession(t, db)
 	work, err := db.SessionWork(ctx, sess.ID)
