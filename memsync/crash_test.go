@@ -730,3 +730,24 @@ func TestAMountKilledMidDownloadIsMountedAfresh(t *testing.T) {
 		})
 	}
 }
+
+// A mount's unflushed journal adopted in the same boot (a kill) is trusted,
+// and the adopting sync flushes and drops the mark even with nothing to
+// sync, so a restart after that cannot take the folder back.
+func TestAnAdoptedUnflushedJournalIsFlushedByTheAdoption(t *testing.T) {
+	e := newEnv(t)
+	e.put("/mounted.md", "downloaded at the mount")
+	root := t.TempDir()
+	m := e.mount(root, sessionID("sesn_1"))
+	m.Crash()
+	if journalBoot(t, m.dir) == "" {
+		t.Fatal("the mount's journal carries no boot")
+	}
+	again := e.session(root, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	wantPhases(t, "phases after adopting", again.Phases(), "adopted")
+	if got := journalBoot(t, again.dir); got != "" {
+		t.Fatalf("the adopted folder's journal still carries the boot %q", got)
+	}
+	again.End(e.ctx, true)
+}

@@ -248,6 +248,13 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	// the only copy of what the agent wrote, so a failure below leaves it,
 	// with its journal, for the next claim (see discard).
 	st.state, st.journaled = keepState(j.State), stateSum(j.State)
+	if j.UnflushedBoot != "" {
+		// A mount's journal from this boot: its files are in the page
+		// cache, not known on disk, so the next journal flushes them and
+		// drops the mark even if the state is unchanged.
+		st.unflushed = true
+		st.placed.Store(true)
+	}
 	st.enter(ctx, phaseAdopted)
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {
