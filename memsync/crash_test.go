@@ -487,11 +487,13 @@ func journaledPaths(t *testing.T, dir string) []string {
 }
 
 // The folder's own writes are not fsynced one by one, but the journal is:
-// so that a machine crash can never leave a journal naming a file the disk
-// lost (adoption would take it for the agent's deletion), the files a
-// mount or a sync placed are flushed to disk before the journal that names
-// them is written. At the flush the journal on disk does not name them
-// yet; after it, it does.
+// so that a machine crash can never leave a trusted journal naming a file
+// the disk lost (adoption would take it for the agent's deletion), the
+// files a sync placed are flushed to disk before the journal that names
+// them is written. The mount's journal alone goes without that flush, so
+// the agent starts sooner; it names the boot it was written in instead,
+// and the first sync, even one with nothing to do, flushes and drops the
+// mark.
 func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
 	e := newEnv(t)
 	e.put("/mounted.md", "downloaded at the mount")
@@ -508,17 +510,74 @@ func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
 	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md"}) {
 		t.Fatalf("journal after the mount holds %v", got)
 	}
+	if got, want := journalBoot(t, dir), memsync.BootID(); want == "" || got != want {
+		t.Fatalf("the mount's journal is marked with boot %q, want this boot's %q", got, want)
+	}
+	m.Sync(e.ctx) // nothing to do, but the mount's files are flushed
+	if got := journalBoot(t, dir); got != "" {
+		t.Fatalf("the journal still carries the boot %q after a sync flushed", got)
+	}
 	e.put("/synced.md", "downloaded by a sync")
 	m.Sync(e.ctx)
 	if got := journaledPaths(t, dir); !slices.Equal(got, []string{"/mounted.md", "/synced.md"}) {
 		t.Fatalf("journal after the sync holds %v", got)
 	}
 	m.Sync(e.ctx) // nothing placed: no flush
-	want := []string{"mount.flushed []", "sync.flushed [/mounted.md]"}
+	want := []string{"sync.flushed [/mounted.md]", "sync.flushed [/mounted.md]"}
 	if !slices.Equal(flushed, want) {
 		t.Fatalf("flushes (with what the journal held then) = %q, want %q", flushed, want)
 	}
 	m.End(e.ctx, true)
+}
+
+// journalBoot is the boot the journal of the folder dir was written
+// without a flush in ("" when it was flushed).
+func journalBoot(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(memsync.StateDir(dir), "journal.json"))
+	must(t, err)
+	var j struct {
+		Boot string `json:"unflushed_boot"`
+	}
+	must(t, json.Unmarshal(data, &j))
+	return j.Boot
+}
+
+// A mount's unflushed journal found after the machine restarted is not
+// trusted: its files may be lost or cut short, so the folder is mounted
+// afresh from the server (and listed as holding no edits), where the same
+// journal found by a worker of the same boot — a kill, not a restart — is
+// adopted (TestAStoresPhaseFollowsItsFolder).
+func TestAnUnflushedMountFromAnotherBootIsMountedAfresh(t *testing.T) {
+	e := newEnv(t)
+	e.put("/mounted.md", "downloaded at the mount")
+	root := t.TempDir()
+	m := e.mount(root, sessionID("sesn_1"))
+	writeFile(t, m.dir, "mounted.md", "cut short by the restart")
+	m.Crash()
+	journal := filepath.Join(memsync.StateDir(m.dir), "journal.json")
+	data, err := os.ReadFile(journal)
+	must(t, err)
+	var j map[string]any
+	must(t, json.Unmarshal(data, &j))
+	j["unflushed_boot"] = "an-earlier-boot"
+	data, err = json.Marshal(j)
+	must(t, err)
+	must(t, os.WriteFile(journal, data, 0o600))
+
+	found, err := memsync.FindLeftovers(root)
+	must(t, err)
+	if len(found) != 1 || len(found[0].Edits) != 0 || found[0].Problem != "" {
+		t.Fatalf("leftovers = %+v, want one folder with no edits", found)
+	}
+	again := e.session(root, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	if got := e.logs.Records(t, slog.LevelInfo, "the machine may have lost when it restarted"); len(got) != 1 {
+		t.Fatalf("logged %d lines saying the folder was mounted afresh after a restart, want 1", len(got))
+	}
+	equal(t, "folder", folder(t, again.dir), map[string]string{"/mounted.md": "downloaded at the mount"})
+	equal(t, "server", e.server(), map[string]string{"/mounted.md": "downloaded at the mount"})
+	again.End(e.ctx, true)
 }
 
 // A store's phase follows what its folder holds: mounted after a fresh
@@ -670,4 +729,25 @@ func TestAMountKilledMidDownloadIsMountedAfresh(t *testing.T) {
 			assertNothingLeft(t, crashed)
 		})
 	}
+}
+
+// A mount's unflushed journal adopted in the same boot (a kill) is trusted,
+// and the adopting sync flushes and drops the mark even with nothing to
+// sync, so a restart after that cannot take the folder back.
+func TestAnAdoptedUnflushedJournalIsFlushedByTheAdoption(t *testing.T) {
+	e := newEnv(t)
+	e.put("/mounted.md", "downloaded at the mount")
+	root := t.TempDir()
+	m := e.mount(root, sessionID("sesn_1"))
+	m.Crash()
+	if journalBoot(t, m.dir) == "" {
+		t.Fatal("the mount's journal carries no boot")
+	}
+	again := e.session(root, sessionID("sesn_1"))
+	must(t, again.Mount(e.ctx))
+	wantPhases(t, "phases after adopting", again.Phases(), "adopted")
+	if got := journalBoot(t, again.dir); got != "" {
+		t.Fatalf("the adopted folder's journal still carries the boot %q", got)
+	}
+	again.End(e.ctx, true)
 }

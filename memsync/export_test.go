@@ -75,3 +75,6 @@ func (s *Session) Phases() []string {
 	}
 	return out
 }
+
+// BootID is the boot an unflushed journal is marked with.
+func BootID() string { return bootID() }

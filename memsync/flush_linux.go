@@ -1,6 +1,8 @@
 package memsync
 
 import (
+	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -97,3 +99,14 @@ func (f *flusher) flush(sync func() error) error {
 	}
 	return nil
 }
+
+// bootID names this boot of the machine: a journal written without a flush
+// is trusted only within it (journal.UnflushedBoot). "" when it cannot be
+// read, and then every journal is flushed.
+var bootID = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+})

@@ -68,9 +68,28 @@ type journal struct {
 	// Disposing: the session's memory had ended — its edits uploaded, or
 	// copies kept — and the folder was being removed; what is left of it
 	// is to be removed, not synced (a file already gone is no deletion).
-	Disposing bool         `json:"disposing,omitempty"`
-	State     State        `json:"state"`
-	Feed      *journalFeed `json:"feed,omitempty"`
+	Disposing bool `json:"disposing,omitempty"`
+	// UnflushedBoot: the files this journal names were not yet flushed to
+	// disk when it was written (a mount's first journal; see mountStore),
+	// so it is trusted only within the boot of the machine it names: a
+	// killed worker leaves the page cache, and so the files, as they were,
+	// while a machine that restarted since may have lost any of them. The
+	// next journal written flushes first and drops the mark.
+	UnflushedBoot string       `json:"unflushed_boot,omitempty"`
+	State         State        `json:"state"`
+	Feed          *journalFeed `json:"feed,omitempty"`
+	// lostBoot: UnflushedBoot names another boot, so the folder is taken
+	// for a mount in progress (Mounting is set too); not written.
+	lostBoot bool
+}
+
+// settle makes a journal read from disk say what can be trusted of it: one
+// written without a flush in a boot other than this one is a mount in
+// progress, since the files it names may be lost or cut short.
+func (j *journal) settle() {
+	if j.UnflushedBoot != "" && j.UnflushedBoot != bootID() {
+		j.Mounting, j.lostBoot = true, true
+	}
 }
 
 // journalFeed is the store's copy of the server's listing and the change
@@ -213,6 +232,7 @@ func (st *store) readJournal() (journal, error) {
 	if j.State == nil {
 		j.State = State{}
 	}
+	j.settle()
 	return j, nil
 }
 
@@ -235,14 +255,21 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		return true
 	}
 	sum := stateSum(state)
-	if st.journaled != nil && *st.journaled == *sum {
+	if st.journaled != nil && *st.journaled == *sum && !st.unflushed {
 		return true
 	}
 	// The journal of a mount in progress names no file and, until the
 	// download is journaled, need not outlive a crash of the machine
-	// (see mountStore): it is written without a flush of its own.
+	// (see mountStore): it is written without a flush of its own. Nor is
+	// the one naming the mount's downloads, once: it carries this boot's
+	// id instead (journal.UnflushedBoot), where the boot can be told.
 	mounting := st.phase == phaseMounting
-	if st.placed.Load() && !mounting {
+	var boot string
+	if st.skipFlush {
+		boot, st.skipFlush = bootID(), false
+	}
+	lazy := mounting || boot != ""
+	if st.placed.Load() && !lazy {
 		if err := flushFolder(st.mount.Dir); err != nil {
 			st.warn(ctx, "", "cannot flush the folder's files to disk, so the sync journal is not updated (it must never name a file a machine crash could take back); the next sync retries (check the disk)", err)
 			return false
@@ -251,7 +278,7 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		st.fault("flushed")
 	}
 	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
-		Mounting: mounting, Disposing: st.phase == phaseDisposing, State: state}
+		Mounting: mounting, Disposing: st.phase == phaseDisposing, UnflushedBoot: boot, State: state}
 	// What is left of a folder being removed is removed, never synced (see
 	// adopt): its caller passes no state, and the listing, which would be
 	// read by no one, is left out too.
@@ -261,7 +288,7 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	data, err := json.Marshal(j)
 	if err == nil {
 		root := st.stateRoot
-		if mounting {
+		if lazy {
 			root = root.WithoutSync()
 		}
 		err = root.WriteFile(journalName, data, confined.Precondition{})
@@ -271,7 +298,7 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 			StateDir(st.mount.Dir)), err)
 		return false
 	}
-	st.journaled = sum
+	st.journaled, st.unflushed = sum, boot != ""
 	return true
 }
 

@@ -111,6 +111,7 @@ func inspectLeftover(dir string) Leftover {
 		l.Problem = "its journal is not one this worker reads"
 		return l
 	}
+	j.settle()
 	l.MemoryStoreID, l.SessionID = j.MemoryStoreID, j.SessionID
 	if j.Mounting || j.Disposing {
 		return l // downloads only, or already saved: no edits

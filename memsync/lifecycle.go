@@ -248,6 +248,13 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	// the only copy of what the agent wrote, so a failure below leaves it,
 	// with its journal, for the next claim (see discard).
 	st.state, st.journaled = keepState(j.State), stateSum(j.State)
+	if j.UnflushedBoot != "" {
+		// A mount's journal from this boot: its files are in the page
+		// cache, not known on disk, so the next journal flushes them and
+		// drops the mark even if the state is unchanged.
+		st.unflushed = true
+		st.placed.Store(true)
+	}
 	st.enter(ctx, phaseAdopted)
 	st.notes.begin()
 	if n := removeTempFiles(st.root); n > 0 {
@@ -259,6 +266,9 @@ func (st *store) adopt(ctx context.Context, now time.Time) error {
 	}
 	if j.Mounting || j.Disposing {
 		why := "a mount a crashed worker had not finished: it holds only what was downloaded, nothing of the agent's"
+		if j.lostBoot {
+			why = "a mount whose downloads the machine may have lost when it restarted (its journal was written before they were flushed to disk, and no sync had flushed them since): anything the agent wrote there in the seconds before had not been synced"
+		}
 		if j.Disposing {
 			why = "a session's end a crashed worker had not finished: its edits were saved and the folder was being removed"
 		}
@@ -377,7 +387,15 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("memory store %s: cannot download its memories into %s: %w; check that the server is reachable and that the session may read this store", st.id, st.mount.Dir, err)
 	}
 	st.enter(ctx, phaseMounted)
+	// The journal naming the downloads is written without the flush it
+	// would wait for (a syncfs, which waits for every session's writes on
+	// the filesystem), so the agent starts sooner: it carries the boot
+	// instead, and the next journal — the first sync's — flushes. A worker
+	// killed meanwhile leaves the files in the page cache, so its journal
+	// is as good as a flushed one; after a machine crash, which may have
+	// lost files, it reads as a mount in progress (journal.settle).
 	st.journaled = nil // written even if the state is still empty
+	st.skipFlush = true
 	st.writeJournal(ctx, st.state.full())
 	st.log.InfoContext(ctx, "memory store mounted", "downloaded", o.changes, "failed", o.failed, "read_only", st.mount.ReadOnly)
 	return nil

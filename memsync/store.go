@@ -71,6 +71,11 @@ type store struct {
 	// filesystem was last flushed (set by apply's goroutines); the next
 	// journal write flushes first.
 	placed atomic.Bool
+	// skipFlush: the next journal write may go without the flush, marked
+	// with this boot (set by mountStore for the journal of its downloads);
+	// unflushed: the journal on disk is such a one, so the next write
+	// flushes and replaces it even when the state is unchanged.
+	skipFlush, unflushed bool
 	// leftover is the journal of a leftover folder that Mount adopts.
 	leftover *journal
 	// feed is the server's listing kept from the change feed, and seq the

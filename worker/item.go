@@ -151,6 +151,18 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 		w.cfg.FaultPoint("item.fetched")
 	}
 
+	// The session's events are followed while its memory mounts (calls
+	// wait for the tools): the first call runs as soon as they are ready.
+	r := newRunner(it.loops, sess.ID, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
+	r.faultPoint, r.toolCalled, r.tracer = w.cfg.FaultPoint, w.metrics.toolCalled, w.tracer
+	r.start(it.runCtx)
+	ran := false
+	defer func() {
+		if !ran {
+			r.stop()
+		}
+	}()
+
 	mounts, mounted, err := it.mount(sess, token)
 	if err != nil || !mounted {
 		return err
@@ -177,9 +189,8 @@ func (it *item) run(ctx context.Context, lastHeartbeat string) error {
 			it.mem.StartLive(it.runCtx)
 		}
 	}
-	r := newRunner(it.loops, sess.ID, ts, afterCall, it.ls.TTL, w.cfg.MaxIdle, w.cfg.clock, log)
-	r.faultPoint, r.toolCalled, r.tracer = w.cfg.FaultPoint, w.metrics.toolCalled, w.tracer
-	if it.clean, err = r.run(it.runCtx); err != nil {
+	ran = true
+	if it.clean, err = r.run(it.runCtx, ts, afterCall); err != nil {
 		log.Error("work item failed: the session's events could not be followed", "err", err)
 		return err
 	}

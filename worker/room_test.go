@@ -275,3 +275,45 @@ func TestClaimsWaitForAFreeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A session's events are followed while its memory mounts: the stream is
+// open and the history listed before the mount is done, so the first call
+// runs as soon as the tools are ready, and it still runs only then (it
+// reads a file the mount brings).
+func TestTheEventsAreFollowedWhileTheMemoryMounts(t *testing.T) {
+	f := newFixture(t, "")
+	st := f.memStore("notes", map[string]string{"/a.md": "from the store"})
+	sess := f.session(script(api.ScriptEndTerminate, toolCall("read", map[string]any{"file_path": "/mnt/memory/notes/a.md"})),
+		attach(st, api.AccessReadWrite))
+	var streamed, listed, followedWhileMounting atomic.Bool
+	f.srv.Wrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/events/stream"):
+				streamed.Store(true)
+			case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events"):
+				listed.Store(true)
+			case strings.HasSuffix(r.URL.Path, "/snapshot"):
+				deadline := time.Now().Add(5 * time.Second)
+				for !(streamed.Load() && listed.Load()) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				followedWhileMounting.Store(streamed.Load() && listed.Load())
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	logs := &testlog.Buffer{}
+	stop := runWorker(t, f.worker(f.memoryConfig(logs)))
+	waitFor(t, "the session to be served", func() bool { return f.sessionWork(sess.ID).State == api.WorkStopped })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !followedWhileMounting.Load() {
+		t.Fatalf("the mount's snapshot was asked for before the session's event stream was open and its history listed (stream %v, history %v)", streamed.Load(), listed.Load())
+	}
+	results := toolResults(f.events(sess.ID))
+	if len(results) != 1 || results[0].isError || !strings.Contains(results[0].text, "from the store") {
+		t.Fatalf("tool results = %+v, want the memory's content: the call must run after the mount", results)
+	}
+}

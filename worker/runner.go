@@ -93,6 +93,11 @@ type runner struct {
 	toolCalled func(name string, isError bool)
 	// tracer records a span per call (trace.go), or is nil.
 	tracer trace.Tracer
+	// inner is the context of the reader and the dispatcher, cancel ends
+	// it, and readErr gets the reader's end (set by start).
+	inner   context.Context
+	cancel  context.CancelCauseFunc
+	readErr chan error
 
 	mu        sync.Mutex
 	seen      map[string]bool  // event ids handled
@@ -111,27 +116,47 @@ type runner struct {
 	wake       chan struct{}
 }
 
-func newRunner(c *client.Client, sessionID string, t tools, afterCall func(context.Context, toolset.Result), sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
+func newRunner(c *client.Client, sessionID string, sendWindow func() time.Duration, maxIdle time.Duration, clk clock, log *slog.Logger) *runner {
 	return &runner{
-		c: c, sessionID: sessionID, tools: t, afterCall: afterCall, sendWindow: sendWindow, maxIdle: maxIdle, clock: clk, log: log,
+		c: c, sessionID: sessionID, sendWindow: sendWindow, maxIdle: maxIdle, clock: clk, log: log,
 		seen: map[string]bool{}, byID: map[string]*call{},
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
 }
 
-// run serves the session until it terminates or is deleted, stays idle for
-// maxIdle after a turn, the event stream fails for good, or ctx ends. clean
-// says the session ended on its own (terminated, deleted or idle), which is
-// what earns the item its final memory sync.
+// start begins following the session's events, before its tools are
+// ready: the stream is open and the history listed while the memory mounts,
+// so the first call runs as soon as run is given the tools. Calls wait
+// until then. A runner started is either run or stopped.
+func (r *runner) start(ctx context.Context) {
+	r.inner, r.cancel = context.WithCancelCause(ctx)
+	r.readErr = make(chan error, 1)
+	go func() { r.readErr <- r.read(r.inner) }()
+}
+
+// stop ends a runner that was started but will not be run.
+func (r *runner) stop() {
+	r.cancel(nil)
+	<-r.readErr
+	r.disarmIdle()
+}
+
+// run serves the session with t until it terminates or is deleted, stays
+// idle for maxIdle after a turn, the event stream fails for good, or ctx
+// ends. clean says the session ended on its own (terminated, deleted or
+// idle), which is what earns the item its final memory sync. afterCall
+// runs after each call's result is posted.
 //
 // When ctx ends (shutdown, a stop, a lost lease) the running call is
 // cancelled and, unless the lease is lost, its error result is still posted,
 // so the agent knows the call did not complete.
-func (r *runner) run(ctx context.Context) (clean bool, err error) {
-	inner, cancel := context.WithCancelCause(ctx)
+func (r *runner) run(ctx context.Context, t tools, afterCall func(context.Context, toolset.Result)) (clean bool, err error) {
+	if r.readErr == nil {
+		r.start(ctx)
+	}
+	r.tools, r.afterCall = t, afterCall
+	inner, cancel, readErr := r.inner, r.cancel, r.readErr
 	defer cancel(nil)
-	readErr := make(chan error, 1)
-	go func() { readErr <- r.read(inner) }()
 	dispatched := make(chan struct{})
 	go func() {
 		defer close(dispatched)

@@ -1,8 +1,7 @@
 package server
 
 import (
-	"bufio"
-	"encoding/json"
+	"cmp"
 	"errors"
 	"net/http"
 	"strconv"
@@ -99,8 +98,10 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, p Principal
 // every memory under the prefix with its content, from one consistent
 // read, streamed in the api.SnapshotEntry framing so a client writes each
 // file to disk as it arrives. The sequence the snapshot is at goes in
-// api.SequenceHeader, before the first byte of the body. It is staged on
-// disk first (snapshot_spool.go), so the read ends before the sending.
+// api.SequenceHeader, before the first byte of the body. The read stages
+// the framing on disk and a sender streams it as it grows
+// (snapshot_spool.go): the client starts on the first memories at once,
+// and the read ends without waiting for the client.
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) error {
 	req, err := s.memoryPreamble(r, p, storeParams, reading)
 	if err != nil {
@@ -121,32 +122,45 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 	var (
 		seq     int64
 		started bool
+		sent    chan error // the sender's result, once it runs
 	)
+	send := func() {
+		w.Header().Set("Content-Type", api.SnapshotContentType)
+		w.Header().Set(api.SequenceHeader, strconv.FormatInt(seq, 10))
+		advertise(w)
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		sent = make(chan error, 1)
+		go func() { sent <- spool.sendTo(w, rc.Flush) }()
+	}
 	err = s.store.Snapshot(r.Context(), req.storeID, prefix, func(at int64) error {
 		seq, started = at, true
 		return nil
-	}, spool.add)
-	if !started {
-		return storeError(err, req.storeID)
-	}
-	if err != nil {
+	}, func(m storage.MemoryRow) error {
+		first, err := spool.add(m)
+		if first && err == nil {
+			send()
+		}
 		return err
+	})
+	if sent == nil {
+		// Nothing was sent: a failed read is answered with its error.
+		if !started {
+			return storeError(err, req.storeID)
+		}
+		if err != nil {
+			return err
+		}
+		spool.end(seq, nil)
+		send()
+		<-sent
+		return nil
 	}
-	w.Header().Set("Content-Type", api.SnapshotContentType)
-	w.Header().Set(api.SequenceHeader, strconv.FormatInt(seq, 10))
-	advertise(w)
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	if err := spool.sendTo(bw); err != nil {
-		// The status is out; leaving out the end line tells the client the
+	spool.end(seq, err)
+	if serr := <-sent; err != nil || serr != nil {
+		// The status is out; the missing end line tells the client the
 		// stream is incomplete.
-		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", err)
-		return nil
+		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", cmp.Or(err, serr))
 	}
-	enc := json.NewEncoder(bw)
-	if err := enc.Encode(api.SnapshotEntry{Type: "end", Count: spool.count, Sequence: seq}); err != nil {
-		return nil
-	}
-	bw.Flush()
 	return nil
 }
