@@ -93,9 +93,7 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 	sh.pending = append(sh.pending, w)
 	lead := !sh.leading
 	sh.leading = true
-	// A lingering leader is woken once, when the writes it waits for are
-	// all here, not by each of them: every wake-up is a goroutine switch.
-	if sh.arrived != nil && len(sh.pending) >= sh.lastSize {
+	if sh.arrived != nil {
 		close(sh.arrived)
 		sh.arrived = nil
 	}
