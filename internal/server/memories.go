@@ -95,6 +95,9 @@ type updateMemoryBody struct {
 	Precondition *memoryPrecondition `json:"precondition"`
 }
 
+// memoryPrecondition guards an update: it applies only while the memory's
+// content has this hash. A named type so the body's fast decoder
+// (flatjson.go) can fill it.
 type memoryPrecondition struct {
 	Type          string  `json:"type"`
 	ContentSHA256 *string `json:"content_sha256"`
