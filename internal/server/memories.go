@@ -90,12 +90,17 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 type updateMemoryBody struct {
-	Content      *string `json:"content"`
-	Path         *string `json:"path"`
-	Precondition *struct {
-		Type          string  `json:"type"`
-		ContentSHA256 *string `json:"content_sha256"`
-	} `json:"precondition"`
+	Content      *string             `json:"content"`
+	Path         *string             `json:"path"`
+	Precondition *memoryPrecondition `json:"precondition"`
+}
+
+// memoryPrecondition guards an update: it applies only while the memory's
+// content has this hash. A named type so the body's fast decoder
+// (flatjson.go) can fill it.
+type memoryPrecondition struct {
+	Type          string  `json:"type"`
+	ContentSHA256 *string `json:"content_sha256"`
 }
 
 func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request, p Principal) error {

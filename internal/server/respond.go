@@ -130,6 +130,9 @@ func decodeBody(raw []byte, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return bodyError(io.EOF)
 	}
+	if f, ok := v.(fastDecoder); ok && f.decodeFast(raw) {
+		return nil
+	}
 	err := json.Unmarshal(raw, v)
 	var syntax *json.SyntaxError
 	switch {

@@ -107,8 +107,22 @@ func tsvectorText(path, content string) string {
 	}
 	add(path, weightA)
 	add(content, 0)
+	// The text's exact length first: a guess from the content's length
+	// allocated several times what a text of repeated words needs, and
+	// this garbage is a write's.
+	size := -1 // no space before the first word
+	for _, e := range entries {
+		size += len(e.word) + 3 // the space before, the quotes, the colon
+		for _, p := range e.positions {
+			size += 1 + digits(p&^weightA) // the comma after, or the end
+			if p&weightA != 0 {
+				size++
+			}
+		}
+	}
+	size = max(size, 0)
 	var b strings.Builder
-	b.Grow(len(path) + len(content) + len(content)/2)
+	b.Grow(size)
 	var num [8]byte
 	for i, e := range entries {
 		if i > 0 {
@@ -130,4 +144,13 @@ func tsvectorText(path, content string) string {
 		}
 	}
 	return b.String()
+}
+
+// digits is how many decimal digits p takes.
+func digits(p uint16) int {
+	n := 1
+	for ; p >= 10; p /= 10 {
+		n++
+	}
+	return n
 }

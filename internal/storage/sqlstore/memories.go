@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
@@ -410,7 +411,7 @@ func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta in
 		size    *int64
 	)
 	if v.HasContent() {
-		content, sha, size = []byte(v.Content), &v.ContentSHA256, &v.ContentSizeBytes
+		content, sha, size = contentBytes(v.Content), &v.ContentSHA256, &v.ContentSizeBytes
 	}
 	err = t.exec(ctx, `INSERT INTO memory_versions (id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_at, created_by_type, created_by_id, sequence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.StoreID, v.MemoryID, v.Operation, v.Path, content, sha, size, v.CreatedAt, v.CreatedBy.Kind, v.CreatedBy.ID, seq)
@@ -418,6 +419,17 @@ func (t memoryTx) AddVersion(ctx context.Context, v storage.VersionRow, delta in
 		return fmt.Errorf("write memory version: %w", err)
 	}
 	return nil
+}
+
+// contentBytes is a version's content as the bytes its column takes,
+// sharing the string's memory: drivers only read their arguments, and a
+// copy of every write's content was garbage once encoded. An empty content
+// is an empty, not a nil, slice: a nil one would be written as NULL.
+func contentBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 func (t memoryTx) InsertMemory(ctx context.Context, m storage.MemoryRow) error {
