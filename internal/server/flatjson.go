@@ -187,23 +187,34 @@ func (s *flatScan) object(field func(key string) bool) bool {
 	}
 }
 
+// decodeFlat runs field on each key of the one object raw holds, with the
+// scan at the key's value; false when raw is anything else or field
+// refuses a key or its value.
+func decodeFlat(raw []byte, field func(s *flatScan, key string) bool) bool {
+	s := flatScan{b: raw}
+	return s.object(func(key string) bool { return field(&s, key) }) && s.end()
+}
+
+// pathOrContent decodes the path or content key, which both bodies have;
+// known is false for any other key.
+func pathOrContent(s *flatScan, key string, path, content **string) (known, ok bool) {
+	switch key {
+	case "path":
+		*path, ok = s.optString()
+	case "content":
+		*content, ok = s.optString()
+	default:
+		return false, false
+	}
+	return true, ok
+}
+
 func (b *createMemoryBody) decodeFast(raw []byte) bool {
-	var (
-		s   = flatScan{b: raw}
-		out createMemoryBody
-		ok  bool
-	)
-	whole := s.object(func(key string) bool {
-		switch key {
-		case "path":
-			out.Path, ok = s.optString()
-		case "content":
-			out.Content, ok = s.optString()
-		default:
-			return false
-		}
+	var out createMemoryBody
+	whole := decodeFlat(raw, func(s *flatScan, key string) bool {
+		_, ok := pathOrContent(s, key, &out.Path, &out.Content)
 		return ok
-	}) && s.end()
+	})
 	if whole {
 		*b = out
 	}
@@ -211,39 +222,30 @@ func (b *createMemoryBody) decodeFast(raw []byte) bool {
 }
 
 func (b *updateMemoryBody) decodeFast(raw []byte) bool {
-	var (
-		s   = flatScan{b: raw}
-		out updateMemoryBody
-		ok  bool
-	)
-	whole := s.object(func(key string) bool {
-		switch key {
-		case "path":
-			out.Path, ok = s.optString()
-		case "content":
-			out.Content, ok = s.optString()
-		case "precondition":
-			if s.null() {
-				return true
-			}
-			pre := new(memoryPrecondition)
-			out.Precondition = pre
-			return s.object(func(key string) bool {
-				switch key {
-				case "type":
-					pre.Type, ok = s.str()
-				case "content_sha256":
-					pre.ContentSHA256, ok = s.optString()
-				default:
-					return false
-				}
-				return ok
-			})
-		default:
+	var out updateMemoryBody
+	whole := decodeFlat(raw, func(s *flatScan, key string) bool {
+		if known, ok := pathOrContent(s, key, &out.Path, &out.Content); known {
+			return ok
+		}
+		if key != "precondition" {
 			return false
 		}
-		return ok
-	}) && s.end()
+		if s.null() {
+			return true
+		}
+		pre := new(memoryPrecondition)
+		out.Precondition = pre
+		return s.object(func(key string) bool {
+			var ok bool
+			switch key {
+			case "type":
+				pre.Type, ok = s.str()
+			case "content_sha256":
+				pre.ContentSHA256, ok = s.optString()
+			}
+			return ok
+		})
+	})
 	if whole {
 		*b = out
 	}
