@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memstore/memstore/internal/confined"
@@ -513,9 +514,17 @@ func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
 	if got, want := journalBoot(t, dir), memsync.BootID(); want == "" || got != want {
 		t.Fatalf("the mount's journal is marked with boot %q, want this boot's %q", got, want)
 	}
+	// A marked journal has a version of its own, which workers that
+	// predate the mark refuse rather than trust.
+	if v := journalField(t, dir, "version"); v != 2.0 {
+		t.Fatalf("the marked journal has version %v, want 2", v)
+	}
 	m.Sync(e.ctx) // nothing to do, but the mount's files are flushed
 	if got := journalBoot(t, dir); got != "" {
 		t.Fatalf("the journal still carries the boot %q after a sync flushed", got)
+	}
+	if v := journalField(t, dir, "version"); v != 1.0 {
+		t.Fatalf("the flushed journal has version %v, want 1", v)
 	}
 	e.put("/synced.md", "downloaded by a sync")
 	m.Sync(e.ctx)
@@ -534,13 +543,18 @@ func TestTheJournalNamesOnlyFilesFlushedBefore(t *testing.T) {
 // without a flush in ("" when it was flushed).
 func journalBoot(t *testing.T, dir string) string {
 	t.Helper()
+	boot, _ := journalField(t, dir, "unflushed_boot").(string)
+	return boot
+}
+
+// journalField is one top-level field of the folder dir's journal.
+func journalField(t *testing.T, dir, name string) any {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(memsync.StateDir(dir), "journal.json"))
 	must(t, err)
-	var j struct {
-		Boot string `json:"unflushed_boot"`
-	}
+	var j map[string]any
 	must(t, json.Unmarshal(data, &j))
-	return j.Boot
+	return j[name]
 }
 
 // A mount's unflushed journal found after the machine restarted is not
@@ -750,4 +764,46 @@ func TestAnAdoptedUnflushedJournalIsFlushedByTheAdoption(t *testing.T) {
 		t.Fatalf("the adopted folder's journal still carries the boot %q", got)
 	}
 	again.End(e.ctx, true)
+}
+
+// The mount's boot mark does not wait for the server: a sync that cannot
+// reach it still drops the mark, and live mode drops it as it starts,
+// before any sync. Kept while the server was away, the mark would make a
+// restart take an hour of the agent's edits for a mount's cut-short
+// downloads and remove them.
+func TestTheMarkIsDroppedWithoutTheServer(t *testing.T) {
+	for _, live := range []bool{false, true} {
+		t.Run(fmt.Sprintf("live=%v", live), func(t *testing.T) {
+			e := newFeedEnv(t)
+			e.put("/mounted.md", "downloaded at the mount")
+			var away atomic.Bool // set: the server answers 503
+			e.srv.Wrap(func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if away.Load() {
+						http.Error(w, "away", http.StatusServiceUnavailable)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			m := e.mount(t.TempDir(), sessionID("sesn_1"))
+			if journalBoot(t, m.dir) == "" {
+				t.Fatal("the mount's journal carries no boot")
+			}
+			away.Store(true)
+			writeFile(t, m.dir, "mounted.md", "the agent's edit")
+			if live {
+				m.StartLive(e.ctx)
+				eventually(t, "live mode to drop the mark", func() bool { return journalBoot(t, m.dir) == "" })
+			} else {
+				m.Sync(e.ctx)
+				if got := journalBoot(t, m.dir); got != "" {
+					t.Fatalf("a sync without the server left the mark %q", got)
+				}
+			}
+			away.Store(false)
+			m.End(e.ctx, true)
+			equal(t, "server", e.server(), map[string]string{"/mounted.md": "the agent's edit"})
+		})
+	}
 }

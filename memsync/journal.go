@@ -41,8 +41,11 @@ const (
 	lockName       = "lock"
 	keptName       = "kept"
 	// journalVersion is the first field of the journal; a journal of
-	// another version is not trusted.
-	journalVersion = 1
+	// another version is not trusted. journalVersionMarked is a journal
+	// that carries UnflushedBoot: a worker that predates the mark refuses
+	// it rather than trusting files a restart may have lost.
+	journalVersion       = 1
+	journalVersionMarked = 2
 )
 
 // StateDir returns the state folder of the store folder dir.
@@ -81,6 +84,12 @@ type journal struct {
 	// lostBoot: UnflushedBoot names another boot, so the folder is taken
 	// for a mount in progress (Mounting is set too); not written.
 	lostBoot bool
+}
+
+// known reports whether this worker reads the journal's version: the mark
+// only on the version that says it carries one.
+func (j *journal) known() bool {
+	return j.Version == journalVersion && j.UnflushedBoot == "" || j.Version == journalVersionMarked && j.UnflushedBoot != ""
 }
 
 // settle makes a journal read from disk say what can be trusted of it: one
@@ -226,8 +235,8 @@ func (st *store) readJournal() (journal, error) {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return j, fmt.Errorf("%s is not a journal (%w)", filepath.Join(StateDir(st.mount.Dir), journalName), err)
 	}
-	if j.Version != journalVersion {
-		return j, fmt.Errorf("%s has version %d, not %d", filepath.Join(StateDir(st.mount.Dir), journalName), j.Version, journalVersion)
+	if !j.known() {
+		return j, fmt.Errorf("%s has version %d, not %d or %d", filepath.Join(StateDir(st.mount.Dir), journalName), j.Version, journalVersion, journalVersionMarked)
 	}
 	if j.State == nil {
 		j.State = State{}
@@ -277,7 +286,11 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 		st.placed.Store(false)
 		st.fault("flushed")
 	}
-	j := journal{Version: journalVersion, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
+	version := journalVersion
+	if boot != "" {
+		version = journalVersionMarked
+	}
+	j := journal{Version: version, MemoryStoreID: st.id, Folder: st.mount.Dir, SessionID: st.sessionID,
 		Mounting: mounting, Disposing: st.phase == phaseDisposing, UnflushedBoot: boot, State: state}
 	// What is left of a folder being removed is removed, never synced (see
 	// adopt): its caller passes no state, and the listing, which would be
@@ -300,6 +313,17 @@ func (st *store) writeJournal(ctx context.Context, state State) bool {
 	}
 	st.journaled, st.unflushed = sum, boot != ""
 	return true
+}
+
+// dropMark replaces a journal written without a flush (UnflushedBoot)
+// with a flushed one, whatever else happens: it needs only the local disk,
+// so the mark does not outlive the mount by more than a moment even while
+// the server cannot be reached — it would otherwise make a restart take
+// the agent's edits for a mount's cut-short downloads.
+func (st *store) dropMark(ctx context.Context) {
+	if st.unflushed {
+		st.writeJournal(ctx, st.state.full())
+	}
 }
 
 // stateSum fingerprints a state: what a store remembers of its journal

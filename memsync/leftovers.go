@@ -107,7 +107,7 @@ func inspectLeftover(dir string) Leftover {
 		return l
 	}
 	var j journal
-	if err := json.Unmarshal(data, &j); err != nil || j.Version != journalVersion {
+	if err := json.Unmarshal(data, &j); err != nil || !j.known() {
 		l.Problem = "its journal is not one this worker reads"
 		return l
 	}

@@ -167,6 +167,16 @@ func (s *Session) stopLive() {
 // background runs the queued work, one batch at a time: uploads of written
 // files first (the agent's latest edits), then the syncs.
 func (s *Session) background(ctx context.Context, l *live) {
+	// The mounts' journals lose their boot mark now, while the agent
+	// starts, rather than at the first sync.
+	s.mu.Lock()
+	if !s.ended {
+		forEachStore(s.stores, func(st *store) outcome {
+			st.dropMark(ctx)
+			return outcome{}
+		})
+	}
+	s.mu.Unlock()
 	for {
 		select {
 		case <-l.stop:

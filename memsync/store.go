@@ -208,6 +208,7 @@ func (st *store) sync(ctx context.Context, now time.Time, final bool) outcome {
 		st.step = "final"
 	}
 	st.notes.begin()
+	st.dropMark(ctx)
 	local, err := Scan(st.root, st.cache, st.id)
 	if err != nil {
 		st.warn(ctx, "", "cannot scan the folder, so nothing of this store is synced until it can: make sure it is a real folder (not a symbolic link) that the worker can read", err)

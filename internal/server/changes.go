@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"errors"
 	"net/http"
 	"strconv"
@@ -133,7 +132,20 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 		sent = make(chan error, 1)
 		go func() { sent <- spool.sendTo(w, rc.Flush) }()
 	}
+	// However the handler ends, a panic included, the sender is done with
+	// w and the spool before they go.
+	defer func() {
+		if sent != nil {
+			spool.end(seq, errSnapshotAbandoned)
+			<-sent
+		}
+	}()
 	err = s.store.Snapshot(r.Context(), req.storeID, prefix, func(at int64) error {
+		if spool.count > 0 {
+			// A backend that retries its read (a serialization failure)
+			// would send a second copy after the first's memories.
+			return errors.New("the snapshot's read was retried after its first memories were sent")
+		}
 		seq, started = at, true
 		return nil
 	}, func(m storage.MemoryRow) error {
@@ -151,16 +163,22 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, p Principal) e
 		if err != nil {
 			return err
 		}
-		spool.end(seq, nil)
+		if err := spool.end(seq, nil); err != nil {
+			return err
+		}
 		send()
-		<-sent
-		return nil
+	} else if eerr := spool.end(seq, err); err == nil {
+		err = eerr
 	}
-	spool.end(seq, err)
-	if serr := <-sent; err != nil || serr != nil {
+	serr := <-sent
+	sent = nil
+	if serr != nil || err != nil {
 		// The status is out; the missing end line tells the client the
 		// stream is incomplete.
-		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", cmp.Or(err, serr))
+		if serr != nil {
+			err = serr // the read stopped because the client went away
+		}
+		s.log.WarnContext(r.Context(), "snapshot cut short", "memory_store_id", req.storeID, "error", err)
 	}
 	return nil
 }

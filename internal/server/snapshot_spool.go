@@ -97,17 +97,26 @@ func (sp *snapshotSpool) add(m storage.MemoryRow) (first bool, err error) {
 // end stages the end line when the read succeeded (err nil), and lets the
 // sender finish with what is staged. After a failed read nothing more is
 // staged: without the end line the client knows the stream is incomplete.
-func (sp *snapshotSpool) end(seq int64, err error) {
-	if err == nil {
-		err = sp.enc.Encode(api.SnapshotEntry{Type: "end", Count: sp.count, Sequence: seq})
+// It reports a failure to stage the end line; a second call does nothing.
+func (sp *snapshotSpool) end(seq int64, err error) error {
+	sp.mu.Lock()
+	ended := sp.ended
+	sp.mu.Unlock()
+	if ended {
+		return nil
 	}
+	var serr error
 	if err == nil {
-		sp.bw.Flush()
+		serr = sp.enc.Encode(api.SnapshotEntry{Type: "end", Count: sp.count, Sequence: seq})
+		if serr == nil {
+			serr = sp.bw.Flush()
+		}
 	}
 	sp.mu.Lock()
 	sp.ended = true
 	sp.mu.Unlock()
 	sp.grew.Broadcast()
+	return serr
 }
 
 func (sp *snapshotSpool) isAbandoned() bool {

@@ -118,3 +118,63 @@ func TestASnapshotIsSentWhileItIsRead(t *testing.T) {
 		})
 	}
 }
+
+// retriedSnapshots reads each snapshot twice, as a backend that retries a
+// read after a serialization failure does, the second time from the top.
+type retriedSnapshots struct{ storage.Store }
+
+func (r retriedSnapshots) Snapshot(ctx context.Context, storeID, prefix string, at func(int64) error, each func(storage.MemoryRow) error) error {
+	if err := r.Store.Snapshot(ctx, storeID, prefix, at, each); err != nil {
+		return err
+	}
+	return r.Store.Snapshot(ctx, storeID, prefix, at, each)
+}
+
+// A read retried after its first memories went out cannot be sent again
+// behind them: the stream ends without its end line, and the client reads
+// it as incomplete instead of taking every memory twice.
+func TestARetriedSnapshotReadIsCutNotRepeated(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "memstore.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.New(app.Config{Store: retriedSnapshots{db}, Logger: slog.New(slog.DiscardHandler)})
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(server.New(server.Config{App: a, SpoolDir: dir}).Handler())
+	t.Cleanup(func() { ts.Close(); a.Close(); db.Close() })
+	c, err := client.New(ts.URL, client.WithAPIKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateMemory(ctx, st.ID, api.CreateMemoryRequest{Path: "/a.md", Content: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Snapshot(ctx, st.ID, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var paths []string
+	for {
+		e, _, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("the retried read ended as a whole snapshot: %v", paths)
+		}
+		if err != nil {
+			break
+		}
+		paths = append(paths, e.Path)
+	}
+	if fmt.Sprint(paths) != "[/a.md]" {
+		t.Fatalf("memories before the cut = %v, want [/a.md] once", paths)
+	}
+}
