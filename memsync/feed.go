@@ -3,6 +3,7 @@ package memsync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"unsafe"
@@ -124,7 +125,8 @@ func (st *store) eachSnapshotPage(ctx context.Context, fn func([]api.Memory)) (s
 		// store made three times its content in garbage that way.
 		b := make([]byte, e.ContentSizeBytes)
 		if _, err := io.ReadFull(content, b); err != nil {
-			return 0, true, err
+			// A content shorter than its entry said: the stream was cut.
+			return 0, true, fmt.Errorf("%w: %w", client.ErrSnapshotCut, err)
 		}
 		// The buffer becomes the memory's content as it is: nothing
 		// writes to it after this, and a copy made garbage of the

@@ -1,14 +1,18 @@
 package memsync_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/client"
 )
 
 // Against a memstore server (SPEC §8): a mount is one snapshot request, an
@@ -102,5 +106,62 @@ func TestFeedCursorRefusedFallsBackToOneListing(t *testing.T) {
 	equal(t, "folder", folder(t, m.dir), map[string]string{"/a.md": "a", "/b.md": "b", "/c.md": "c"})
 	if reqs := m.rec.take(); len(reqs) != 2 || !strings.Contains(reqs[0], "/changes") {
 		t.Fatalf("the sync after the fallback sent %v, want the feed and one download", reqs)
+	}
+}
+
+// cutFirstSnapshots answers the first n snapshot requests with their status
+// and only the first 300 bytes of the body, then drops the connection, as
+// a server whose read fails after the first memories went out does.
+func cutFirstSnapshots(n int32) func(http.Handler) http.Handler {
+	var left atomic.Int32
+	left.Store(n)
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/snapshot") || left.Add(-1) < 0 {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes()[:300])
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		})
+	}
+}
+
+// A fresh mount whose snapshot the server cuts short reads it again into
+// an emptied folder, and ends with exactly the server's memories.
+func TestACutSnapshotIsReadAgain(t *testing.T) {
+	for _, cuts := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("cuts=%d", cuts), func(t *testing.T) {
+			e := newFeedEnv(t)
+			want := map[string]string{}
+			for i := range 8 {
+				p := fmt.Sprintf("/d%d/m%d.md", i%3, i)
+				e.put(p, strings.Repeat(fmt.Sprint(i), 100))
+				want[p] = strings.Repeat(fmt.Sprint(i), 100)
+			}
+			e.srv.Wrap(cutFirstSnapshots(cuts))
+			m := e.session(t.TempDir())
+			err := m.Mount(e.ctx)
+			warned := len(e.logs.Records(t, slog.LevelWarn, "the server cut this store's snapshot short"))
+			if cuts == 3 {
+				// Three attempts, all cut: the mount fails and says why.
+				if !errors.Is(err, client.ErrSnapshotCut) || warned != 2 {
+					t.Fatalf("mount with every snapshot cut: %v, %d warnings; want ErrSnapshotCut after 2 warnings", err, warned)
+				}
+				m.End(e.ctx, false)
+				return
+			}
+			must(t, err)
+			if warned != 1 {
+				t.Fatalf("%d warnings of a cut snapshot, want 1", warned)
+			}
+			equal(t, "folder", folder(t, m.dir), want)
+			m.End(e.ctx, true)
+		})
 	}
 }

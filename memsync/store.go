@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -151,8 +152,8 @@ func (st *store) download(ctx context.Context, now time.Time, fresh bool) (outco
 		if err != nil {
 			return outcome{}, err
 		}
-		defer fill.Close()
 		a.fill = fill
+		defer func() { a.fill.Close() }()
 	}
 	if st.caseInsensitive {
 		remote, err := st.listRemote(ctx)
@@ -187,6 +188,20 @@ func (st *store) download(ctx context.Context, now time.Time, fresh bool) (outco
 		clear(a.next)
 	}
 	seq, ok, err := st.eachSnapshotPage(ctx, write)
+	// A snapshot the server cut short (its read failed after the first
+	// memories went out) is read again into an emptied folder: a fresh
+	// mount's folder holds only what the read wrote. The server streams a
+	// snapshot as it reads it, so such a failure can no longer be answered
+	// with a status the client retries.
+	for attempt := 2; fresh && ok && errors.Is(err, client.ErrSnapshotCut) && attempt <= snapshotAttempts && ctx.Err() == nil; attempt++ {
+		st.log.WarnContext(ctx, "the server cut this store's snapshot short; what came of it is removed and the snapshot read again", "attempt", attempt, "error", err)
+		if err = st.emptyFill(a); err != nil {
+			return a.out, err
+		}
+		clear(all)
+		st.state, a.out = keptState{}, outcome{}
+		seq, ok, err = st.eachSnapshotPage(ctx, write)
+	}
 	if ok && err == nil {
 		st.feed.reset(all)
 		st.seq.Store(seq)
@@ -196,6 +211,34 @@ func (st *store) download(ctx context.Context, now time.Time, fresh bool) (outco
 	}
 	a.contents = nil
 	return a.out, err
+}
+
+// snapshotAttempts is how many times a fresh mount reads a snapshot the
+// server keeps cutting short.
+const snapshotAttempts = 3
+
+// emptyFill removes everything a fresh mount's download wrote (all but the
+// marker) and gives the applier a new Filler for the next read.
+func (st *store) emptyFill(a *applier) error {
+	a.fill.Close()
+	entries, err := os.ReadDir(st.mount.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == MarkerName {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(st.mount.Dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	fill, err := st.root.Filler()
+	if err != nil {
+		return err
+	}
+	a.fill = fill
+	return nil
 }
 
 // sync runs one sync cycle: scan, list, reconcile, apply.
