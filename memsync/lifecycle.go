@@ -390,7 +390,8 @@ func (st *store) mountStore(ctx context.Context, now time.Time) error {
 	// The journal naming the downloads is written without the flush it
 	// would wait for (a syncfs, which waits for every session's writes on
 	// the filesystem), so the agent starts sooner: it carries the boot
-	// instead, and the next journal — the first sync's — flushes. A worker
+	// instead, and live mode as it starts, or else the first sync, flushes
+	// and drops it (dropMark), server or no server. A worker
 	// killed meanwhile leaves the files in the page cache, so its journal
 	// is as good as a flushed one; after a machine crash, which may have
 	// lost files, it reads as a mount in progress (journal.settle).

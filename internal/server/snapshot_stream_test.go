@@ -45,6 +45,40 @@ func (h heldSnapshots) Snapshot(ctx context.Context, storeID, prefix string, at 
 	})
 }
 
+// snapshotServer serves a store on SQLite through wrap, with one memory
+// store holding a memory at each of paths (content: "memory " and its
+// index), and returns an admin client and the store's id.
+func snapshotServer(t *testing.T, wrap func(storage.Store) storage.Store, paths ...string) (*client.Client, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "memstore.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.New(app.Config{Store: wrap(db), Logger: slog.New(slog.DiscardHandler)})
+	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(server.New(server.Config{App: a, SpoolDir: dir}).Handler())
+	t.Cleanup(func() { ts.Close(); a.Close(); db.Close() })
+	c, err := client.New(ts.URL, client.WithAPIKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range paths {
+		if _, err := c.CreateMemory(ctx, st.ID, api.CreateMemoryRequest{Path: p, Content: fmt.Sprint("memory ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, st.ID
+}
+
 // A snapshot is streamed while it is read: the client has the first
 // memory before the read goes past it, so a worker starts writing files
 // while the server still reads. A read that fails after that ends the
@@ -54,34 +88,9 @@ func TestASnapshotIsSentWhileItIsRead(t *testing.T) {
 	for _, fail := range []error{nil, errors.New("the disk went away")} {
 		t.Run(fmt.Sprintf("fail=%v", fail != nil), func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
-			db, err := sqlite.Open(ctx, filepath.Join(dir, "memstore.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			held := heldSnapshots{Store: db, received: make(chan struct{}), fail: fail}
-			a := app.New(app.Config{Store: held, Logger: slog.New(slog.DiscardHandler)})
-			key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(server.New(server.Config{App: a, SpoolDir: dir}).Handler())
-			t.Cleanup(func() { ts.Close(); a.Close(); db.Close() })
-			c, err := client.New(ts.URL, client.WithAPIKey(key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if _, err := c.CreateMemory(ctx, st.ID, api.CreateMemoryRequest{Path: fmt.Sprintf("/m%d.md", i), Content: fmt.Sprint("memory ", i)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-
-			s, err := c.Snapshot(ctx, st.ID, "/")
+			held := heldSnapshots{received: make(chan struct{}), fail: fail}
+			c, storeID := snapshotServer(t, func(db storage.Store) storage.Store { held.Store = db; return held }, "/m0.md", "/m1.md", "/m2.md")
+			s, err := c.Snapshot(ctx, storeID, "/")
 			if err != nil {
 				t.Fatalf("the snapshot did not start while its read was held: %v", err)
 			}
@@ -135,30 +144,8 @@ func (r retriedSnapshots) Snapshot(ctx context.Context, storeID, prefix string, 
 // it as incomplete instead of taking every memory twice.
 func TestARetriedSnapshotReadIsCutNotRepeated(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "memstore.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := app.New(app.Config{Store: retriedSnapshots{db}, Logger: slog.New(slog.DiscardHandler)})
-	key, _, err := a.Credentials.BootstrapAdminKey(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(server.New(server.Config{App: a, SpoolDir: dir}).Handler())
-	t.Cleanup(func() { ts.Close(); a.Close(); db.Close() })
-	c, err := client.New(ts.URL, client.WithAPIKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.CreateMemoryStore(ctx, api.CreateMemoryStoreRequest{Name: "notes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateMemory(ctx, st.ID, api.CreateMemoryRequest{Path: "/a.md", Content: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Snapshot(ctx, st.ID, "/")
+	c, storeID := snapshotServer(t, func(db storage.Store) storage.Store { return retriedSnapshots{db} }, "/a.md")
+	s, err := c.Snapshot(ctx, storeID, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
