@@ -57,22 +57,25 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	// another run of this benchmark, beside this one, out of its figures.
 	rawApp := fmt.Sprintf("%s_%d", rawReferenceApp, os.Getpid())
 	serverApp := fmt.Sprintf("memstore_bench_writes_%d", os.Getpid())
+	pool, err := pgxpool.New(ctx, url+"&application_name="+rawApp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE raw_rows (id bigserial PRIMARY KEY, store_id text NOT NULL, path text NOT NULL, content text NOT NULL, UNIQUE (store_id, path))`); err != nil {
+		b.Fatal(err)
+	}
+	c := newPostgresBenchClient(b, url+"&application_name="+serverApp, clients)
+	// Each iteration (-benchtime Nx) runs the whole benchmark again, on new
+	// stores and new rows of the same tables, and the figures printed are
+	// those of all iterations together: more iterations, steadier figures.
 	var (
 		raw, creates, updates        throughput
 		rawCPU, createCPU, updateCPU cpuSpent
+		iteration                    int
 	)
 	for b.Loop() {
-		raw, creates, updates = throughput{}, throughput{}, throughput{}
-		rawCPU, createCPU, updateCPU = cpuSpent{}, cpuSpent{}, cpuSpent{}
-		pool, err := pgxpool.New(ctx, url+"&application_name="+rawApp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer pool.Close()
-		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS raw_rows (id bigserial PRIMARY KEY, store_id text NOT NULL, path text NOT NULL, content text NOT NULL, UNIQUE (store_id, path))`); err != nil {
-			b.Fatal(err)
-		}
-		c := newPostgresBenchClient(b, url+"&application_name="+serverApp, clients)
+		iteration++
 		sts := make([]api.MemoryStore, stores)
 		for i := range sts {
 			c.must("POST", "/v1/memory_stores", map[string]any{"name": fmt.Sprint("bench-", i)}, &sts[i])
@@ -88,7 +91,7 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 		rawInserts := func(round, n int) throughput {
 			return concurrently(clients, n, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `INSERT INTO raw_rows (store_id, path, content) VALUES ($1, $2, $3)`, fmt.Sprint("store-", (cl+i)%stores), fmt.Sprintf("/c%d/r%d/m%d.md", cl, round, i), body)
+					_, err := tx.Exec(ctx, `INSERT INTO raw_rows (store_id, path, content) VALUES ($1, $2, $3)`, fmt.Sprint("store-", (cl+i)%stores), fmt.Sprintf("/i%d/c%d/r%d/m%d.md", iteration, cl, round, i), body)
 					return err
 				})
 			})

@@ -44,26 +44,28 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	text := strings.Repeat("message ", 1024/8)
 	ctx := context.Background()
 	url := testenv.PostgresSchema(b) + "&pool_max_conns=32"
+	pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE raw_queue (id bigserial PRIMARY KEY, environment_id text NOT NULL, payload text NOT NULL, claimed_by text, claimed_at timestamptz);
+		CREATE INDEX ON raw_queue (environment_id, id) WHERE claimed_by IS NULL;
+		CREATE TABLE raw_events (session_id text NOT NULL, seq bigint NOT NULL, payload text NOT NULL, PRIMARY KEY (session_id, seq))`); err != nil {
+		b.Fatal(err)
+	}
+	c := newPostgresBenchClient(b, url+"&application_name="+serverBenchApp, clients)
+	// Each iteration (-benchtime Nx) runs the whole benchmark again, on a
+	// new environment, new sessions and new rows of the same tables, and the
+	// figures printed are those of all iterations together.
 	var (
 		rawClaims, claims, rawAppends, appends throughput
 		rawCPU, appendCPU                      cpuSpent
 		rawClaimCPU, claimCPU                  cpuSpent
+		iteration                              int
 	)
 	for b.Loop() {
-		rawClaims, claims, rawAppends, appends = throughput{}, throughput{}, throughput{}, throughput{}
-		rawCPU, appendCPU = cpuSpent{}, cpuSpent{}
-		rawClaimCPU, claimCPU = cpuSpent{}, cpuSpent{}
-		pool, err := pgxpool.New(ctx, url+"&application_name="+rawReferenceApp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer pool.Close()
-		if _, err := pool.Exec(ctx, `CREATE TABLE raw_queue (id bigserial PRIMARY KEY, environment_id text NOT NULL, payload text NOT NULL, claimed_by text, claimed_at timestamptz);
-			CREATE INDEX ON raw_queue (environment_id, id) WHERE claimed_by IS NULL;
-			CREATE TABLE raw_events (session_id text NOT NULL, seq bigint NOT NULL, payload text NOT NULL, PRIMARY KEY (session_id, seq))`); err != nil {
-			b.Fatal(err)
-		}
-		c := newPostgresBenchClient(b, url+"&application_name="+serverBenchApp, clients)
+		iteration++
 		var env api.Environment
 		c.must("POST", "/v1/environments", api.CreateEnvironmentRequest{Name: "bench"}, &env)
 		var key api.EnvironmentKey
@@ -112,7 +114,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 			before := sampleCPU(b, pool)
 			rawAppends.add(concurrently(clients, writes, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `INSERT INTO raw_events (session_id, seq, payload) VALUES ($1, $2, $3)`, fmt.Sprint("session-", cl), round*writes+i, text)
+					_, err := tx.Exec(ctx, `INSERT INTO raw_events (session_id, seq, payload) VALUES ($1, $2, $3)`, fmt.Sprintf("session-%d-%d", iteration, cl), round*writes+i, text)
 					return err
 				})
 			}))

@@ -319,17 +319,16 @@ func (t memoryTx) LockStore(ctx context.Context, storeID string) (storage.StoreS
 
 // PathConflict implements storage.MemoryTx in one query: the path itself
 // and each ancestor ("/a", "/a/b" for "/a/b/c") are point lookups on the
-// (store_id, path) index, the first descendant a range seek on it.
+// (store_id, path) index, the first descendant a range seek on it. Each
+// path is an equality of its own: with the paths as one IN list,
+// PostgreSQL's cached plan for the statement, made while the table was
+// small, read every memory of the store and kept only the listed paths, so
+// a create cost time in proportion to its store's size (at 3,000 memories,
+// 0.7 ms per path check instead of 0.05; docs/postgresql-performance.md).
+// An equality on both columns of the unique index is one row whatever the
+// statistics say, and is planned as a lookup.
 func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) error {
-	marks, paths := inList(append([]string{p}, storage.Ancestors(p)...))
-	args := append([]any{p, storeID, self}, paths...)
-	lo, hi := storage.SubtreeRange(p + "/")
-	args = append(args, storeID, self, lo, hi)
-	query := `SELECT id, path FROM (
-		SELECT id, path, CASE path WHEN ? THEN 0 ELSE 1 END AS rank FROM memories WHERE store_id = ? AND id <> ? AND path IN ` + marks + `
-		UNION ALL
-		SELECT id, path, 2 FROM (SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1) AS descendant
-	) AS conflicts ORDER BY rank, path LIMIT 1`
+	query, args := PathConflictQuery(storeID, p, self)
 	var id, at string
 	err := errNotAhead
 	if row, ch := t.ahead(query, args); row != nil && !ch.TouchesPath(storeID, p) {
@@ -350,6 +349,32 @@ func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) err
 		return err
 	}
 	return &storage.PathConflictError{Path: at, MemoryID: id}
+}
+
+// PathConflictQuery is PathConflict's query: the memory, other than self,
+// at p, at an ancestor of p or under p (the first in that order), with
+// "?" placeholders.
+func PathConflictQuery(storeID, p, self string) (string, []any) {
+	var (
+		query strings.Builder
+		args  []any
+	)
+	query.WriteString(`SELECT id, path FROM (
+		SELECT id, path, 0 AS rank FROM memories WHERE store_id = ? AND path = ? AND id <> ?`)
+	args = append(args, storeID, p, self)
+	for _, a := range storage.Ancestors(p) {
+		query.WriteString(`
+		UNION ALL
+		SELECT id, path, 1 FROM memories WHERE store_id = ? AND path = ? AND id <> ?`)
+		args = append(args, storeID, a, self)
+	}
+	lo, hi := storage.SubtreeRange(p + "/")
+	query.WriteString(`
+		UNION ALL
+		SELECT id, path, 2 FROM (SELECT id, path FROM memories WHERE store_id = ? AND id <> ? AND path >= ? AND path < ? ORDER BY path LIMIT 1) AS descendant
+	) AS conflicts ORDER BY rank, path LIMIT 1`)
+	args = append(args, storeID, self, lo, hi)
+	return query.String(), args
 }
 
 func (t memoryTx) ReadMemory(ctx context.Context, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {

@@ -1,0 +1,100 @@
+package postgres_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// A create's path check reads the paths it asks about, not its store: the
+// plan PostgreSQL keeps for the statement (its generic plan, used once it
+// stops planning each execution) is made while the table is small, and
+// must stay a lookup when the store has grown to thousands of memories.
+// With the paths as one IN list that plan read every memory of the store.
+func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	db := openOn(t, url)
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "grows"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	query, args := sqlstore.PathConflictQuery(st.ID, "/c1/r2/new.md", "")
+	var (
+		numbered strings.Builder
+		literals []string
+		n        int
+	)
+	for _, r := range query {
+		if r == '?' {
+			n++
+			numbered.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		numbered.WriteRune(r)
+	}
+	for _, a := range args {
+		literals = append(literals, "'"+strings.ReplaceAll(a.(string), "'", "''")+"'")
+	}
+	execute := "EXECUTE path_check(" + strings.Join(literals, ", ") + ")"
+	insert := func(from, to int) string {
+		return `INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at, search)
+			SELECT 'mem_' || g, '` + st.ID + `', '/c' || g % 8 || '/r' || g % 5 || '/m' || g || '.md', '', 0, 'memver_' || g, now(), now(), ''::tsvector
+			FROM generate_series(` + strconv.Itoa(from) + `, ` + strconv.Itoa(to) + `) g`
+	}
+	for _, stmt := range []string{
+		insert(1, 40),
+		"SET plan_cache_mode = force_generic_plan",
+		"PREPARE path_check AS " + numbered.String(),
+		execute, // the plan is made now, on a small table, and kept
+		insert(41, 3000),
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+execute).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if read := plan[0].Plan.rowsRead("memories"); read > 10 {
+		out, _ := json.MarshalIndent(plan, "", "  ")
+		t.Errorf("the path check read %v rows of memories in a store of 3,000, want a few lookups; plan:\n%s", read, out)
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Removed  float64    `json:"Rows Removed by Filter"`
+	Loops    float64    `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// rowsRead is how many rows the nodes of the tree read from table: the
+// rows they returned and those their filters removed.
+func (p planNode) rowsRead(table string) float64 {
+	n := 0.0
+	if p.Relation == table {
+		n = (p.Rows + p.Removed) * p.Loops
+	}
+	for _, c := range p.Plans {
+		n += c.rowsRead(table)
+	}
+	return n
+}
