@@ -336,6 +336,9 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	bt.Queue("BEGIN")
 	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	groups := groupAhead(c.ahead)
+	if len(groups) > 0 {
+		bt.Queue(genericPlans)
+	}
 	for _, g := range groups {
 		if len(g) == 1 {
 			bt.Queue(c.s.numbered(g[0].query), g[0].args...)
@@ -343,6 +346,9 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			query, args := c.s.lateral(g)
 			bt.Queue(query, args...)
 		}
+	}
+	if len(groups) > 0 {
+		bt.Queue(defaultPlans)
 	}
 	br := c.pc.SendBatch(ctx, &bt)
 	defer br.Close()
@@ -373,6 +379,12 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if c.base.IsZero() { // no store found: every write will be refused
 		c.base = c.start
 	}
+	if len(groups) == 0 {
+		return nil
+	}
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
 	for _, g := range groups {
 		fetch := g[0].fetch
 		if len(g) > 1 {
@@ -382,8 +394,23 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
-	return nil
+	_, err = br.Exec()
+	return err
 }
+
+// The reads ahead run on the plan PostgreSQL keeps for their statement (its
+// generic plan) rather than one made for each batch: the reads of one
+// batch's arrays are a lateral statement whose plan for the arrays at hand
+// looked cheaper to PostgreSQL than its generic plan, so it planned the
+// statement anew for every batch, 0.25–0.32 ms of the backend that holds the
+// batch's stores (docs/postgresql-performance.md). Their generic plans are
+// point lookups and range seeks on the (store_id, path) index and the
+// primary key (TestAPathCheckReadsItsPathsNotItsStore). Only the reads are
+// affected: the setting is put back before the writes run.
+const (
+	genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
+	defaultPlans = "SET LOCAL plan_cache_mode TO DEFAULT"
+)
 
 // groupAhead puts together the reads ahead that ask the same query with
 // text arguments (the path checks of a batch's creates, the reads of its
