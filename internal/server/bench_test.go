@@ -127,9 +127,10 @@ func BenchmarkWriteThroughput(b *testing.B) {
 	const clients, rounds = 8, 8
 	writes := testenv.Scale(800, 4000) / rounds
 	body := strings.Repeat("a line of memory text\n", 50) // ~1 KB
+	// Each iteration (-benchtime Nx) runs on new databases, and the figures
+	// printed are those of all iterations together.
 	var raw, creates, updates throughput
 	for b.Loop() {
-		raw, creates, updates = throughput{}, throughput{}, throughput{}
 		rawDB, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(b.TempDir(), "raw.db")))
 		if err != nil {
 			b.Fatal(err)

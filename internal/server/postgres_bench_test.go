@@ -315,11 +315,12 @@ func benchPostgresReplicas(b *testing.B, clients, stores int) {
 	// Two pools within PostgreSQL's default 100 connections, shared with
 	// whatever else runs.
 	url := testenv.PostgresSchema(b) + "&pool_max_conns=24"
+	replicas := []*postgresBenchClient{newPostgresBenchClient(b, url, clients), newPostgresBenchClient(b, url, clients)}
+	c := replicas[0]
+	// Each iteration (-benchtime Nx) runs again on new stores, and the
+	// figures printed are those of all iterations together.
 	var oneCreates, oneUpdates, twoCreates, twoUpdates throughput
 	for b.Loop() {
-		oneCreates, oneUpdates, twoCreates, twoUpdates = throughput{}, throughput{}, throughput{}, throughput{}
-		replicas := []*postgresBenchClient{newPostgresBenchClient(b, url, clients), newPostgresBenchClient(b, url, clients)}
-		c := replicas[0]
 		sts := make([]api.MemoryStore, stores)
 		for i := range sts {
 			c.must("POST", "/v1/memory_stores", map[string]any{"name": fmt.Sprint("bench-", i)}, &sts[i])

@@ -80,7 +80,10 @@ func benchPostgresQueue(b *testing.B, clients int) {
 		}); err.calls != len(sessions) {
 			b.Fatalf("made %d sessions, want %d", err.calls, len(sessions))
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO raw_queue (environment_id, payload) SELECT 'env', $1 FROM generate_series(1, $2)`, text, len(sessions)); err != nil {
+		// Each iteration's raw items are a queue of their own, as its
+		// sessions' items are an environment of their own.
+		rawEnv := fmt.Sprint("env-", iteration)
+		if _, err := pool.Exec(ctx, `INSERT INTO raw_queue (environment_id, payload) SELECT $1, $2 FROM generate_series(1, $3)`, rawEnv, text, len(sessions)); err != nil {
 			b.Fatal(err)
 		}
 		poll := "/v1/environments/" + env.ID + "/work/poll"
@@ -90,7 +93,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 			rawClaims.add(concurrently(clients, writes, func(cl, i int) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					var id int64
-					if err := tx.QueryRow(ctx, `SELECT id FROM raw_queue WHERE environment_id = 'env' AND claimed_by IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id); err != nil {
+					if err := tx.QueryRow(ctx, `SELECT id FROM raw_queue WHERE environment_id = $1 AND claimed_by IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`, rawEnv).Scan(&id); err != nil {
 						return fmt.Errorf("raw claim: %w", err)
 					}
 					_, err := tx.Exec(ctx, `UPDATE raw_queue SET claimed_by = $1, claimed_at = now() WHERE id = $2`, fmt.Sprint("worker-", cl), id)

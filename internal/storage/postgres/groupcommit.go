@@ -382,8 +382,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
+	// A refused setting fails the reads like a refused read: the batch
+	// runs again without reading ahead.
 	if _, err := br.Exec(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errAheadFailed, err)
 	}
 	for _, g := range groups {
 		fetch := g[0].fetch
@@ -394,8 +396,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
-	_, err = br.Exec()
-	return err
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("%w: %w", errAheadFailed, err)
+	}
+	return nil
 }
 
 // The reads ahead run on the plan PostgreSQL keeps for their statement (its
@@ -406,7 +410,9 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 // batch's stores (docs/postgresql-performance.md). Their generic plans are
 // point lookups and range seeks on the (store_id, path) index and the
 // primary key (TestAPathCheckReadsItsPathsNotItsStore). Only the reads are
-// affected: the setting is put back before the writes run.
+// affected: the setting is put back before the writes run, to the
+// server's own (TO DEFAULT is the value the connection started with, from
+// the URL or the role; memstore never sets it on a connection).
 const (
 	genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 	defaultPlans = "SET LOCAL plan_cache_mode TO DEFAULT"

@@ -1,0 +1,12 @@
+package postgres
+
+// LateralReads is the statement a batch sends for the reads ahead of query
+// with each of args (DB.lateral), and its arguments: one array per
+// position.
+func (s *DB) LateralReads(query string, args [][]any) (string, []any) {
+	g := make([]*aheadRead, len(args))
+	for i, a := range args {
+		g[i] = &aheadRead{query: query, args: a}
+	}
+	return s.lateral(g)
+}
