@@ -470,3 +470,38 @@ func TestAnAppendThatWaitedSeesWorkQueuedMeanwhile(t *testing.T) {
 		t.Fatal("the append that waited for the lock saw no live work, though work was queued before it had the lock")
 	}
 }
+
+// An update that keeps its memory's path has its search entry made before
+// it queues, with the path this server last wrote the memory at. When
+// another replica has moved the memory since, the guess is wrong: the
+// entry must still be the memory's real path's.
+func TestAStalePathGuessStillIndexesTheMemorysPath(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	one, other := openOn(t, url), openOn(t, url)
+	ctx := t.Context()
+	st, err := one.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "moves"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := one.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/drafts/alpha.md", Content: "first words", By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := "/final/omega.md"
+	if _, _, err := other.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Path: &moved, By: benchBy}); err != nil {
+		t.Fatal(err)
+	}
+	content := "second words"
+	if _, _, err := one.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &content, By: benchBy}); err != nil {
+		t.Fatal(err)
+	}
+	for term, want := range map[string]int{"omega": 1, "second": 1, "alpha": 0, "drafts": 0, "first": 0} {
+		page, err := one.SearchMemories(ctx, storage.SearchQuery{StoreIDs: []string{st.ID}, Terms: []string{term}, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) != want {
+			t.Errorf("search %q: %d hits, want %d", term, len(page.Items), want)
+		}
+	}
+}

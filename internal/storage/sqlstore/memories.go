@@ -546,6 +546,9 @@ func (s *Store) CreateMemory(ctx context.Context, in storage.NewMemory) (storage
 		m, err = storage.CreateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
+	if err == nil {
+		s.paths.note(m.ID, m.Path)
+	}
 	return m, err
 }
 
@@ -567,15 +570,23 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 		changed bool
 	)
 	// Without a new path the entry's path is the memory's current one,
-	// known only once the write reads it.
+	// known for sure only once the write reads it: the path it had when
+	// this server last wrote it is the guess.
 	var split *splitEntry
-	if in.Path != nil && in.Content != nil {
-		split = s.splitAhead(*in.Path, *in.Content)
+	if in.Content != nil {
+		if in.Path != nil {
+			split = s.splitAhead(*in.Path, *in.Content)
+		} else if p, ok := s.paths.guess(in.MemoryID); ok {
+			split = s.splitAhead(p, *in.Content)
+		}
 	}
 	err := s.writeMemory(ctx, in.StoreID, split, func(tx storage.MemoryTx) (err error) {
 		m, changed, err = storage.UpdateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
+	if err == nil {
+		s.paths.note(m.ID, m.Path)
+	}
 	return m, changed, err
 }
 

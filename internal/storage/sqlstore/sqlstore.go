@@ -154,6 +154,8 @@ type Store struct {
 	outbox storage.Outbox
 	// logs caches the decoded logs of the sessions appended to last.
 	logs logCache
+	// paths are the paths of the memories written last (pathguess.go).
+	paths pathGuesses
 }
 
 // New returns the store over b.
