@@ -10,3 +10,6 @@ func (s *DB) LateralReads(query string, args [][]any) (string, []any) {
 	}
 	return s.lateral(g)
 }
+
+// Numbered is query as the backend sends it ($1, $2, … for "?").
+func (s *DB) Numbered(query string) string { return s.numbered(query) }

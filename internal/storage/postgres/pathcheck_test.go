@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -65,7 +64,7 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 		"ALTER TABLE memories SET (autovacuum_enabled = off)",
 		insert(1, 40),
 		"SET plan_cache_mode = force_generic_plan",
-		"PREPARE path_check AS " + numbered(query),
+		"PREPARE path_check AS " + db.Numbered(query),
 		"PREPARE path_checks AS " + lateral,
 		one, many, // the plans are made now, on a small table, and kept
 		insert(41, 3000),
@@ -86,21 +85,6 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 			t.Errorf("%.40s…: read %v rows of memories in a store of 3,000, want a few lookups; plan:\n%s", execute, read, out)
 		}
 	}
-}
-
-// numbered is query with its "?" placeholders numbered ($1, $2, …).
-func numbered(query string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // quote is s as an SQL string literal.
