@@ -382,10 +382,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	// A refused setting fails the reads like a refused read: the batch
-	// runs again without reading ahead.
+	// A setting the database refuses fails the reads like a refused read:
+	// the batch runs again without reading ahead.
 	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: %w", errAheadFailed, err)
+		return refusedAhead(err)
 	}
 	for _, g := range groups {
 		fetch := g[0].fetch
@@ -397,9 +397,19 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 		}
 	}
 	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: %w", errAheadFailed, err)
+		return refusedAhead(err)
 	}
 	return nil
+}
+
+// refusedAhead is err, marked as a failed read ahead when the database
+// refused the statement (a lost connection stays an error to retry).
+func refusedAhead(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%w: %w", errAheadFailed, err)
+	}
+	return err
 }
 
 // The reads ahead run on the plan PostgreSQL keeps for their statement (its
@@ -408,8 +418,9 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 // looked cheaper to PostgreSQL than its generic plan, so it planned the
 // statement anew for every batch, 0.25–0.32 ms of the backend that holds the
 // batch's stores (docs/postgresql-performance.md). Their generic plans are
-// point lookups and range seeks on the (store_id, path) index and the
-// primary key (TestAPathCheckReadsItsPathsNotItsStore). Only the reads are
+// point lookups and range seeks on the (store_id, path) index
+// (TestAPathCheckReadsItsPathsNotItsStore) and on the primary key (a
+// memory read by id and store). Only the reads are
 // affected: the setting is put back before the writes run, to the
 // server's own (TO DEFAULT is the value the connection started with, from
 // the URL or the role; memstore never sets it on a connection).

@@ -546,9 +546,7 @@ func (s *Store) CreateMemory(ctx context.Context, in storage.NewMemory) (storage
 		m, err = storage.CreateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
-	if err == nil {
-		s.paths.note(m.ID, m.Path)
-	}
+	s.notePath(m, err)
 	return m, err
 }
 
@@ -560,6 +558,21 @@ func (s *Store) GetMemory(ctx context.Context, storeID, memoryID string) (storag
 // GetMemoryAt implements storage.Memories.
 func (s *Store) GetMemoryAt(ctx context.Context, storeID, path string) (storage.MemoryRow, error) {
 	return scanMemory(s.db().QueryRow(ctx, selectMemory(true)+` WHERE m.store_id = ? AND m.path = ?`, storeID, path), true)
+}
+
+// notePath remembers the path of a memory written without error.
+func (s *Store) notePath(m storage.MemoryRow, err error) {
+	if err == nil && s.guessPaths {
+		s.paths.note(m.ID, m.Path)
+	}
+}
+
+// guessedPath is the path this server last wrote the memory at.
+func (s *Store) guessedPath(memoryID string) (string, bool) {
+	if !s.guessPaths {
+		return "", false
+	}
+	return s.paths.guess(memoryID)
 }
 
 // UpdateMemory implements storage.Memories.
@@ -576,7 +589,7 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 	if in.Content != nil {
 		if in.Path != nil {
 			split = s.splitAhead(*in.Path, *in.Content)
-		} else if p, ok := s.paths.guess(in.MemoryID); ok {
+		} else if p, ok := s.guessedPath(in.MemoryID); ok {
 			split = s.splitAhead(p, *in.Content)
 		}
 	}
@@ -584,9 +597,7 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 		m, changed, err = storage.UpdateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
-	if err == nil {
-		s.paths.note(m.ID, m.Path)
-	}
+	s.notePath(m, err)
 	return m, changed, err
 }
 

@@ -10,21 +10,28 @@ import "sync"
 // through another server) is computed again there (memoryTx.searchEntry).
 // Splitting a 4 KB update's words inside the batch took about 50 µs of the
 // leader's time per update, one after another
-// (docs/postgresql-performance.md).
+// (docs/postgresql-performance.md). Only backends whose server computes
+// the entries keep guesses (Store.guessPaths).
 type pathGuesses struct {
 	mu    sync.Mutex
 	paths map[string]string
 }
 
-// maxPathGuesses bounds the memories remembered; when full, the next
-// write starts again from none.
+// maxPathGuesses bounds the memories remembered; past it, a note forgets
+// one memory it does not name.
 const maxPathGuesses = 4096
 
 func (g *pathGuesses) note(memoryID, path string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.paths == nil || len(g.paths) >= maxPathGuesses {
+	if g.paths == nil {
 		g.paths = make(map[string]string, 64)
+	}
+	if _, ok := g.paths[memoryID]; !ok && len(g.paths) >= maxPathGuesses {
+		for id := range g.paths { // an arbitrary one
+			delete(g.paths, id)
+			break
+		}
 	}
 	g.paths[memoryID] = path
 }

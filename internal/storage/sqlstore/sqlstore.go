@@ -154,12 +154,18 @@ type Store struct {
 	outbox storage.Outbox
 	// logs caches the decoded logs of the sessions appended to last.
 	logs logCache
-	// paths are the paths of the memories written last (pathguess.go).
-	paths pathGuesses
+	// paths are the paths of the memories written last (pathguess.go),
+	// kept when guessPaths: the server computes search entries.
+	paths      pathGuesses
+	guessPaths bool
 }
 
 // New returns the store over b.
-func New(b Backend) *Store { return &Store{b: b, d: b.Dialect()} }
+func New(b Backend) *Store {
+	d := b.Dialect()
+	column, _ := d.Search.Entry("", "")
+	return &Store{b: b, d: d, guessPaths: column != ""}
+}
 
 // tx is one write transaction as the store's rules see it.
 type tx struct {
