@@ -382,10 +382,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	// A setting the database refuses fails the reads like a refused read:
-	// the batch runs again without reading ahead.
+	// The settings' errors are the reads': the batch runs again without
+	// reading ahead.
 	if _, err := br.Exec(); err != nil {
-		return refusedAhead(err)
+		return fmt.Errorf("%w: %w", errAheadFailed, err)
 	}
 	for _, g := range groups {
 		fetch := g[0].fetch
@@ -397,19 +397,9 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 		}
 	}
 	if _, err := br.Exec(); err != nil {
-		return refusedAhead(err)
-	}
-	return nil
-}
-
-// refusedAhead is err, marked as a failed read ahead when the database
-// refused the statement (a lost connection stays an error to retry).
-func refusedAhead(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
 		return fmt.Errorf("%w: %w", errAheadFailed, err)
 	}
-	return err
+	return nil
 }
 
 // The reads ahead run on the plan PostgreSQL keeps for their statement (its
