@@ -111,6 +111,11 @@ func (b backend) WriteMemory(ctx context.Context, storeID string, fn func(contex
 	return b.s.writeMemory(ctx, storeID, fn)
 }
 
+// WriteSession implements sqlstore.SessionWriter with group commit.
+func (b backend) WriteSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
+	return b.s.writeSession(ctx, sessionID, first, fn)
+}
+
 // Now returns the injected clock, or the database's, which every replica
 // shares; a memory write's, the clock of its batch.
 func (b backend) Now(ctx context.Context, q sqlstore.Conn) (time.Time, error) {

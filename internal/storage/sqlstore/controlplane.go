@@ -353,8 +353,8 @@ func (s *Store) viewInTx(ctx context.Context, q Conn, sessionID string, lock boo
 // the same lock without writing the row, and the runtime's step depends
 // on it (a session left waiting for a worker, or resumed by one).
 func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached eventLog) (storage.SessionView, error) {
-	tail, args := logTailQuery(sessionID, cached.seq, s.d.Clock)
-	rows, err := q.Query(ctx, `SELECT s.body, t.seq, t.body, t.at FROM sessions s, (`+tail+`) t WHERE s.id = ? ORDER BY t.seq`+s.d.ForUpdate+` OF s`, append(args, sessionID)...)
+	first := s.lockStatement(sessionID, cached.seq)
+	rows, err := q.Query(ctx, first.Query, first.Args...)
 	if err != nil {
 		return storage.SessionView{}, err
 	}
@@ -380,6 +380,13 @@ func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached
 		t.after = after
 	}
 	return storage.SessionView{Session: sess, Log: log.events, Seq: log.seq, WorkLive: after.workLive}, nil
+}
+
+// lockStatement is lockedView's statement, for a session whose log is
+// cached up to seq: the session's row locked and read with the log's tail.
+func (s *Store) lockStatement(sessionID string, seq int64) Statement {
+	tail, args := logTailQuery(sessionID, seq, s.d.Clock)
+	return Statement{`SELECT s.body, t.seq, t.body, t.at FROM sessions s, (` + tail + `) t WHERE s.id = ? ORDER BY t.seq` + s.d.ForUpdate + ` OF s`, append(args, sessionID)}
 }
 
 // sessionRows are a session's rows in a write transaction
@@ -511,7 +518,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 		stored []api.Event
 		view   storage.SessionView
 	)
-	err := s.write(ctx, func(tx *tx) (err error) {
+	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, stored, err = storage.AppendIn(ctx, sessionRows{tx}, sessionID, events, guard)
 		return err
 	})
@@ -525,7 +532,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 // AppendSteps implements storage.Events.
 func (s *Store) AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error) {
 	var view storage.SessionView
-	err := s.write(ctx, func(tx *tx) (err error) {
+	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, _, err = storage.AppendStepsIn(ctx, sessionRows{tx}, sessionID, step)
 		return err
 	})

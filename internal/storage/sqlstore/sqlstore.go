@@ -133,6 +133,24 @@ type MemoryWriter interface {
 	WriteMemory(ctx context.Context, storeID string, fn func(ctx context.Context, tx Conn, counters StoreCounters) error) error
 }
 
+// SessionWriter is offered by a backend that runs appends to session logs
+// its own way (group commit: the appends to many sessions in one
+// transaction). fn is one append to session sessionID, run as Write would
+// run it. first, when its Query is not empty, is the statement fn will
+// most likely send first, which locks the session's row and reads it: the
+// backend may send it ahead, with the other appends' first statements, and
+// answer fn's identical statement with its rows. A backend without it runs
+// each append in Write.
+type SessionWriter interface {
+	WriteSession(ctx context.Context, sessionID string, first Statement, fn func(Conn) error) error
+}
+
+// Statement is a query and its arguments.
+type Statement struct {
+	Query string
+	Args  []any
+}
+
 // StoreCounters are the columns of a memory store's row that every memory
 // write moves.
 type StoreCounters interface {
@@ -179,8 +197,27 @@ type tx struct {
 // write runs fn in one write transaction; a transaction that wrote outbox
 // rows wakes the dispatchers when it commits.
 func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
+	return s.writeWith(ctx, s.b.Write, fn)
+}
+
+// writeSession is write for an append to session sessionID's log, through
+// the backend's SessionWriter where it has one.
+func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *tx) error) error {
+	if w, ok := s.b.(SessionWriter); ok {
+		var first Statement
+		if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
+			first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
+		}
+		return s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
+			return w.WriteSession(ctx, sessionID, first, fn)
+		}, fn)
+	}
+	return s.write(ctx, fn)
+}
+
+func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Conn) error) error, fn func(t *tx) error) error {
 	t := &tx{s: s}
-	err := s.b.Write(ctx, func(c Conn) error {
+	err := run(ctx, func(c Conn) error {
 		// A retried attempt starts afresh: what the last one read beside
 		// a session's log (its clock, whether endpoints exist) is stale.
 		t.Conn, t.after = c, logTail{}

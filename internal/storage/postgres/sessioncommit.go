@@ -1,0 +1,403 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/memstore/memstore/internal/storage/sqlstore"
+)
+
+// Group commit of session appends. An append is short (its session's row
+// locked and read with the log's tail, then the events and the row
+// written) and most of what PostgreSQL spends on it alone is the
+// transaction's: its BEGIN, its COMMIT and the WAL flush that COMMIT waits
+// for. Appends to different sessions waiting at the same time run instead
+// one after another in one transaction with one COMMIT: a pgbench replay
+// of an append's statements ran 3,194 appends/s one transaction each and
+// 5,852/s four to a transaction, with 8 and 4 clients on this 2-core
+// machine (docs/postgresql-performance.md).
+//
+// Each append runs as it would alone, on the shared transaction: its reads
+// and writes are its own statements, sent with the next append's first
+// read or the COMMIT. A batch holds one append per session, in session id
+// order, so two batches (of two shards, or two replicas) take their rows'
+// locks in one order. An append that gives up before it writes (a refused
+// guard, a session not found) keeps its answer and the others go on; one
+// that fails after it wrote, or any database error, rolls the transaction
+// back, and every append of the batch runs again alone, in a transaction
+// of its own, exactly as without group commit.
+
+// sessionWrite is one append waiting for its batch.
+type sessionWrite struct {
+	ctx       context.Context
+	sessionID string
+	first     sqlstore.Statement
+	fn        func(sqlstore.Conn) error
+	// ahead is the answer to first, fetched with the batch's BEGIN.
+	ahead *rowsAhead
+	// done answers the write: nil or its error once its batch committed,
+	// errRunAlone when it must run in a transaction of its own.
+	done chan error
+}
+
+// errRunAlone: the batch could not commit the write; it runs alone.
+var errRunAlone = errors.New("postgres: run the append alone")
+
+// sessionShard queues the appends of its sessions; the append that finds
+// it idle leads, as a commitShard's write does.
+type sessionShard struct {
+	mu      sync.Mutex
+	pending []*sessionWrite
+	leading bool
+}
+
+type sessionCommitter struct{ shards []sessionShard }
+
+func newSessionCommitter() sessionCommitter {
+	return sessionCommitter{shards: make([]sessionShard, commitShards())}
+}
+
+// writeSession runs fn, an append to session sessionID, in a transaction
+// shared with the appends to other sessions that wait with it. Once queued
+// it runs to its end whatever ctx says (it is not started if ctx ends
+// first), so its outcome is known when writeSession returns.
+func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
+	h := fnv.New32a()
+	h.Write([]byte(sessionID))
+	sh := &s.sessionCommits.shards[h.Sum32()%uint32(len(s.sessionCommits.shards))]
+	if first.Query != "" {
+		first = sqlstore.Statement{Query: s.numbered(first.Query), Args: slices.Clone(first.Args)}
+	}
+	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, fn: fn, done: make(chan error, 1)}
+	sh.mu.Lock()
+	sh.pending = append(sh.pending, w)
+	lead := !sh.leading
+	sh.leading = true
+	sh.mu.Unlock()
+	if lead {
+		s.leadSessions(sh)
+	}
+	if err := <-w.done; !errors.Is(err, errRunAlone) {
+		return err
+	}
+	return s.tx(ctx, func(tx *lazyTx) error { return fn(txConn{conn{s, tx}, tx}) })
+}
+
+// leadSessions commits one batch of the shard's appends, then hands the
+// lead to a new goroutine when more wait, so the caller that led returns
+// with its own answer.
+func (s *DB) leadSessions(sh *sessionShard) {
+	sh.mu.Lock()
+	batch := takeSessionBatch(&sh.pending)
+	sh.mu.Unlock()
+
+	s.commitSessions(batch)
+
+	sh.mu.Lock()
+	if len(sh.pending) > 0 {
+		go s.leadSessions(sh)
+	} else {
+		sh.leading = false
+	}
+	sh.mu.Unlock()
+}
+
+// takeSessionBatch takes from pending up to maxBatch appends, the oldest of
+// each session (a later append to a session waits for the next batch, so
+// a session's appends keep their order), sorted by session id.
+func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
+	var (
+		batch []*sessionWrite
+		rest  []*sessionWrite
+		seen  = map[string]bool{}
+	)
+	for _, w := range *pending {
+		if len(batch) == maxBatch || seen[w.sessionID] {
+			rest = append(rest, w)
+			continue
+		}
+		seen[w.sessionID] = true
+		batch = append(batch, w)
+	}
+	*pending = rest
+	slices.SortFunc(batch, func(a, b *sessionWrite) int {
+		switch {
+		case a.sessionID < b.sessionID:
+			return -1
+		case a.sessionID > b.sessionID:
+			return 1
+		}
+		return 0
+	})
+	return batch
+}
+
+// commitSessions runs the batch in one transaction and answers each append.
+func (s *DB) commitSessions(batch []*sessionWrite) {
+	answers, err := s.runSessions(batch)
+	for i, w := range batch {
+		if err != nil {
+			w.done <- err
+		} else {
+			w.done <- answers[i]
+		}
+	}
+}
+
+// runSessions runs the appends of batch one after another in one
+// transaction and commits it. It returns each append's answer, or
+// errRunAlone for all when the transaction could not commit them, or the
+// error of a COMMIT whose outcome is unknown.
+func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
+	ctx := context.Background()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, errRunAlone
+	}
+	defer pc.Release()
+	t := &lazyTx{c: pc, begin: "BEGIN"}
+	answers := make([]error, len(batch))
+	var live []*sessionWrite
+	for i, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			answers[i] = err // given up while waiting: never run
+			continue
+		}
+		live = append(live, w)
+	}
+	if len(live) == 0 {
+		return answers, nil
+	}
+	if err := readAhead(ctx, t, live); err != nil {
+		t.rollback(ctx)
+		return nil, errRunAlone
+	}
+	ran := false
+	for i, w := range batch {
+		if answers[i] != nil {
+			continue
+		}
+		st := &sharedTx{t: t, ctx: ctx}
+		err := runShared(w.fn, sharedConn{conn{s, st}, st, w.ahead})
+		if err != nil && (st.wrote || st.failed) {
+			t.rollback(ctx)
+			return nil, errRunAlone
+		}
+		answers[i] = err
+		ran = true
+	}
+	if !ran || (!t.begun && len(t.deferred) == 0) {
+		if t.begun {
+			t.rollback(ctx)
+		}
+		return answers, nil
+	}
+	br, err := t.pipeline(ctx, "COMMIT", nil)
+	if err != nil {
+		// A deferred statement failed: nothing was committed.
+		t.rollback(ctx)
+		return nil, errRunAlone
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && tag.String() == "ROLLBACK":
+		return nil, errRunAlone // a statement nobody read failed
+	case errors.As(err, &pe):
+		return nil, errRunAlone // PostgreSQL refused the COMMIT: nothing committed
+	case err != nil:
+		// The COMMIT's answer was lost: whether it committed is unknown,
+		// so running the appends again could store them twice.
+		return nil, unavailable(fmt.Errorf("postgres: commit session appends: %w", err))
+	}
+	return answers, nil
+}
+
+// runShared runs fn, turning a panic into an error so one bad append
+// cannot take down the appends that share its transaction.
+func runShared(fn func(sqlstore.Conn) error, c sharedConn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.st.failed = true
+			err = fmt.Errorf("postgres: session append panicked: %v", p)
+		}
+	}()
+	return fn(c)
+}
+
+// sharedTx is the batch's transaction as one append sees it: its
+// statements run on the batch's context (the append's request may end, the
+// batch's transaction must not be cancelled under the others), and it
+// notes whether the append wrote anything or met a database error, after
+// which PostgreSQL refuses the transaction's every statement.
+type sharedTx struct {
+	t             *lazyTx
+	ctx           context.Context
+	wrote, failed bool
+}
+
+func (st *sharedTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	st.wrote = true
+	tag, err := st.t.Exec(st.ctx, sql, args...)
+	if err != nil {
+		st.failed = true
+	}
+	return tag, err
+}
+
+func (st *sharedTx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rs, err := st.t.Query(st.ctx, sql, args...)
+	if err != nil {
+		st.failed = true
+		return nil, err
+	}
+	return sharedRows{rs, st}, nil
+}
+
+func (st *sharedTx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	return sharedRow{st.t.QueryRow(st.ctx, sql, args...), st}
+}
+
+type sharedRow struct {
+	r  pgx.Row
+	st *sharedTx
+}
+
+func (r sharedRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		r.st.failed = true
+	}
+	return err
+}
+
+type sharedRows struct {
+	pgx.Rows
+	st *sharedTx
+}
+
+func (r sharedRows) Err() error {
+	err := r.Rows.Err()
+	if err != nil {
+		r.st.failed = true
+	}
+	return err
+}
+
+// sharedConn is sqlstore.Conn on the batch's transaction, deferring
+// statements to its next pipeline (sqlstore.Deferrer) as txConn does, and
+// answering the append's first statement from what was read ahead.
+type sharedConn struct {
+	conn
+	st    *sharedTx
+	ahead *rowsAhead
+}
+
+// Query answers the statement read ahead with its rows, once: it ran in
+// this transaction, which has held the session's row lock since, and no
+// other append of the batch is to that session, so it reads now what it
+// read then.
+func (c sharedConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if a := c.ahead; a != nil && !a.used && c.s.numbered(query) == a.query && sameArgs(args, a.args) {
+		a.used = true
+		return &bufferedRows{rowsAhead: a}, nil
+	}
+	return c.conn.Query(ctx, query, args...)
+}
+
+// rowsAhead is the answer to a statement sent ahead: its columns and the
+// values of its rows, copied out of pgx's buffers.
+type rowsAhead struct {
+	query  string
+	args   []any
+	used   bool
+	types  *pgtype.Map
+	fields []pgconn.FieldDescription
+	rows   [][][]byte
+}
+
+// readAhead opens the batch's transaction and sends, in one pipeline with
+// its BEGIN, the first statement of every append that named one, in the
+// batch's order (by session id: the rows' locks are taken in that order).
+func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
+	var bt pgx.Batch
+	bt.Queue(t.begin)
+	var firsts []*sessionWrite
+	for _, w := range batch {
+		if w.first.Query != "" {
+			bt.Queue(w.first.Query, w.first.Args...)
+			firsts = append(firsts, w)
+		}
+	}
+	if len(firsts) == 0 {
+		return nil // the first append's statement carries the BEGIN
+	}
+	br := t.c.SendBatch(ctx, &bt)
+	defer br.Close()
+	t.begun = true
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	for _, w := range firsts {
+		rs, err := br.Query()
+		if err != nil {
+			return err
+		}
+		a := &rowsAhead{query: w.first.Query, args: w.first.Args, types: t.c.Conn().TypeMap(), fields: slices.Clone(rs.FieldDescriptions())}
+		for rs.Next() {
+			values := make([][]byte, len(rs.RawValues()))
+			for i, v := range rs.RawValues() {
+				if v != nil {
+					values[i] = slices.Clone(v)
+				}
+			}
+			a.rows = append(a.rows, values)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		w.ahead = a
+	}
+	return br.Close()
+}
+
+// sameArgs reports whether a statement's arguments are those sent ahead.
+func sameArgs(a, b []any) bool {
+	return len(a) == len(b) && reflect.DeepEqual(a, b)
+}
+
+// bufferedRows are sqlstore.Rows over a statement's rows read ahead.
+type bufferedRows struct {
+	*rowsAhead
+	next int
+}
+
+func (r *bufferedRows) Next() bool {
+	r.next++
+	return r.next <= len(r.rows)
+}
+
+func (r *bufferedRows) Scan(dest ...any) error {
+	return pgx.ScanRow(r.types, r.fields, r.rows[r.next-1], dest...)
+}
+
+func (r *bufferedRows) Err() error { return nil }
+func (r *bufferedRows) Close()     {}
+
+func (c sharedConn) Defer(_ context.Context, query string, args ...any) {
+	c.st.wrote = true
+	c.st.t.Defer(c.s.numbered(query), args...)
+}

@@ -1,0 +1,188 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/postgres"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// appendCrowd is a crowd of appenders on two replicas: writers per session,
+// each making rounds appends of one user message to its session. An append
+// whose text says "guard" is refused by its guard, one whose text says
+// "bad" by the database (a trigger, standing for any check the server does
+// not make).
+type appendCrowd struct {
+	dbs      []*postgres.DB
+	sessions []string
+	writers  int
+	rounds   int
+	// refuses: the database refuses the "bad" appends.
+	refuses bool
+	landed  map[string][]string // by session, the texts that landed, in no order
+	refused map[string]int      // "guard", "bad"
+}
+
+func newAppendCrowd(t *testing.T, url string, sessions, writers, rounds int) *appendCrowd {
+	t.Helper()
+	c := &appendCrowd{writers: writers, rounds: rounds, landed: map[string][]string{}, refused: map[string]int{}}
+	for range 2 {
+		c.dbs = append(c.dbs, openOn(t, url))
+	}
+	ctx := t.Context()
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := c.dbs[0].CreateEnvironment(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for range sessions {
+		sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+		if _, err := c.dbs[0].CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.sessions = append(c.sessions, sess.ID)
+	}
+	return c
+}
+
+// run makes every append, noting what landed and what was refused; any
+// other outcome fails the test.
+func (c *appendCrowd) run(t *testing.T) {
+	ctx := t.Context()
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for s, sessionID := range c.sessions {
+		for w := range c.writers {
+			wg.Go(func() {
+				for r := range c.rounds {
+					text := fmt.Sprintf("s%d w%d r%d", s, w, r)
+					switch (s + w + r) % 7 {
+					case 3:
+						text += " guard"
+					case 5:
+						text += " bad"
+					}
+					var guard storage.AppendGuard
+					if strings.HasSuffix(text, " guard") {
+						guard = func(storage.SessionView) error { return errors.New("refused by the guard") }
+					}
+					bad := c.refuses && strings.HasSuffix(text, " bad")
+					stored, err := c.dbs[(s+w)%2].AppendEvents(ctx, sessionID, []api.Event{api.UserMessage(text)}, guard)
+					mu.Lock()
+					switch {
+					case err == nil && guard == nil && !bad && len(stored) == 1 && stored[0].Text() == text:
+						c.landed[sessionID] = append(c.landed[sessionID], text)
+					case err != nil && strings.HasSuffix(text, " guard") && strings.Contains(err.Error(), "refused by the guard"):
+						c.refused["guard"]++
+					case err != nil && bad && strings.Contains(err.Error(), "refused by the database"):
+						c.refused["bad"]++
+					default:
+						t.Errorf("append %q: stored %d events, %v", text, len(stored), err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// check reads every session's log through the other replica: exactly the
+// appends that landed, each once, in strictly increasing sequence.
+func (c *appendCrowd) check(t *testing.T) {
+	for _, sessionID := range c.sessions {
+		evs, err := c.dbs[1].ListEvents(t.Context(), sessionID, storage.EventQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		last := int64(0)
+		for _, e := range evs {
+			if e.Seq <= last {
+				t.Fatalf("session %s: sequence %d after %d", sessionID, e.Seq, last)
+			}
+			last = e.Seq
+			got = append(got, e.Event.Text())
+		}
+		want := c.landed[sessionID]
+		if len(got) != len(want) {
+			t.Fatalf("session %s holds %d events, want the %d appends that landed: %q", sessionID, len(got), len(want), got)
+		}
+		seen := map[string]bool{}
+		for _, text := range got {
+			seen[text] = true
+		}
+		for _, text := range want {
+			if !seen[text] {
+				t.Fatalf("session %s lacks landed append %q", sessionID, text)
+			}
+		}
+	}
+}
+
+// Appends to many sessions through two replicas share commits, and each
+// is answered on its own: the ones their guard refuses change nothing,
+// every other one lands once, and each log reads back in order. That they
+// shared commits is read off the rows: an event's xmin is the transaction
+// that stored it.
+func TestAppendsSharingACommitAnswerEachOnItsOwn(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	c := newAppendCrowd(t, url, 16, 3, 6)
+	c.run(t)
+	if c.refused["guard"] == 0 || c.refused["bad"] != 0 {
+		t.Fatalf("refused %v; want some by their guard and none by the database (no trigger here)", c.refused)
+	}
+	c.check(t)
+	admin, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(t.Context())
+	var events, transactions int
+	if err := admin.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT xmin::text) FROM session_events`).Scan(&events, &transactions); err != nil {
+		t.Fatal(err)
+	}
+	if transactions >= events {
+		t.Fatalf("%d events stored by %d transactions: no append shared a commit", events, transactions)
+	}
+	t.Logf("%d events stored by %d transactions", events, transactions)
+}
+
+// An append whose events the database refuses fails alone: the batch it
+// shared is rolled back and each of its other appends runs again in a
+// transaction of its own, and lands.
+func TestAnAppendTheDatabaseRefusesFailsOnlyItself(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	c := newAppendCrowd(t, url, 16, 3, 6)
+	c.refuses = true
+	admin, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(t.Context())
+	if _, err := admin.Exec(t.Context(), `CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.body LIKE '% bad"%' THEN RAISE EXCEPTION 'refused by the database'; END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_bad BEFORE INSERT ON session_events FOR EACH ROW EXECUTE FUNCTION refuse_bad()`); err != nil {
+		t.Fatal(err)
+	}
+	c.run(t)
+	if c.refused["guard"] == 0 || c.refused["bad"] == 0 {
+		t.Fatalf("refused %v; want some by their guard and some by the database", c.refused)
+	}
+	c.check(t)
+}
