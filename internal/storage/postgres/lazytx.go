@@ -28,6 +28,8 @@ type lazyTx struct {
 type deferredStatement struct {
 	sql  string
 	args []any
+	// read, when set, reads the statement's rows once they arrive.
+	read func(pgx.Rows) error
 }
 
 // Defer queues a statement whose row count the caller does not look at:
@@ -35,7 +37,7 @@ type deferredStatement struct {
 // COMMIT, and its error fails the transaction there. Its arguments are
 // encoded when it is sent: a caller must not change what they point to.
 func (t *lazyTx) Defer(sql string, args ...any) {
-	t.deferred = append(t.deferred, deferredStatement{sql, args})
+	t.deferred = append(t.deferred, deferredStatement{sql: sql, args: args})
 }
 
 // runLazyTx runs fn in one transaction on a connection of pool, opened by
@@ -114,12 +116,62 @@ func (t *lazyTx) pipeline(ctx context.Context, sql string, args []any) (pgx.Batc
 	deferred := t.deferred
 	t.deferred = nil
 	for _, d := range deferred {
-		if _, err := br.Exec(); err != nil {
+		if err := d.result(br); err != nil {
 			br.Close()
 			return nil, fmt.Errorf("%s: %w", firstLine(d.sql), err)
 		}
 	}
 	return br, nil
+}
+
+// result reads the deferred statement's answer from br.
+func (d deferredStatement) result(br pgx.BatchResults) error {
+	if d.read == nil {
+		_, err := br.Exec()
+		return err
+	}
+	rs, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if err := d.read(rs); err != nil {
+		return err
+	}
+	rs.Close()
+	return rs.Err()
+}
+
+// flush sends the deferred statements, in one pipeline, and reads their
+// answers: for statements whose rows must be read before the COMMIT is
+// sent.
+func (t *lazyTx) flush(ctx context.Context) error {
+	if len(t.deferred) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue(t.begin)
+	}
+	for _, d := range t.deferred {
+		b.Queue(d.sql, d.args...)
+	}
+	br := t.c.SendBatch(ctx, b)
+	defer br.Close()
+	if !t.begun {
+		t.begun = true
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin a transaction: %w", err)
+		}
+	}
+	deferred := t.deferred
+	t.deferred = nil
+	for _, d := range deferred {
+		if err := d.result(br); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(d.sql), err)
+		}
+	}
+	return br.Close()
 }
 
 // firstLine is a statement's first line, to say which deferred one failed.

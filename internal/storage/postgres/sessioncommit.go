@@ -201,6 +201,12 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		}
 		return answers, nil
 	}
+	// The appends' own statements go first, and their rows are checked
+	// (the events' sequences follow the log's order) before the COMMIT.
+	if err := t.flush(ctx); err != nil {
+		t.rollback(ctx)
+		return nil, errRunAlone
+	}
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
 		// A deferred statement failed: nothing was committed.
@@ -400,4 +406,13 @@ func (r *bufferedRows) Close()     {}
 func (c sharedConn) Defer(_ context.Context, query string, args ...any) {
 	c.st.wrote = true
 	c.st.t.Defer(c.s.numbered(query), args...)
+}
+
+// DeferQuery implements sqlstore.QueryDeferrer: the statement is sent with
+// the batch's other statements, and its rows read before the COMMIT.
+func (c sharedConn) DeferQuery(_ context.Context, query string, args []any, read func(sqlstore.Rows) error) {
+	c.st.wrote = true
+	c.st.t.deferred = append(c.st.t.deferred, deferredStatement{sql: c.s.numbered(query), args: args, read: func(rs pgx.Rows) error {
+		return read(rows{rs})
+	}})
 }

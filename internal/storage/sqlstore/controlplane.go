@@ -434,18 +434,39 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 		}
 		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(toJSON(e)))
 	}
-	seqs := make(map[string]int64, len(events))
+	query := with + `INSERT INTO session_events (id, session_id, type, body) VALUES ` + rows.String() + ` RETURNING id, seq`
+	if d, ok := r.tx.Conn.(QueryDeferrer); ok {
+		// Read with the others' at the batch's end, before its COMMIT;
+		// the caller takes the sequence from the tx (laterSeq).
+		d.DeferQuery(ctx, query, a, func(rs Rows) (err error) {
+			r.tx.laterSeq, err = lastEventSeq(sessionID, events, rs)
+			return err
+		})
+		return 0, nil
+	}
+	rs, err := r.tx.Query(ctx, query, a...)
+	if err != nil {
+		return 0, err
+	}
+	return lastEventSeq(sessionID, events, rs)
+}
+
+// lastEventSeq reads the sequences stored events were given (rows of id
+// and seq, closed here) and returns the last, checking they follow the
+// events' order.
+func lastEventSeq(sessionID string, events []api.Event, rs Rows) (int64, error) {
 	type stored struct {
 		id  string
 		seq int64
 	}
-	got, err := queryAll(ctx, r.tx, func(row Row) (stored, error) {
+	got, err := scanAll(rs, func(row Row) (stored, error) {
 		var x stored
 		return x, row.Scan(&x.id, &x.seq)
-	}, with+`INSERT INTO session_events (id, session_id, type, body) VALUES `+rows.String()+` RETURNING id, seq`, a...)
+	})
 	if err != nil {
 		return 0, err
 	}
+	seqs := make(map[string]int64, len(events))
 	for _, x := range got {
 		seqs[x.id] = x.seq
 	}
@@ -521,7 +542,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, stored, err = storage.AppendIn(ctx, sessionRows{tx}, sessionID, events, guard)
 		return err
-	})
+	}, &view.Seq)
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +556,7 @@ func (s *Store) AppendSteps(ctx context.Context, sessionID string, step storage.
 	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, _, err = storage.AppendStepsIn(ctx, sessionRows{tx}, sessionID, step)
 		return err
-	})
+	}, &view.Seq)
 	if err != nil {
 		return storage.SessionView{}, err
 	}

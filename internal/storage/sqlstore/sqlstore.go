@@ -145,6 +145,14 @@ type SessionWriter interface {
 	WriteSession(ctx context.Context, sessionID string, first Statement, fn func(Conn) error) error
 }
 
+// QueryDeferrer is offered by a Conn that may send a statement whose rows
+// the write reads later: read is called with them before the transaction
+// commits, and its error fails the transaction (the backend then runs the
+// write again, on a Conn without it).
+type QueryDeferrer interface {
+	DeferQuery(ctx context.Context, query string, args []any, read func(Rows) error)
+}
+
 // Statement is a query and its arguments.
 type Statement struct {
 	Query string
@@ -192,6 +200,10 @@ type tx struct {
 	// after is what the transaction's read of a session's log saw beside
 	// it (a write transaction reads one session's).
 	after logTail
+	// laterSeq is the last sequence of the events the transaction stored,
+	// when their statement's rows were read after the write returned
+	// (QueryDeferrer).
+	laterSeq int64
 }
 
 // write runs fn in one write transaction; a transaction that wrote outbox
@@ -201,18 +213,29 @@ func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
 }
 
 // writeSession is write for an append to session sessionID's log, through
-// the backend's SessionWriter where it has one.
-func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *tx) error) error {
-	if w, ok := s.b.(SessionWriter); ok {
-		var first Statement
-		if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
-			first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
-		}
-		return s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
-			return w.WriteSession(ctx, sessionID, first, fn)
-		}, fn)
+// the backend's SessionWriter where it has one. seq is where fn leaves the
+// log's last sequence: it is set there once the write returns when the
+// events' statement was read after fn (QueryDeferrer).
+func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *tx) error, seq *int64) error {
+	w, ok := s.b.(SessionWriter)
+	if !ok {
+		return s.write(ctx, fn)
 	}
-	return s.write(ctx, fn)
+	var first Statement
+	if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
+		first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
+	}
+	var t *tx
+	err := s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
+		return w.WriteSession(ctx, sessionID, first, fn)
+	}, func(tx *tx) error {
+		t = tx
+		return fn(tx)
+	})
+	if err == nil && t != nil && t.laterSeq != 0 {
+		*seq = t.laterSeq
+	}
+	return err
 }
 
 func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Conn) error) error, fn func(t *tx) error) error {
@@ -220,7 +243,7 @@ func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Co
 	err := run(ctx, func(c Conn) error {
 		// A retried attempt starts afresh: what the last one read beside
 		// a session's log (its clock, whether endpoints exist) is stale.
-		t.Conn, t.after = c, logTail{}
+		t.Conn, t.after, t.laterSeq = c, logTail{}, 0
 		return fn(t)
 	})
 	s.outbox.Ended(t, err == nil)
@@ -259,6 +282,11 @@ func queryAll[T any](ctx context.Context, q Conn, scan func(Row) (T, error), que
 	if err != nil {
 		return nil, err
 	}
+	return scanAll(rows, scan)
+}
+
+// scanAll scans every row of rows with scan, and closes them.
+func scanAll[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
 	defer rows.Close()
 	out := []T{}
 	for rows.Next() {
