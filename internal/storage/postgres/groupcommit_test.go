@@ -164,19 +164,7 @@ func TestARowTheDatabaseRefusesFailsOnlyItsWrite(t *testing.T) {
 	url := testenv.PostgresSchema(t)
 	db := openOn(t, url)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF NEW.path LIKE '%/bad.md' THEN RAISE EXCEPTION 'refused by the test'; END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER refuse_bad BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION refuse_bad()`); err != nil {
-		t.Fatal(err)
-	}
+	refuseRows(t, url, "memories", `NEW.path LIKE '%/bad.md'`, "refused by the test")
 	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "refusals"})
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +215,25 @@ CREATE TRIGGER refuse_bad BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTIO
 		if ch.Sequence != int64(i+1) || !landed[ch.Path] {
 			t.Errorf("change %d: sequence %d, path %q; want sequence %d of a landed create", i, ch.Sequence, ch.Path, i+1)
 		}
+	}
+}
+
+// refuseRows makes the database at url refuse, with message, the rows
+// inserted into table that meet condition (SQL on NEW): a check of the
+// database's that the server does not make.
+func refuseRows(t *testing.T, url, table, condition, message string) {
+	t.Helper()
+	admin, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(t.Context())
+	if _, err := admin.Exec(t.Context(), fmt.Sprintf(`CREATE FUNCTION refuse_%[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF %[2]s THEN RAISE EXCEPTION '%[3]s'; END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION refuse_%[1]s()`, table, condition, message)); err != nil {
+		t.Fatal(err)
 	}
 }

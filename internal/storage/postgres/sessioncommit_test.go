@@ -167,19 +167,7 @@ func TestAnAppendTheDatabaseRefusesFailsOnlyItself(t *testing.T) {
 	url := testenv.PostgresSchema(t)
 	c := newAppendCrowd(t, url, 16, 3, 6)
 	c.refuses = true
-	admin, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(t.Context())
-	if _, err := admin.Exec(t.Context(), `CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF NEW.body LIKE '% bad"%' THEN RAISE EXCEPTION 'refused by the database'; END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER refuse_bad BEFORE INSERT ON session_events FOR EACH ROW EXECUTE FUNCTION refuse_bad()`); err != nil {
-		t.Fatal(err)
-	}
+	refuseRows(t, url, "session_events", `NEW.body LIKE '% bad"%'`, "refused by the database")
 	c.run(t)
 	if c.refused["guard"] == 0 || c.refused["bad"] == 0 {
 		t.Fatalf("refused %v; want some by their guard and some by the database", c.refused)
