@@ -12,6 +12,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
@@ -71,25 +72,30 @@ func Check(v storage.SessionView, events []api.Event) error {
 	if v.Session.Status == api.SessionTerminated || v.Session.ArchivedAt != nil {
 		return api.Errorf(api.InvalidRequest, "session %s is terminated; it accepts no more events (create a new session to continue)", v.Session.ID)
 	}
-	toolUses := map[string]api.Event{}
-	mcpUses := map[string]api.Event{} // confirmed like agent.tool_use, never answered by the client
+	// The calls of the log and their answers, read only when an event
+	// answers a call: a user.message or a user.interrupt needs none of
+	// it, and reading it made every send cost its session's whole log.
+	toolUses := map[string]string{} // agent.tool_use id → its evaluated_permission
+	mcpUses := map[string]string{}  // the same for agent.mcp_tool_use, confirmed like agent.tool_use, never answered by the client
 	customUses := map[string]bool{}
 	answered := map[string]string{} // tool_use_id → the type of the event that answered it
-	for _, e := range v.Log {
-		switch e.Type {
-		case api.EventAgentToolUse:
-			toolUses[e.ID] = e
-		case api.EventAgentMCPToolUse:
-			mcpUses[e.ID] = e
-		case api.EventAgentMCPToolResult:
-			answered[e.MCPToolUseID] = e.Type
-		case api.EventAgentCustomToolUse:
-			customUses[e.ID] = true
-		case api.EventUserCustomToolResult:
-			answered[e.CustomToolUseID] = e.Type
-		case api.EventUserToolResult, api.EventUserToolConfirmation:
-			if answered[e.ToolUseID] == "" {
-				answered[e.ToolUseID] = e.Type
+	if slices.ContainsFunc(events, answersACall) {
+		for _, e := range v.Log {
+			switch e.Type {
+			case api.EventAgentToolUse:
+				toolUses[e.ID] = e.EvaluatedPermission
+			case api.EventAgentMCPToolUse:
+				mcpUses[e.ID] = e.EvaluatedPermission
+			case api.EventAgentMCPToolResult:
+				answered[e.MCPToolUseID] = e.Type
+			case api.EventAgentCustomToolUse:
+				customUses[e.ID] = true
+			case api.EventUserCustomToolResult:
+				answered[e.CustomToolUseID] = e.Type
+			case api.EventUserToolResult, api.EventUserToolConfirmation:
+				if answered[e.ToolUseID] == "" {
+					answered[e.ToolUseID] = e.Type
+				}
 			}
 		}
 	}
@@ -122,17 +128,17 @@ func Check(v storage.SessionView, events []api.Event) error {
 			}
 			answered[e.CustomToolUseID] = e.Type
 		case api.EventUserToolConfirmation:
-			use, ok := toolUses[e.ToolUseID]
+			permission, ok := toolUses[e.ToolUseID]
 			if !ok {
-				use, ok = mcpUses[e.ToolUseID]
+				permission, ok = mcpUses[e.ToolUseID]
 			}
 			switch {
 			case e.ToolUseID == "":
 				return api.Errorf(api.InvalidRequest, "events[%d]: a user.tool_confirmation needs tool_use_id, the id of the agent.tool_use it allows or denies", i)
 			case !ok:
 				return api.Errorf(api.InvalidRequest, "events[%d]: tool_use_id %q names no agent.tool_use of session %s; the ids awaiting confirmation are in the last session.status_idle's stop_reason.event_ids", i, e.ToolUseID, v.Session.ID)
-			case use.EvaluatedPermission != api.PermissionAsk:
-				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s does not await confirmation (its evaluated_permission is %q)", i, e.ToolUseID, use.EvaluatedPermission)
+			case permission != api.PermissionAsk:
+				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s does not await confirmation (its evaluated_permission is %q)", i, e.ToolUseID, permission)
 			case answered[e.ToolUseID] != "":
 				return api.Errorf(api.InvalidRequest, "events[%d]: the agent.tool_use %s was already confirmed or answered", i, e.ToolUseID)
 			case e.Result != api.PermissionAllow && e.Result != api.PermissionDeny:
@@ -148,4 +154,14 @@ func Check(v storage.SessionView, events []api.Event) error {
 		}
 	}
 	return nil
+}
+
+// answersACall reports whether a client event answers one of the agent's
+// calls, which Check looks up in the log.
+func answersACall(e api.Event) bool {
+	switch e.Type {
+	case api.EventUserToolResult, api.EventUserCustomToolResult, api.EventUserToolConfirmation:
+		return true
+	}
+	return false
 }
