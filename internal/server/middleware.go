@@ -113,6 +113,9 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		if rec.status >= 500 {
 			level = slog.LevelError
 		}
+		if !s.log.Enabled(r.Context(), level) {
+			return // a server logging warnings and up builds no line per request
+		}
 		attrs := []any{
 			"method", r.Method,
 			"path", r.URL.Path,
