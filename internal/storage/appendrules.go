@@ -83,7 +83,9 @@ type AppendRows interface {
 	// StoreEvents stores events, in order, at the end of the log of
 	// session sess, writes its row back as sess and wakes whoever follows
 	// the session at commit. It returns the sequence number of the last
-	// event.
+	// event, or 0 where the backend reads it only after the transaction's
+	// function returned (a shared transaction's, sqlstore.QueryDeferrer):
+	// the view the append returns has it then.
 	StoreEvents(ctx context.Context, sess api.Session, events []api.Event) (int64, error)
 }
 

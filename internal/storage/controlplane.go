@@ -339,14 +339,19 @@ type SessionView struct {
 // AppendGuard decides, inside an append's transaction, whether the append
 // may go ahead given the session as it is then. It is how a client event is
 // refused atomically with the log it was checked against, and how an agent
-// runtime appends a reaction only if the log still calls for it.
+// runtime appends a reaction only if the log still calls for it. It may run
+// on another goroutine, in a transaction shared with appends to other
+// sessions whose rows stay locked meanwhile: it must decide from v alone,
+// never wait, and never call the store.
 type AppendGuard func(v SessionView) error
 
 // AppendStep says what to append to a session in round round of one
 // AppendSteps, seeing the view as the transaction does (with the events of
 // earlier rounds in its Log; its Seq stays the log's before the append,
 // since the events are stored together after the last round). It may be called again for a transaction retried, so it
-// must decide from its arguments alone.
+// must decide from its arguments alone; like an AppendGuard it may run on
+// another goroutine while other sessions' rows are locked, so it never
+// waits and never calls the store.
 type AppendStep func(v SessionView, round int) ([]api.Event, error)
 
 // Control-plane errors, translated by the HTTP layer.

@@ -13,3 +13,10 @@ func (s *DB) LateralReads(query string, args [][]any) (string, []any) {
 
 // Numbered is query as the backend sends it ($1, $2, … for "?").
 func (s *DB) Numbered(query string) string { return s.numbered(query) }
+
+// SessionShard is the shard of session sessionID's appends.
+func (s *DB) SessionShard(sessionID string) *sessionShard { return s.sessionCommits.shard(sessionID) }
+
+// SessionBatchesAlone counts the append batches that fell back to running
+// their appends alone.
+func (s *DB) SessionBatchesAlone() int64 { return s.sessionCommits.alone.Load() }

@@ -56,7 +56,7 @@ type DB struct {
 	// commits batches memory writes (groupcommit.go).
 	commits committer
 	// sessionCommits batches session appends (sessioncommit.go).
-	sessionCommits sessionCommitter
+	sessionCommits *sessionCommitter
 	// queries holds each query's text with numbered placeholders, by its
 	// text with "?" (see numbered).
 	queries sync.Map

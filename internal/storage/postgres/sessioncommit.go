@@ -7,7 +7,9 @@ import (
 	"hash/fnv"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,14 +29,17 @@ import (
 // machine (docs/postgresql-performance.md).
 //
 // Each append runs as it would alone, on the shared transaction: its reads
-// and writes are its own statements, sent with the next append's first
-// read or the COMMIT. A batch holds one append per session, in session id
-// order, so two batches (of two shards, or two replicas) take their rows'
-// locks in one order. An append that gives up before it writes (a refused
-// guard, a session not found) keeps its answer and the others go on; one
-// that fails after it wrote, or any database error, rolls the transaction
-// back, and every append of the batch runs again alone, in a transaction
-// of its own, exactly as without group commit.
+// and writes are its own statements, sent with the others'. A batch holds
+// one append per session and locks all its sessions' rows first, in one
+// statement, in id order, so two batches (of two shards, or two replicas)
+// never wait for each other in a cycle. A lock it waits for longer than
+// batchLockTimeout fails the batch rather than hold up the shard. An append
+// that gives up before it writes (a refused guard, a session not found)
+// keeps its answer and the others go on; one that fails after it wrote, or
+// any database error before the COMMIT, rolls the transaction back, and
+// every append of the batch runs again alone, in a transaction of its own,
+// exactly as without group commit. Once queued, an append runs to its end
+// whatever its request's context says, as a memory write does.
 
 // sessionWrite is one append waiting for its batch.
 type sessionWrite struct {
@@ -52,6 +57,13 @@ type sessionWrite struct {
 // errRunAlone: the batch could not commit the write; it runs alone.
 var errRunAlone = errors.New("postgres: run the append alone")
 
+// batchLockTimeout bounds how long a batch waits for its sessions' rows:
+// they are held for milliseconds by another replica's batch or a lone
+// append, and a batch stuck behind a longer transaction would hold up
+// every append of its shard. The batch fails instead, and its appends run
+// alone, each waiting as long as its request lets it.
+const batchLockTimeout = "SET LOCAL lock_timeout = '2s'"
+
 // sessionShard queues the appends of its sessions; the append that finds
 // it idle leads, as a commitShard's write does.
 type sessionShard struct {
@@ -60,10 +72,22 @@ type sessionShard struct {
 	leading bool
 }
 
-type sessionCommitter struct{ shards []sessionShard }
+type sessionCommitter struct {
+	shards []sessionShard
+	// alone counts the batches that fell back to running their appends
+	// alone (a lock that timed out, a deadlock, a refused statement).
+	alone atomic.Int64
+}
 
-func newSessionCommitter() sessionCommitter {
-	return sessionCommitter{shards: make([]sessionShard, commitShards())}
+func newSessionCommitter() *sessionCommitter {
+	return &sessionCommitter{shards: make([]sessionShard, commitShards())}
+}
+
+// shard is the shard of session sessionID's appends.
+func (c *sessionCommitter) shard(sessionID string) *sessionShard {
+	h := fnv.New32a()
+	h.Write([]byte(sessionID))
+	return &c.shards[h.Sum32()%uint32(len(c.shards))]
 }
 
 // writeSession runs fn, an append to session sessionID, in a transaction
@@ -71,9 +95,7 @@ func newSessionCommitter() sessionCommitter {
 // it runs to its end whatever ctx says (it is not started if ctx ends
 // first), so its outcome is known when writeSession returns.
 func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
-	h := fnv.New32a()
-	h.Write([]byte(sessionID))
-	sh := &s.sessionCommits.shards[h.Sum32()%uint32(len(s.sessionCommits.shards))]
+	sh := s.sessionCommits.shard(sessionID)
 	if first.Query != "" {
 		first = sqlstore.Statement{Query: s.numbered(first.Query), Args: slices.Clone(first.Args)}
 	}
@@ -112,8 +134,8 @@ func (s *DB) leadSessions(sh *sessionShard) {
 }
 
 // takeSessionBatch takes from pending up to maxBatch appends, the oldest of
-// each session (a later append to a session waits for the next batch, so
-// a session's appends keep their order), sorted by session id.
+// each session (a later append to a session waits for the next batch: a
+// batch has one append per session), sorted by session id.
 func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
 	var (
 		batch []*sessionWrite
@@ -142,8 +164,22 @@ func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
 }
 
 // commitSessions runs the batch in one transaction and answers each append.
+// A panic of the batch's own (each append's is caught by runShared) sends
+// every append to run alone, rather than leave the shard led by nobody.
 func (s *DB) commitSessions(batch []*sessionWrite) {
+	answered := false
+	defer func() {
+		if p := recover(); p != nil && !answered {
+			for _, w := range batch {
+				w.done <- errRunAlone
+			}
+		}
+	}()
 	answers, err := s.runSessions(batch)
+	answered = true
+	if errors.Is(err, errRunAlone) {
+		s.sessionCommits.alone.Add(1)
+	}
 	for i, w := range batch {
 		if err != nil {
 			w.done <- err
@@ -181,7 +217,7 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		t.rollback(ctx)
 		return nil, errRunAlone
 	}
-	ran := false
+	wrote := make([]bool, len(batch))
 	for i, w := range batch {
 		if answers[i] != nil {
 			continue
@@ -192,13 +228,10 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 			t.rollback(ctx)
 			return nil, errRunAlone
 		}
-		answers[i] = err
-		ran = true
+		answers[i], wrote[i] = err, st.wrote
 	}
-	if !ran || (!t.begun && len(t.deferred) == 0) {
-		if t.begun {
-			t.rollback(ctx)
-		}
+	if !slices.Contains(wrote, true) {
+		t.rollback(ctx)
 		return answers, nil
 	}
 	// The appends' own statements go first, and their rows are checked
@@ -214,21 +247,35 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		return nil, errRunAlone
 	}
 	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	var pe *pgconn.PgError
+	cerr := br.Close()
 	switch {
+	case err == nil && tag.String() == "COMMIT":
+		return answers, nil // committed, whatever the connection did next
 	case err == nil && tag.String() == "ROLLBACK":
 		return nil, errRunAlone // a statement nobody read failed
-	case errors.As(err, &pe):
-		return nil, errRunAlone // PostgreSQL refused the COMMIT: nothing committed
-	case err != nil:
-		// The COMMIT's answer was lost: whether it committed is unknown,
-		// so running the appends again could store them twice.
-		return nil, unavailable(fmt.Errorf("postgres: commit session appends: %w", err))
+	case err == nil:
+		err = cerr
+	}
+	if refusedCommit(err) {
+		return nil, errRunAlone
+	}
+	// The COMMIT's answer was lost: whether it committed is unknown, so
+	// running the appends again could store them twice. Those that wrote
+	// are told the database is away; the others' answers stand.
+	for i := range batch {
+		if wrote[i] {
+			answers[i] = unavailable(fmt.Errorf("postgres: commit session appends: %w", err))
+		}
 	}
 	return answers, nil
+}
+
+// refusedCommit reports a COMMIT that PostgreSQL answered with a refusal
+// that leaves nothing committed: a constraint checked at commit (class
+// 23) or a transaction rollback (class 40).
+func refusedCommit(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "23") || strings.HasPrefix(pe.Code, "40"))
 }
 
 // runShared runs fn, turning a panic into an error so one bad append
@@ -335,26 +382,31 @@ type rowsAhead struct {
 }
 
 // readAhead opens the batch's transaction and sends, in one pipeline with
-// its BEGIN, the first statement of every append that named one, in the
-// batch's order (by session id: the rows' locks are taken in that order).
+// its BEGIN, the lock of every session of the batch, in id order, then
+// the first statement of every append that named one.
 func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 	var bt pgx.Batch
 	bt.Queue(t.begin)
+	bt.Queue(batchLockTimeout)
+	ids := make([]string, len(batch))
 	var firsts []*sessionWrite
-	for _, w := range batch {
+	for i, w := range batch {
+		ids[i] = w.sessionID
 		if w.first.Query != "" {
-			bt.Queue(w.first.Query, w.first.Args...)
 			firsts = append(firsts, w)
 		}
 	}
-	if len(firsts) == 0 {
-		return nil // the first append's statement carries the BEGIN
+	bt.Queue(`SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	for _, w := range firsts {
+		bt.Queue(w.first.Query, w.first.Args...)
 	}
 	br := t.c.SendBatch(ctx, &bt)
 	defer br.Close()
 	t.begun = true
-	if _, err := br.Exec(); err != nil {
-		return err
+	for range 3 { // BEGIN, the timeout, the locks
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	for _, w := range firsts {
 		rs, err := br.Query()

@@ -174,3 +174,107 @@ func TestAnAppendTheDatabaseRefusesFailsOnlyItself(t *testing.T) {
 	}
 	c.check(t)
 }
+
+// Two replicas' batches of the same two sessions, started together, each
+// replica having read a different one of them before: each batch locks
+// its sessions in one statement, in id order, so neither waits for the
+// other in a cycle. (When only the sessions a replica had read were
+// locked up front and the others as their appends ran, replica a locked
+// s2 then asked for s1 while b held s1 and asked for s2, and PostgreSQL
+// broke the deadlock after a second by failing one batch.) Each replica's
+// first batch is an append to a session the test holds locked, so the
+// appends to s1 and s2 queue behind it and form the next batch together.
+func TestTwoReplicasBatchesOfTheSameSessionsNeverDeadlock(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	a, b := openOn(t, url), openOn(t, url)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := a.CreateEnvironment(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	// Four sessions whose appends share one shard, on either replica: two
+	// blockers, s1 and s2, each created through the replica that is to
+	// know it (creating a session caches its log there).
+	newSession := func(db *postgres.DB) string {
+		for {
+			sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+			if a.SessionShard(sess.ID) != a.SessionShard("sesn_0") {
+				continue
+			}
+			if _, err := db.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+				t.Fatal(err)
+			}
+			return sess.ID
+		}
+	}
+	// The batches race: a few rounds make a wrong lock order show.
+	for range 3 {
+		a, b := a, b
+		blockA, blockB := newSession(a), newSession(b)
+		s1, s2 := newSession(b), newSession(a)
+		if s1 > s2 {
+			s1, s2 = s2, s1
+			a, b = b, a // a still knows s2, b s1
+		}
+		hold, err := admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hold.Exec(ctx, `SELECT 1 FROM sessions WHERE id IN ($1, $2) FOR UPDATE`, blockA, blockB); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		appendTo := func(db *postgres.DB, sessionID string) {
+			wg.Go(func() {
+				if _, err := db.AppendEvents(ctx, sessionID, []api.Event{api.UserMessage("hi")}, nil); err != nil {
+					t.Errorf("append to %s: %v", sessionID, err)
+				}
+			})
+		}
+		appendTo(a, blockA)
+		appendTo(b, blockB)
+		waitForLockWaits(t, admin, 2)
+		for _, db := range []*postgres.DB{a, b} {
+			appendTo(db, s1)
+			appendTo(db, s2)
+		}
+		time.Sleep(100 * time.Millisecond) // the appends to s1 and s2 queue behind the blocked batches
+		if err := hold.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if n := a.SessionBatchesAlone() + b.SessionBatchesAlone(); n != 0 {
+			t.Fatalf("%d batches fell back to running their appends alone; want none (no deadlock, no lock timeout)", n)
+		}
+		for _, id := range []string{s1, s2} {
+			evs, err := a.ListEvents(ctx, id, storage.EventQuery{Limit: 10})
+			if err != nil || len(evs) != 2 {
+				t.Fatalf("session %s holds %d events (%v), want the 2 appends", id, len(evs), err)
+			}
+		}
+	}
+}
+
+// waitForLockWaits waits until n backends of the test's database wait for
+// a row lock.
+func waitForLockWaits(t *testing.T, admin *pgx.Conn, n int) {
+	t.Helper()
+	for bound := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int
+		if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(bound) {
+			t.Fatalf("%d backends wait for a lock, want %d", waiting, n)
+		}
+	}
+}
