@@ -55,6 +55,9 @@ func unmarshalWithExtra(b []byte, known any, knownNames ...string) (Extra, error
 	if err := json.Unmarshal(b, known); err != nil {
 		return nil, err
 	}
+	if unknown, ok := hasUnknownKey(b, knownNames); ok && !unknown {
+		return nil, nil // the common case, told without decoding b again
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
@@ -66,6 +69,108 @@ func unmarshalWithExtra(b []byte, known any, knownNames ...string) (Extra, error
 		return nil, nil
 	}
 	return Extra(fields), nil
+}
+
+// hasUnknownKey reports whether object b, valid JSON (json.Unmarshal took
+// it), has a top-level key not in known. ok is false when it cannot tell
+// cheaply (a key with an escape): the caller decodes b into a map then.
+// It reads b once, without allocating: decoding every event a second time
+// into a map, only to find no unknown field, was a sixth of a send's JSON.
+func hasUnknownKey(b []byte, known []string) (unknown, ok bool) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return false, true // null: no fields at all
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
+		if b[i] != '"' {
+			return false, false
+		}
+		end := i + 1
+		for end < len(b) && b[end] != '"' {
+			if b[end] == '\\' {
+				return false, false
+			}
+			end++
+		}
+		if end == len(b) {
+			return false, false
+		}
+		key := b[i+1 : end]
+		if !containsKey(known, key) {
+			return true, true
+		}
+		i = skipSpace(b, end+1)
+		if i == len(b) || b[i] != ':' {
+			return false, false
+		}
+		i = skipSpace(b, skipValue(b, skipSpace(b, i+1)))
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return false, i < len(b)
+}
+
+func containsKey(known []string, key []byte) bool {
+	for _, k := range known {
+		if k == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index after the JSON value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	if i == len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++ // a number, true, false or null
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
 }
 
 // NullableString is a request field that distinguishes "omitted" (leave the
