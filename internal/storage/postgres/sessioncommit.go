@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
@@ -170,6 +172,8 @@ func (s *DB) commitSessions(batch []*sessionWrite) {
 	answered := false
 	defer func() {
 		if p := recover(); p != nil && !answered {
+			slog.Error("postgres: an append batch panicked; its appends run alone", "panic", p, "stack", string(debug.Stack()))
+			s.sessionCommits.alone.Add(1)
 			for _, w := range batch {
 				w.done <- errRunAlone
 			}
@@ -253,29 +257,33 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		return answers, nil // committed, whatever the connection did next
 	case err == nil && tag.String() == "ROLLBACK":
 		return nil, errRunAlone // a statement nobody read failed
+	case err == nil && cerr == nil:
+		err = fmt.Errorf("COMMIT answered %q", tag.String())
 	case err == nil:
 		err = cerr
 	}
-	if refusedCommit(err) {
-		return nil, errRunAlone
+	if refusedCommit(err) || pgconn.SafeToRetry(err) {
+		return nil, errRunAlone // nothing committed: refused, or never sent
 	}
 	// The COMMIT's answer was lost: whether it committed is unknown, so
 	// running the appends again could store them twice. Those that wrote
 	// are told the database is away; the others' answers stand.
 	for i := range batch {
 		if wrote[i] {
-			answers[i] = unavailable(fmt.Errorf("postgres: commit session appends: %w", err))
+			answers[i] = fmt.Errorf("%w: postgres: the COMMIT of a batch of appends got no answer, so whether this one was stored is unknown (list the session's events to see): %w", storage.ErrUnavailable, err)
 		}
 	}
 	return answers, nil
 }
 
-// refusedCommit reports a COMMIT that PostgreSQL answered with a refusal
-// that leaves nothing committed: a constraint checked at commit (class
-// 23) or a transaction rollback (class 40).
+// refusedCommit reports a COMMIT that PostgreSQL refused, leaving nothing
+// committed: any error of severity ERROR (a constraint checked at commit,
+// a serialization failure, a full NOTIFY queue) but 40003, whose outcome
+// is by definition unknown. FATAL and PANIC end the connection: whether the
+// COMMIT got through before is not known.
 func refusedCommit(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "23") || strings.HasPrefix(pe.Code, "40"))
+	return errors.As(err, &pe) && pe.Severity == "ERROR" && pe.Code != "40003"
 }
 
 // runShared runs fn, turning a panic into an error so one bad append

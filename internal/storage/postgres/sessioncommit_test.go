@@ -198,6 +198,15 @@ func TestTwoReplicasBatchesOfTheSameSessionsNeverDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
+	watch, err := pgx.Connect(ctx, url) // outside admin's transaction, which sees pg_stat_activity as it first read it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+	var holder int
+	if err := admin.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	// Four sessions whose appends share one shard, on either replica: two
 	// blockers, s1 and s2, each created through the replica that is to
 	// know it (creating a session caches its log there).
@@ -239,7 +248,7 @@ func TestTwoReplicasBatchesOfTheSameSessionsNeverDeadlock(t *testing.T) {
 		}
 		appendTo(a, blockA)
 		appendTo(b, blockB)
-		waitForLockWaits(t, admin, 2)
+		waitForLockWaits(t, watch, holder, 2)
 		for _, db := range []*postgres.DB{a, b} {
 			appendTo(db, s1)
 			appendTo(db, s2)
@@ -261,20 +270,20 @@ func TestTwoReplicasBatchesOfTheSameSessionsNeverDeadlock(t *testing.T) {
 	}
 }
 
-// waitForLockWaits waits until n backends of the test's database wait for
-// a row lock.
-func waitForLockWaits(t *testing.T, admin *pgx.Conn, n int) {
+// waitForLockWaits waits until n backends wait for a lock that backend
+// holder holds.
+func waitForLockWaits(t *testing.T, watch *pgx.Conn, holder, n int) {
 	t.Helper()
 	for bound := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var waiting int
-		if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+		if err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting >= n {
 			return
 		}
 		if time.Now().After(bound) {
-			t.Fatalf("%d backends wait for a lock, want %d", waiting, n)
+			t.Fatalf("%d backends wait for the test's locks, want %d", waiting, n)
 		}
 	}
 }
