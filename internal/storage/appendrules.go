@@ -91,8 +91,10 @@ type AppendRows interface {
 
 // AppendIn is AppendEvents in rows: guard (when not nil) sees the session
 // as the transaction does and may refuse, then the events are stamped,
-// stored and announced to webhooks as AppendStepsIn does one round. It returns the view as it is afterwards (its Log and Seq
-// include the new events) and the stored copies of events.
+// stored and announced to webhooks as AppendStepsIn does one round. It returns the view as it is afterwards (its Log includes
+// the new events, and so does its Seq unless StoreEvents left it to the
+// store, which sets it once the write returns) and the stored copies of
+// events.
 func AppendIn(ctx context.Context, rows AppendRows, sessionID string, events []api.Event, guard AppendGuard) (SessionView, []api.Event, error) {
 	return AppendStepsIn(ctx, rows, sessionID, func(v SessionView, round int) ([]api.Event, error) {
 		if round > 0 {

@@ -518,9 +518,7 @@ func fetchLateral(br pgx.BatchResults, g []*aheadRead) error {
 		}
 		a.found = true
 		a.fields = slices.Clone(rs.FieldDescriptions()[1:])
-		for _, v := range raw[1:] {
-			a.values = append(a.values, bytes.Clone(v))
-		}
+		a.values = cloneValues(raw[1:])
 	}
 	rs.Close()
 	return rs.Err()
@@ -647,12 +645,20 @@ func (a *aheadRead) fetch(br pgx.BatchResults) error {
 	if rs.Next() {
 		a.found = true
 		a.fields = slices.Clone(rs.FieldDescriptions())
-		for _, v := range rs.RawValues() {
-			a.values = append(a.values, bytes.Clone(v))
-		}
+		a.values = cloneValues(rs.RawValues())
 	}
 	rs.Close()
 	return rs.Err()
+}
+
+// cloneValues copies a row's values out of pgx's buffers, which the next
+// row reuses; a NULL stays nil.
+func cloneValues(raw [][]byte) [][]byte {
+	out := make([][]byte, len(raw))
+	for i, v := range raw {
+		out[i] = bytes.Clone(v)
+	}
+	return out
 }
 
 // Ahead implements sqlstore.ReadAhead.

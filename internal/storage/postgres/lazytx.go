@@ -40,6 +40,12 @@ func (t *lazyTx) Defer(sql string, args ...any) {
 	t.deferred = append(t.deferred, deferredStatement{sql: sql, args: args})
 }
 
+// DeferRead is Defer for a statement whose rows read reads, once they
+// arrive; read's error fails the transaction as the statement's would.
+func (t *lazyTx) DeferRead(sql string, args []any, read func(pgx.Rows) error) {
+	t.deferred = append(t.deferred, deferredStatement{sql: sql, args: args, read: read})
+}
+
 // runLazyTx runs fn in one transaction on a connection of pool, opened by
 // begin, committing when fn returns nil and rolling back otherwise.
 func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*lazyTx) error) (err error) {
@@ -97,6 +103,27 @@ func (t *lazyTx) rollback(ctx context.Context) {
 // the deferred statements and sql, reads the answers to all but sql and
 // returns the results with sql's next to read.
 func (t *lazyTx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	return t.send(ctx, &deferredStatement{sql: sql, args: args})
+}
+
+// flush sends the deferred statements, in one pipeline, and reads their
+// answers: for statements whose rows must be read before the COMMIT is
+// sent.
+func (t *lazyTx) flush(ctx context.Context) error {
+	if len(t.deferred) == 0 {
+		return nil
+	}
+	br, err := t.send(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// send sends, in one pipeline, BEGIN if the transaction has not begun, the
+// deferred statements and last when not nil, and reads the answers to all
+// but last, whose results are next to read.
+func (t *lazyTx) send(ctx context.Context, last *deferredStatement) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue(t.begin)
@@ -104,7 +131,9 @@ func (t *lazyTx) pipeline(ctx context.Context, sql string, args []any) (pgx.Batc
 	for _, d := range t.deferred {
 		b.Queue(d.sql, d.args...)
 	}
-	b.Queue(sql, args...)
+	if last != nil {
+		b.Queue(last.sql, last.args...)
+	}
 	br := t.c.SendBatch(ctx, b)
 	if !t.begun {
 		t.begun = true
@@ -140,38 +169,6 @@ func (d deferredStatement) result(br pgx.BatchResults) error {
 	}
 	rs.Close()
 	return rs.Err()
-}
-
-// flush sends the deferred statements, in one pipeline, and reads their
-// answers: for statements whose rows must be read before the COMMIT is
-// sent.
-func (t *lazyTx) flush(ctx context.Context) error {
-	if len(t.deferred) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
-	if !t.begun {
-		b.Queue(t.begin)
-	}
-	for _, d := range t.deferred {
-		b.Queue(d.sql, d.args...)
-	}
-	br := t.c.SendBatch(ctx, b)
-	defer br.Close()
-	if !t.begun {
-		t.begun = true
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("begin a transaction: %w", err)
-		}
-	}
-	deferred := t.deferred
-	t.deferred = nil
-	for _, d := range deferred {
-		if err := d.result(br); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(d.sql), err)
-		}
-	}
-	return br.Close()
 }
 
 // firstLine is a statement's first line, to say which deferred one failed.

@@ -371,7 +371,7 @@ type sharedConn struct {
 // other append of the batch is to that session, so it reads now what it
 // read then.
 func (c sharedConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	if a := c.ahead; a != nil && !a.used && c.s.numbered(query) == a.query && sameArgs(args, a.args) {
+	if a := c.ahead; a != nil && !a.used && c.s.numbered(query) == a.query && reflect.DeepEqual(args, a.args) {
 		a.used = true
 		return &bufferedRows{rowsAhead: a}, nil
 	}
@@ -423,13 +423,7 @@ func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 		}
 		a := &rowsAhead{query: w.first.Query, args: w.first.Args, types: t.c.Conn().TypeMap(), fields: slices.Clone(rs.FieldDescriptions())}
 		for rs.Next() {
-			values := make([][]byte, len(rs.RawValues()))
-			for i, v := range rs.RawValues() {
-				if v != nil {
-					values[i] = slices.Clone(v)
-				}
-			}
-			a.rows = append(a.rows, values)
+			a.rows = append(a.rows, cloneValues(rs.RawValues()))
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
@@ -438,11 +432,6 @@ func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 		w.ahead = a
 	}
 	return br.Close()
-}
-
-// sameArgs reports whether a statement's arguments are those sent ahead.
-func sameArgs(a, b []any) bool {
-	return len(a) == len(b) && reflect.DeepEqual(a, b)
 }
 
 // bufferedRows are sqlstore.Rows over a statement's rows read ahead.
@@ -472,7 +461,5 @@ func (c sharedConn) Defer(_ context.Context, query string, args ...any) {
 // the batch's other statements, and its rows read before the COMMIT.
 func (c sharedConn) DeferQuery(_ context.Context, query string, args []any, read func(sqlstore.Rows) error) {
 	c.st.wrote = true
-	c.st.t.deferred = append(c.st.t.deferred, deferredStatement{sql: c.s.numbered(query), args: args, read: func(rs pgx.Rows) error {
-		return read(rows{rs})
-	}})
+	c.st.t.DeferRead(c.s.numbered(query), args, func(rs pgx.Rows) error { return read(rows{rs}) })
 }

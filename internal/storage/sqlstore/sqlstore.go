@@ -209,7 +209,8 @@ type tx struct {
 // write runs fn in one write transaction; a transaction that wrote outbox
 // rows wakes the dispatchers when it commits.
 func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
-	return s.writeWith(ctx, s.b.Write, fn)
+	_, err := s.writeWith(ctx, s.b.Write, fn)
+	return err
 }
 
 // writeSession is write for an append to session sessionID's log, through
@@ -225,20 +226,18 @@ func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *t
 	if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
 		first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
 	}
-	var t *tx
-	err := s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
+	t, err := s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
 		return w.WriteSession(ctx, sessionID, first, fn)
-	}, func(tx *tx) error {
-		t = tx
-		return fn(tx)
-	})
-	if err == nil && t != nil && t.laterSeq != 0 {
+	}, fn)
+	if err == nil && t.laterSeq != 0 {
 		*seq = t.laterSeq
 	}
 	return err
 }
 
-func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Conn) error) error, fn func(t *tx) error) error {
+// writeWith runs fn in the write transaction run opens, and returns the
+// transaction as fn's last attempt left it.
+func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Conn) error) error, fn func(t *tx) error) (*tx, error) {
 	t := &tx{s: s}
 	err := run(ctx, func(c Conn) error {
 		// A retried attempt starts afresh: what the last one read beside
@@ -247,7 +246,7 @@ func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Co
 		return fn(t)
 	})
 	s.outbox.Ended(t, err == nil)
-	return err
+	return t, err
 }
 
 // execLater runs a statement whose row count the caller does not look at:
