@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"slices"
@@ -22,9 +23,15 @@ type eventLog struct {
 	resourcesKnown bool
 }
 
-// maxCachedLogs bounds logCache: the sessions being worked on at one time,
-// with room to spare. A session that falls out is read whole once more.
-const maxCachedLogs = 64
+// logCache's bounds: the sessions it keeps, and the events they hold
+// together. It keeps the sessions used last: 64 sessions picked at random
+// to forget made a server with 64 busy sessions read a whole log again on
+// about a quarter of their appends (docs/postgresql-performance.md); the
+// event bound keeps a few long logs from holding the memory of many.
+const (
+	maxCachedLogs   = 1024
+	maxCachedEvents = 1 << 16
+)
 
 // logCache keeps the decoded logs of the sessions appended to last.
 // AppendEvents hands the runtime a session's whole log, and decoding it from
@@ -40,12 +47,17 @@ const maxCachedLogs = 64
 // lock, so their sequence numbers grow in commit order.
 type logCache struct {
 	mu      sync.Mutex
-	entries map[string]*cachedLog
+	entries map[string]*list.Element // of *cachedLog
+	// used orders the entries, the one got or put last first; events
+	// counts theirs.
+	used   list.List
+	events int
 }
 
 // cachedLog is a cache entry. The array behind its events usually has room
 // after them; lent says that room was handed to an appender already.
 type cachedLog struct {
+	sessionID string
 	eventLog
 	lent bool
 }
@@ -60,10 +72,12 @@ type cachedLog struct {
 func (c *logCache) get(sessionID string, appender bool) eventLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.entries[sessionID]
-	if e == nil {
+	el := c.entries[sessionID]
+	if el == nil {
 		return eventLog{}
 	}
+	c.used.MoveToFront(el)
+	e := el.Value.(*cachedLog)
 	l := e.eventLog
 	if appender && !e.lent {
 		e.lent = true
@@ -74,33 +88,48 @@ func (c *logCache) get(sessionID string, appender bool) eventLog {
 	return l
 }
 
-// put remembers a committed log unless a longer one is already cached.
-// When full, it forgets an arbitrary other session. The room after l's
-// events must be nobody's: put takes it over, to lend it.
+// put remembers a committed log unless a longer one is already cached,
+// then forgets the sessions used longest ago while the cache is over its
+// bounds (never the one just put, however long its log). The room after
+// l's events must be nobody's: put takes it over, to lend it.
 func (c *logCache) put(sessionID string, l eventLog) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
-		c.entries = map[string]*cachedLog{}
+		c.entries = map[string]*list.Element{}
 	}
-	old, ok := c.entries[sessionID]
-	if ok && old.seq >= l.seq {
+	el := c.entries[sessionID]
+	switch {
+	case el == nil:
+		el = c.used.PushFront(&cachedLog{sessionID: sessionID, eventLog: l})
+		c.entries[sessionID] = el
+	case el.Value.(*cachedLog).seq >= l.seq:
+		c.used.MoveToFront(el)
 		return
+	default:
+		c.events -= len(el.Value.(*cachedLog).events)
+		el.Value = &cachedLog{sessionID: sessionID, eventLog: l}
+		c.used.MoveToFront(el)
 	}
-	if !ok && len(c.entries) >= maxCachedLogs {
-		for id := range c.entries {
-			delete(c.entries, id)
-			break
-		}
+	c.events += len(l.events)
+	for c.used.Len() > 1 && (c.used.Len() > maxCachedLogs || c.events > maxCachedEvents) {
+		c.remove(c.used.Back())
 	}
-	c.entries[sessionID] = &cachedLog{eventLog: l}
 }
 
 // drop forgets a session (deleted, or terminated: it will not react again).
 func (c *logCache) drop(sessionID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, sessionID)
+	if el := c.entries[sessionID]; el != nil {
+		c.remove(el)
+	}
+}
+
+func (c *logCache) remove(el *list.Element) {
+	e := c.used.Remove(el).(*cachedLog)
+	delete(c.entries, e.sessionID)
+	c.events -= len(e.events)
 }
 
 // logTail is what a session's view reads besides its log, in the same

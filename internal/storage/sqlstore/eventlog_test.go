@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/memstore/memstore/api"
@@ -37,5 +38,54 @@ func TestLogCacheLendsItsRoomToOneAppender(t *testing.T) {
 	}
 	if l := c.get("s", true); cap(l.events) != 3 {
 		t.Fatalf("the room was lent twice after a put (cap %d)", cap(l.events))
+	}
+}
+
+// The cache forgets the session used longest ago, not one at random: a
+// server with as many busy sessions as the cache holds keeps all of them.
+func TestLogCacheForgetsTheSessionsUsedLongestAgo(t *testing.T) {
+	var c logCache
+	for i := range maxCachedLogs {
+		c.put(fmt.Sprint("s", i), eventLog{seq: 1, events: make([]api.Event, 1)})
+	}
+	if c.get("s0", true).seq != 1 {
+		t.Fatal("s0 was not cached")
+	}
+	c.put("s1", eventLog{seq: 1, events: make([]api.Event, 1)}) // no newer log: still counts as a use
+	c.put("new", eventLog{seq: 1, events: make([]api.Event, 1)})
+	if c.get("s2", false).seq != 0 {
+		t.Error("s2, used longest ago, is still cached after one session too many")
+	}
+	for _, id := range []string{"s0", "s1", "s3", "new"} {
+		if c.get(id, false).seq != 1 {
+			t.Errorf("%s was forgotten; only s2 should be", id)
+		}
+	}
+	if len(c.entries) != maxCachedLogs || c.used.Len() != maxCachedLogs || c.events != maxCachedLogs {
+		t.Errorf("cache holds %d entries, %d in use order, %d events; want %d of each", len(c.entries), c.used.Len(), c.events, maxCachedLogs)
+	}
+}
+
+// The events of all cached logs together stay within maxCachedEvents,
+// except for a single log longer than that, which is kept alone.
+func TestLogCacheBoundsTheEventsItHolds(t *testing.T) {
+	var c logCache
+	half := maxCachedEvents/2 + 1
+	c.put("a", eventLog{seq: 1, events: make([]api.Event, half)})
+	c.put("b", eventLog{seq: 1, events: make([]api.Event, half)})
+	if c.get("a", false).seq != 0 || c.get("b", false).seq != 1 || c.events != half {
+		t.Fatalf("two logs over the bound: a cached %v, b cached %v, %d events counted; want only b, %d events", c.get("a", false).seq != 0, c.get("b", false).seq != 0, c.events, half)
+	}
+	c.put("b", eventLog{seq: 2, events: make([]api.Event, maxCachedEvents+1)})
+	if c.get("b", false).seq != 2 || c.events != maxCachedEvents+1 {
+		t.Fatalf("a log longer than the bound, alone: cached seq %d, %d events counted", c.get("b", false).seq, c.events)
+	}
+	c.put("small", eventLog{seq: 1, events: make([]api.Event, 1)})
+	if c.get("b", false).seq != 0 || c.get("small", false).seq != 1 || c.events != 1 {
+		t.Fatalf("after a small log: b cached %v, %d events counted; want b forgotten, 1 event", c.get("b", false).seq != 0, c.events)
+	}
+	c.drop("small")
+	if len(c.entries) != 0 || c.used.Len() != 0 || c.events != 0 {
+		t.Fatalf("after the last drop: %d entries, %d in use order, %d events", len(c.entries), c.used.Len(), c.events)
 	}
 }
