@@ -24,10 +24,10 @@ type eventLog struct {
 }
 
 // logCache's bounds: the sessions it keeps, and the events they hold
-// together. It keeps the sessions used last: 64 sessions picked at random
-// to forget made a server with 64 busy sessions read a whole log again on
-// about a quarter of their appends (docs/postgresql-performance.md); the
-// event bound keeps a few long logs from holding the memory of many.
+// together. It keeps the sessions used last: a cache of 64 that forgot one
+// at random made a server with 64 busy sessions read a whole log again on
+// 16–50 % of their appends (docs/postgresql-performance.md); the event
+// bound keeps a few long logs from holding the memory of many.
 const (
 	maxCachedLogs   = 1024
 	maxCachedEvents = 1 << 16
