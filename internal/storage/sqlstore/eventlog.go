@@ -126,6 +126,7 @@ func (c *logCache) drop(sessionID string) {
 	}
 }
 
+// remove forgets entry el; c.mu is held.
 func (c *logCache) remove(el *list.Element) {
 	e := c.used.Remove(el).(*cachedLog)
 	delete(c.entries, e.sessionID)
