@@ -23,12 +23,16 @@ type eventLog struct {
 	resourcesKnown bool
 }
 
-// logCache's bounds: the sessions it keeps, and the events they hold
-// together. It keeps the sessions used last: a cache of 64 that forgot one
-// at random made a server with 64 busy sessions read a whole log again on
-// 16–50 % of their appends (docs/postgresql-performance.md); the event
-// bound keeps a few long logs from holding the memory of many.
+// logCache's bounds. It keeps the sessions used last: a cache of 64 that
+// forgot one at random made a server with 64 busy sessions read a whole
+// log again on 16–50 % of their appends (docs/postgresql-performance.md).
+// It keeps at least minCachedLogs sessions whatever their logs' length (a
+// long session read whole on every append is what the cache is for), and
+// up to maxCachedLogs while their events number maxCachedEvents or fewer
+// in all. The events are counted, not their bytes, nor the room after a
+// log kept to lend: the bound on memory is a rough one.
 const (
+	minCachedLogs   = 64
 	maxCachedLogs   = 1024
 	maxCachedEvents = 1 << 16
 )
@@ -90,8 +94,8 @@ func (c *logCache) get(sessionID string, appender bool) eventLog {
 
 // put remembers a committed log unless a longer one is already cached,
 // then forgets the sessions used longest ago while the cache is over its
-// bounds (never the one just put, however long its log). The room after
-// l's events must be nobody's: put takes it over, to lend it.
+// bounds. The room after l's events must be nobody's: put takes it over,
+// to lend it.
 func (c *logCache) put(sessionID string, l eventLog) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -112,7 +116,7 @@ func (c *logCache) put(sessionID string, l eventLog) {
 		c.used.MoveToFront(el)
 	}
 	c.events += len(l.events)
-	for c.used.Len() > 1 && (c.used.Len() > maxCachedLogs || c.events > maxCachedEvents) {
+	for c.used.Len() > maxCachedLogs || (c.used.Len() > minCachedLogs && c.events > maxCachedEvents) {
 		c.remove(c.used.Back())
 	}
 }

@@ -66,26 +66,41 @@ func TestLogCacheForgetsTheSessionsUsedLongestAgo(t *testing.T) {
 	}
 }
 
-// The events of all cached logs together stay within maxCachedEvents,
-// except for a single log longer than that, which is kept alone.
+// However long their logs, the minCachedLogs sessions used last are kept;
+// beyond them, sessions are kept only while all the cached logs' events
+// together stay within maxCachedEvents.
 func TestLogCacheBoundsTheEventsItHolds(t *testing.T) {
 	var c logCache
+	cached := func(id string) bool { return c.entries[id] != nil } // without counting as a use
 	half := maxCachedEvents/2 + 1
 	c.put("a", eventLog{seq: 1, events: make([]api.Event, half)})
 	c.put("b", eventLog{seq: 1, events: make([]api.Event, half)})
-	if c.get("a", false).seq != 0 || c.get("b", false).seq != 1 || c.events != half {
-		t.Fatalf("two logs over the bound: a cached %v, b cached %v, %d events counted; want only b, %d events", c.get("a", false).seq != 0, c.get("b", false).seq != 0, c.events, half)
+	for i := range minCachedLogs - 2 {
+		c.put(fmt.Sprint("s", i), eventLog{seq: 1, events: make([]api.Event, 1)})
 	}
-	c.put("b", eventLog{seq: 2, events: make([]api.Event, maxCachedEvents+1)})
-	if c.get("b", false).seq != 2 || c.events != maxCachedEvents+1 {
-		t.Fatalf("a log longer than the bound, alone: cached seq %d, %d events counted", c.get("b", false).seq, c.events)
+	if c.used.Len() != minCachedLogs || !cached("a") || !cached("b") {
+		t.Fatalf("minCachedLogs sessions (%d cached), over the event bound: a cached %v, b cached %v; want both kept", c.used.Len(), cached("a"), cached("b"))
 	}
-	c.put("small", eventLog{seq: 1, events: make([]api.Event, 1)})
-	if c.get("b", false).seq != 0 || c.get("small", false).seq != 1 || c.events != 1 {
-		t.Fatalf("after a small log: b cached %v, %d events counted; want b forgotten, 1 event", c.get("b", false).seq != 0, c.events)
+	c.put("one more", eventLog{seq: 1, events: make([]api.Event, 1)})
+	if cached("a") || !cached("b") {
+		t.Fatalf("one session past minCachedLogs, over the event bound: a cached %v, b cached %v; want a (used longest ago) forgotten, b kept", cached("a"), cached("b"))
 	}
-	c.drop("small")
+	if want := half + minCachedLogs - 1; c.used.Len() != minCachedLogs || c.events != want {
+		t.Fatalf("after forgetting a: %d sessions, %d events counted; want %d and %d", c.used.Len(), c.events, minCachedLogs, want)
+	}
+	c.drop("b")
+	c.put("under the bound", eventLog{seq: 1, events: make([]api.Event, 1)})
+	if c.used.Len() != minCachedLogs || c.events != minCachedLogs {
+		t.Fatalf("under the event bound: %d sessions, %d events; want %d of each", c.used.Len(), c.events, minCachedLogs)
+	}
+	c.put("past the floor", eventLog{seq: 1, events: make([]api.Event, 1)})
+	if c.used.Len() != minCachedLogs+1 {
+		t.Fatalf("under the event bound, %d sessions cached; want %d (kept past minCachedLogs)", c.used.Len(), minCachedLogs+1)
+	}
+	for id := range c.entries {
+		c.drop(id)
+	}
 	if len(c.entries) != 0 || c.used.Len() != 0 || c.events != 0 {
-		t.Fatalf("after the last drop: %d entries, %d in use order, %d events", len(c.entries), c.used.Len(), c.events)
+		t.Fatalf("after dropping all: %d entries, %d in use order, %d events", len(c.entries), c.used.Len(), c.events)
 	}
 }
