@@ -123,11 +123,17 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 			for k := range 3 {
 				switch (round + k) % 3 {
 				case 0:
+					stop := profilePhase(b, "raw")
 					measured(ctx, rawClient, raws, &raw, &rawCPU, func() throughput { return rawInserts(round, writes) })
+					stop()
 				case 1:
+					stop := profilePhase(b, "creates")
 					measured(ctx, httpClient, servers, &creates, &createCPU, func() throughput { return apiCreates(round, writes) })
+					stop()
 				case 2:
+					stop := profilePhase(b, "updates")
 					measured(ctx, httpClient, servers, &updates, &updateCPU, func() throughput { return apiUpdates(round, writes) })
+					stop()
 				}
 			}
 		}
@@ -156,6 +162,33 @@ const (
 	httpClient = "http-client"
 	rawClient  = "raw-client"
 )
+
+// profilePhase starts a CPU profile of one timed phase of a benchmark when
+// MEMSTORE_BENCH_PROFILE names a folder, and returns what stops it. A
+// profile of the whole run (-cpuprofile) mixes the phase's work with the
+// setup's (thousands of sessions made before the appends) and the other
+// phases'; each phase's rounds go to files of their own, which pprof
+// merges: go tool pprof -top server.test folder/*appends*.prof
+func profilePhase(b *testing.B, phase string) (stop func()) {
+	dir := os.Getenv("MEMSTORE_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.CreateTemp(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name())+"-"+phase+"-*.prof")
+	if err != nil {
+		b.Fatalf("MEMSTORE_BENCH_PROFILE: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatalf("MEMSTORE_BENCH_PROFILE: %v (run without -cpuprofile)", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatalf("MEMSTORE_BENCH_PROFILE: %v", err)
+		}
+	}
+}
 
 // measured runs one round of the benchmark with its goroutines labelled
 // side, adds it to t and the CPU time it took to cpu: the test process's,

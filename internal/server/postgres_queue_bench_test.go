@@ -101,6 +101,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				})
 			}))
 			claimMid := sampleCPU(b, pool)
+			stop := profilePhase(b, "claims")
 			claims.add(concurrently(clients, writes, func(cl, i int) error {
 				var w *api.Work
 				if err := c.doAs(key.Key, "GET", poll, nil, &w, "Anthropic-Worker-ID", fmt.Sprint("worker-", cl)); err != nil {
@@ -111,6 +112,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				}
 				return nil
 			}))
+			stop()
 			claimEnd := sampleCPU(b, pool)
 			rawClaimCPU.add(claimMid.since(claimStart, rawReferenceApp))
 			claimCPU.add(claimEnd.since(claimMid, serverBenchApp))
@@ -122,11 +124,13 @@ func benchPostgresQueue(b *testing.B, clients int) {
 				})
 			}))
 			mid := sampleCPU(b, pool)
+			stop = profilePhase(b, "appends")
 			pprof.Do(ctx, pprof.Labels("side", httpClient), func(context.Context) {
 				appends.add(concurrently(clients, writes, func(cl, i int) error {
 					return c.do("POST", "/v1/sessions/"+sessions[cl].ID+"/events", msg, nil)
 				}))
 			})
+			stop()
 			after := sampleCPU(b, pool)
 			rawCPU.add(mid.since(before, rawReferenceApp))
 			appendCPU.add(after.since(mid, serverBenchApp))
