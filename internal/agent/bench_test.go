@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,49 @@ func BenchmarkModelTurn(b *testing.B) {
 	turn := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(bare.Nanoseconds()), "upstream-ns/turn")
 	b.ReportMetric(float64((turn - bare).Nanoseconds()), "overhead-ns/turn")
+}
+
+// BenchmarkScanLongLog measures what each runtime's reading of a session's
+// log costs per step when the session is long: 200 finished turns of 5
+// tool calls each (about 4,000 events) and an open one, scanned as every
+// append does. A step's cost grows with the log, so what a scan allocates
+// per past call is paid again on every step.
+func BenchmarkScanLongLog(b *testing.B) {
+	const turns, calls = 200, 5
+	var scripted, model []api.Event
+	id := 0
+	next := func(e api.Event) api.Event { id++; e.ID = fmt.Sprint("sevt_", id); return e }
+	for t := 0; t <= turns; t++ {
+		scripted = append(scripted, next(api.UserMessage(`{"tool_calls":[{"name":"bash","input":{"command":"true"}}]}`)), next(api.Event{Type: api.EventSessionStatusRunning}))
+		model = append(model, next(api.UserMessage("go on")), next(api.Event{Type: api.EventSessionStatusRunning}))
+		for range calls {
+			use := next(api.Event{Type: api.EventAgentToolUse, Name: "bash", Input: json.RawMessage(`{"command":"true"}`)})
+			scripted = append(scripted, use, next(api.UserToolResult(use.ID, "ok", false)))
+			start := next(api.Event{Type: api.EventSpanModelRequestStart})
+			muse := next(api.Event{Type: api.EventAgentToolUse, Name: "bash", Input: json.RawMessage(`{"command":"true"}`), EvaluatedPermission: api.PermissionAllow})
+			model = append(model, start, next(api.Event{Type: api.EventSpanModelRequestEnd, ModelRequestStartID: start.ID}), muse, next(api.UserToolResult(muse.ID, "ok", false)))
+		}
+		if t < turns {
+			scripted = append(scripted, next(api.Event{Type: api.EventSessionStatusIdle}))
+			model = append(model, next(api.Event{Type: api.EventSessionStatusIdle}))
+		}
+	}
+	b.Run("scripted", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if st := scan(scripted); st.cur == nil {
+				b.Fatal("the last turn is not open")
+			}
+		}
+		b.ReportMetric(float64(len(scripted)), "events")
+	})
+	b.Run("model", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if st := scanModel(model); st.cur == nil || len(st.cur.uses) != 1 {
+				b.Fatal("the last turn is not open with its latest call")
+			}
+		}
+		b.ReportMetric(float64(len(model)), "events")
+	})
 }

@@ -79,10 +79,16 @@ func scanModel(log []api.Event) modelState {
 	var (
 		st     modelState
 		queued int
-		byID   = map[string]*toolUse{}
+		// latest is where the open turn's latest reply begins: only its
+		// calls are resolved, so they are read after the scan, from there
+		// on (taking every call the log ever held was an allocation per
+		// past call on every step of a long session).
+		latest int
+		// open is what cur points to: a scan opens one turn at a time.
+		open modelTurn
 	)
-	for _, e := range log {
-		t := st.cur
+	for i := range log {
+		e, t := &log[i], st.cur
 		switch e.Type {
 		case api.EventUserMessage:
 			queued++
@@ -96,14 +102,17 @@ func scanModel(log []api.Event) modelState {
 			case t != nil && t.suspended:
 				t.suspended = false
 			case t == nil && queued > 0:
-				st.cur = &modelTurn{}
+				open = modelTurn{}
+				st.cur = &open
+				latest = i + 1
 				queued--
 			}
 		case api.EventSpanModelRequestStart:
 			if t != nil {
-				t.openSpan, t.uses, t.continuing, t.compacted = e.ID, nil, false, false
+				t.openSpan, t.continuing, t.compacted = e.ID, false, false
 				t.spanContext = st.contextTokens
 				t.requests++
+				latest = i + 1
 			}
 		case api.EventSpanModelRequestEnd:
 			if t != nil && t.openSpan == e.ModelRequestStartID {
@@ -117,38 +126,10 @@ func scanModel(log []api.Event) modelState {
 			if t != nil {
 				t.compacted = true
 			}
-		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
-			u := &toolUse{id: e.ID, name: e.Name, input: e.Input, permission: e.EvaluatedPermission, custom: e.Type == api.EventAgentCustomToolUse}
-			byID[e.ID] = u
-			if t != nil {
-				t.uses = append(t.uses, u)
-			}
 		case api.EventSessionError:
-			if t != nil && t.openSpan == "" && isContinuation(e) {
+			if t != nil && t.openSpan == "" && isContinuation(*e) {
 				t.continuing = true
 				t.continuations++
-			}
-		case api.EventUserToolResult:
-			if u := byID[e.ToolUseID]; u != nil {
-				u.answered = true
-			}
-		case api.EventUserCustomToolResult:
-			if u := byID[e.CustomToolUseID]; u != nil {
-				u.answered = true
-			}
-		case api.EventAgentMCPToolUse:
-			u := &toolUse{id: e.ID, permission: e.EvaluatedPermission, mcp: true}
-			byID[e.ID] = u
-			if t != nil {
-				t.uses = append(t.uses, u)
-			}
-		case api.EventAgentMCPToolResult:
-			if u := byID[e.MCPToolUseID]; u != nil {
-				u.answered = true
-			}
-		case api.EventUserToolConfirmation:
-			if u := byID[e.ToolUseID]; u != nil && u.verdict == "" {
-				u.verdict = e.Result
 			}
 		case api.EventSessionStatusIdle:
 			if t != nil && e.StopReason != nil && e.StopReason.Type == api.StopRequiresAction {
@@ -162,7 +143,54 @@ func scanModel(log []api.Event) modelState {
 		}
 	}
 	st.pending = queued > 0
+	if st.cur != nil {
+		st.cur.uses = latestCalls(log[latest:])
+	}
 	return st
+}
+
+// latestCalls reads the calls of the open turn's latest reply (the events
+// from its model request on) and what resolved each: a tool result, or a
+// confirmation (the first one counts).
+func latestCalls(reply []api.Event) []*toolUse {
+	var (
+		uses []*toolUse
+		byID map[string]*toolUse // read while nil: no call yet
+	)
+	for i := range reply {
+		e := &reply[i]
+		var u *toolUse
+		switch e.Type {
+		case api.EventAgentToolUse, api.EventAgentCustomToolUse:
+			u = &toolUse{id: e.ID, name: e.Name, input: e.Input, permission: e.EvaluatedPermission, custom: e.Type == api.EventAgentCustomToolUse}
+		case api.EventAgentMCPToolUse:
+			u = &toolUse{id: e.ID, permission: e.EvaluatedPermission, mcp: true}
+		case api.EventUserToolResult:
+			if u := byID[e.ToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventUserCustomToolResult:
+			if u := byID[e.CustomToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventAgentMCPToolResult:
+			if u := byID[e.MCPToolUseID]; u != nil {
+				u.answered = true
+			}
+		case api.EventUserToolConfirmation:
+			if u := byID[e.ToolUseID]; u != nil && u.verdict == "" {
+				u.verdict = e.Result
+			}
+		}
+		if u != nil {
+			if byID == nil {
+				byID = map[string]*toolUse{}
+			}
+			byID[e.ID] = u
+			uses = append(uses, u)
+		}
+	}
+	return uses
 }
 
 // isContinuation says whether a session.error outside a model request is

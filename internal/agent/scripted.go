@@ -33,25 +33,28 @@ type turn struct {
 	invalid     string // why the message cannot be run; "" for a valid script
 	calls       int    // agent.tool_use events emitted so far
 	outstanding string // id of the agent.tool_use awaiting its result
+	tool        string // the outstanding call's tool name
 	results     []result
 	errored     bool // session.error emitted
 	interrupted bool // a user.interrupt arrived
 	suspended   bool // idle with requires_action: the worker went away mid-call
 }
 
+// result is a call's answer: its tool's name and its user.tool_result, in
+// the log (its text is read only for the summary of a turn that ends).
 type result struct {
-	name    string
-	text    string
-	isError bool
+	name  string
+	event *api.Event
 }
+
+func (r result) isError() bool { return r.event.IsError != nil && *r.event.IsError }
 
 // state is what the log says about the session.
 type state struct {
 	terminated bool
 	pending    []*api.Event // user.messages waiting for their turn, oldest first, in the log
 	cur        *turn
-	open       turn              // what cur points to: a scan opens one turn at a time
-	names      map[string]string // agent.tool_use id → tool name
+	open       turn // what cur points to: a scan opens one turn at a time
 }
 
 // scan folds the log into a state. It is the only place that interprets
@@ -64,7 +67,7 @@ type state struct {
 //     which suspends it until its call is answered;
 //   - session.status_terminated ends everything.
 func scan(log []api.Event) *state {
-	st := &state{names: map[string]string{}}
+	st := &state{}
 	for i := range log {
 		e := &log[i]
 		switch e.Type {
@@ -81,19 +84,24 @@ func scan(log []api.Event) *state {
 				st.cur.suspended = false
 			case st.cur == nil && len(st.pending) > 0:
 				st.cur = st.start(st.pending[0])
-				st.pending = st.pending[1:]
+				if len(st.pending) == 1 {
+					st.pending = st.pending[:0] // drained: the next message reuses the array
+				} else {
+					st.pending = st.pending[1:]
+				}
 			}
 		case api.EventAgentToolUse:
-			st.names[e.ID] = e.Name
 			if st.cur != nil {
 				st.cur.calls++
-				st.cur.outstanding = e.ID
+				st.cur.outstanding, st.cur.tool = e.ID, e.Name
 			}
 		case api.EventUserToolResult:
+			// Only the open turn's outstanding call is answered here, so
+			// only its tool's name is kept (a map of every call the log
+			// ever held was built again on every step).
 			if st.cur != nil && st.cur.outstanding != "" && e.ToolUseID == st.cur.outstanding {
-				isErr := e.IsError != nil && *e.IsError
-				st.cur.results = append(st.cur.results, result{name: st.names[e.ToolUseID], text: e.Text(), isError: isErr})
-				st.cur.outstanding = ""
+				st.cur.results = append(st.cur.results, result{name: st.cur.tool, event: e})
+				st.cur.outstanding, st.cur.tool = "", ""
 			}
 		case api.EventSessionError:
 			if st.cur != nil {
@@ -121,7 +129,7 @@ func scan(log []api.Event) *state {
 // every turn it ever ran, and parsing each of them on every step made a
 // send's cost grow with the session's age.
 func (st *state) start(msg *api.Event) *turn {
-	st.open = turn{msg: msg}
+	st.open = turn{msg: msg, results: st.open.results[:0]} // the last turn's are done with
 	return &st.open
 }
 
@@ -241,7 +249,7 @@ func idle(reason string) api.Event {
 func summary(results []result) string {
 	failed := 0
 	for _, r := range results {
-		if r.isError {
+		if r.isError() {
 			failed++
 		}
 	}
@@ -249,10 +257,10 @@ func summary(results []result) string {
 	fmt.Fprintf(&b, "Script finished: %d tool call(s), %d failed.", len(results), failed)
 	for i, r := range results {
 		outcome := "ok"
-		if r.isError {
+		if r.isError() {
 			outcome = "error"
 		}
-		text := r.text
+		text := r.event.Text()
 		if n := len([]rune(text)); n > maxResultChars {
 			text = string([]rune(text)[:maxResultChars]) + fmt.Sprintf("… [%d more characters]", n-maxResultChars)
 		}
