@@ -78,6 +78,13 @@ type commitShard struct {
 
 type committer struct{ shards []commitShard }
 
+// shardOf is the shard, of n, of the store or session id.
+func shardOf(id string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
 func newCommitter() committer { return committer{shards: make([]commitShard, commitShards())} }
 
 // writeMemory runs fn as a write transaction of its own, from the caller's
@@ -85,9 +92,7 @@ func newCommitter() committer { return committer{shards: make([]commitShard, com
 // Once queued, the write runs to its end whatever ctx says, so its outcome
 // is known when writeMemory returns.
 func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
-	h := fnv.New32a()
-	h.Write([]byte(storeID))
-	sh := &s.commits.shards[h.Sum32()%uint32(len(s.commits.shards))]
+	sh := &s.commits.shards[shardOf(storeID, len(s.commits.shards))]
 	w := &memoryWrite{ctx: ctx, storeID: storeID, fn: fn, done: make(chan error, 1)}
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, w)

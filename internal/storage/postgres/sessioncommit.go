@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"reflect"
 	"runtime/debug"
@@ -87,9 +86,7 @@ func newSessionCommitter() *sessionCommitter {
 
 // shard is the shard of session sessionID's appends.
 func (c *sessionCommitter) shard(sessionID string) *sessionShard {
-	h := fnv.New32a()
-	h.Write([]byte(sessionID))
-	return &c.shards[h.Sum32()%uint32(len(c.shards))]
+	return &c.shards[shardOf(sessionID, len(c.shards))]
 }
 
 // writeSession runs fn, an append to session sessionID, in a transaction
