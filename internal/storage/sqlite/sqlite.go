@@ -45,6 +45,8 @@ type DB struct {
 	// stmts caches prepared statements by query text (see cachedQ);
 	// preparing holds the queries being prepared in the background.
 	stmts, preparing sync.Map
+	// background tracks those preparations so that Close waits for them.
+	background background
 	// commits runs memory writes with group commit (groupcommit.go).
 	commits committer
 	// turns are the sessions' turns taken: one process owns the file, so
@@ -78,6 +80,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		now = time.Now
 	}
 	s := &DB{db: db, now: func() time.Time { return now().UTC() }}
+	s.background.ctx, s.background.cancel = context.WithCancel(context.Background())
 	s.Store = sqlstore.New(backend{s})
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -128,6 +131,7 @@ func DSN(path string) string {
 // Close closes the database.
 func (s *DB) Close() error {
 	s.stopCommitter()
+	s.background.stop()
 	s.closeStatements()
 	return s.db.Close()
 }

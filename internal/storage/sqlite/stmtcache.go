@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"sync"
 )
 
 // cachedQ runs queries as statements prepared once per connection and
@@ -69,12 +70,52 @@ func (s *DB) prepareLater(query string) {
 	if _, busy := s.preparing.LoadOrStore(query, true); busy {
 		return
 	}
+	if !s.background.start() {
+		s.preparing.Delete(query)
+		return
+	}
 	go func() {
+		defer s.background.done()
 		defer s.preparing.Delete(query)
-		if st, err := s.db.PrepareContext(context.Background(), query); err == nil {
+		if st, err := s.db.PrepareContext(s.background.ctx, query); err == nil {
 			s.keep(query, st)
 		}
 	}()
+}
+
+// background is the work the database runs on its own goroutines, which
+// Close must wait for: a preparation opens a connection of its own, and
+// one opened after Close returned created the database's files again
+// while the caller was removing them.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start counts one more piece of work, or answers false once stop began.
+func (b *background) start() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
+}
+
+func (b *background) done() { b.wg.Done() }
+
+// stop refuses new work, cancels what waits for a connection, and waits
+// for all of it to end.
+func (b *background) stop() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
 }
 
 func (c cachedQ) direct() queryer {

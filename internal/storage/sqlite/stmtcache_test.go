@@ -62,3 +62,30 @@ func TestStatementsPrepareInsideAFullPool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A statement prepared in the background when a transaction first ran it
+// must not outlive Close: the preparation opened a connection of its own,
+// which could create the database's files again while the caller removed
+// them (a test's temporary folder failed to go, "directory not empty").
+func TestCloseWaitsForStatementsPreparedInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	for i := range 20 {
+		dir := t.TempDir()
+		db, err := Open(ctx, filepath.Join(dir, "memstore.db"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.prepareLater(fmt.Sprintf("SELECT %d + count(*) FROM schema_migrations", i))
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db.preparing.Range(func(query, _ any) bool {
+			t.Fatalf("round %d: Close returned while %q was still being prepared in the background", i, query)
+			return false
+		})
+		db.stmts.Range(func(query, _ any) bool {
+			t.Fatalf("round %d: a statement for %q was kept after Close, never to be closed", i, query)
+			return false
+		})
+	}
+}
