@@ -14,8 +14,11 @@ func (s *DB) LateralReads(query string, args [][]any) (string, []any) {
 // Numbered is query as the backend sends it ($1, $2, … for "?").
 func (s *DB) Numbered(query string) string { return s.numbered(query) }
 
-// SessionShard is the shard of session sessionID's appends.
-func (s *DB) SessionShard(sessionID string) *sessionShard { return s.sessionCommits.shard(sessionID) }
+// SessionShard is the shard of session sessionID's appends while many
+// appends wait (while few do, they all share the first).
+func (s *DB) SessionShard(sessionID string) int {
+	return shardOf(sessionID, len(s.sessionCommits.shards))
+}
 
 // SessionBatchesAlone counts the append batches that fell back to running
 // their appends alone.

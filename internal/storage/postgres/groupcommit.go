@@ -5,13 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,19 +34,8 @@ import (
 // something rolls the transaction back, gets its error, and the others run
 // again in a new one (the same rules as SQLite's committer).
 //
-// Each shard runs one batch at a time. While few writes wait they all go
-// to the first shard, one batch; when more wait, stores hash onto shards,
-// so writes to one store batch together while writes to stores of other
-// shards commit in parallel on their own connections (shardFor).
-
-// commitShards is how many batches may commit at once: as many as the
-// server has cores, and at least two, so one batch's COMMIT can wait for
-// its WAL flush while another runs. More shards than that bought nothing
-// but smaller batches: with writes spread over many stores, 16 shards made
-// nearly every batch one write, each paying its own BEGIN, store lock,
-// counter update, COMMIT and flush, and the database spent about a third
-// more CPU per write (docs/postgresql-performance.md).
-func commitShards() int { return max(2, runtime.GOMAXPROCS(0)) }
+// Writes wait on shards (shards.go): the writes to one store batch
+// together, and batches of different shards commit in parallel.
 
 // maxBatch bounds the writes of one transaction, so one batch does not
 // hold its stores' locks for long.
@@ -63,149 +48,30 @@ type memoryWrite struct {
 	done    chan error
 }
 
-// commitShard queues the writes of its stores; the writer that finds it
-// idle leads: it runs the batch, then hands the shard on to a new leader
-// if more writes arrived meanwhile.
-type commitShard struct {
-	mu      sync.Mutex
-	pending []*memoryWrite
-	leading bool
-	// crowd is how many writes the next batch waits for (nextCrowd) and
-	// lastTook how long the last batch took. arrived, when set, is closed
-	// by the next write to queue, waking a leader that lingers.
-	crowd    int
-	lastTook time.Duration
-	arrived  chan struct{}
-}
+// committer holds the memory writes waiting for their batch.
+type committer struct{ shardSet[*memoryWrite] }
 
-type committer struct {
-	shards []commitShard
-	// writing counts the writes between queueing and their answer.
-	writing atomic.Int64
-}
-
-// shardOf is the shard, of n, of the store or session id.
-func shardOf(id string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(n))
-}
-
-// shardFor is the shard a write to the store joins, counting the write
-// as waiting: the first shard while few writes wait, the store's own once
-// more than spreadAbove do. Few writers spread over two shards made
-// batches of two or three writes, each paying its BEGIN, locks and COMMIT
-// (8 clients on 100 stores: creates 0.35–0.39 of raw inserts, 0.45–0.48
-// on one shard), while many on one shard lost the parallel commits (64
-// clients on 100 stores: updates 0.87–0.88, 0.75–0.80 on one shard). A
-// store whose writes land on two shards at the switch has two batches
-// locking its row, in id order, as two replicas' batches do.
-func (c *committer) shardFor(storeID string) *commitShard {
-	if c.writing.Add(1) <= spreadAbove {
-		return &c.shards[0]
-	}
-	return &c.shards[shardOf(storeID, len(c.shards))]
-}
-
-// spreadAbove is how many writes may wait before they spread over the
-// shards.
-const spreadAbove = 16
-
-func newCommitter() committer { return committer{shards: make([]commitShard, commitShards())} }
+func newCommitter() committer { return committer{newShardSet[*memoryWrite]()} }
 
 // writeMemory runs fn as a write transaction of its own, from the caller's
 // view, sharing the actual transaction with the writes that wait with it.
 // Once queued, the write runs to its end whatever ctx says, so its outcome
 // is known when writeMemory returns.
 func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
-	sh := s.commits.shardFor(storeID)
-	defer s.commits.writing.Add(-1)
+	sh := s.commits.join(storeID)
+	defer s.commits.leave()
 	w := &memoryWrite{ctx: ctx, storeID: storeID, fn: fn, done: make(chan error, 1)}
-	sh.mu.Lock()
-	sh.pending = append(sh.pending, w)
-	lead := !sh.leading
-	sh.leading = true
-	if sh.arrived != nil {
-		close(sh.arrived)
-		sh.arrived = nil
-	}
-	sh.mu.Unlock()
-	if lead {
-		s.lead(sh)
+	if sh.queue(w) {
+		sh.lead(takeMemoryBatch, s.commitBatch)
 	}
 	return <-w.done
 }
 
-// lead commits one batch of the shard's waiting writes, then passes the
-// lead to a new goroutine when more wait: the caller that led returns with
-// its own answer rather than serving others for as long as they come.
-func (s *DB) lead(sh *commitShard) {
-	sh.mu.Lock()
-	sh.linger()
-	n := min(len(sh.pending), maxBatch)
-	writes := slices.Clone(sh.pending[:n])
-	sh.pending = slices.Delete(sh.pending, 0, n)
-	sh.mu.Unlock()
-
-	start := time.Now()
-	s.commitBatch(writes)
-
-	sh.mu.Lock()
-	sh.crowd, sh.lastTook = nextCrowd(n, len(sh.pending)), time.Since(start)
-	if len(sh.pending) > 0 {
-		go s.lead(sh)
-	} else {
-		sh.leading = false
-	}
-	sh.mu.Unlock()
+// takeMemoryBatch takes the first maxBatch writes waiting.
+func takeMemoryBatch(pending []*memoryWrite) (batch, rest []*memoryWrite) {
+	n := min(len(pending), maxBatch)
+	return slices.Clone(pending[:n]), slices.Delete(pending, 0, n)
 }
-
-// linger waits, with sh.mu held on entry and return, for the writers of
-// the last batch to come back: they were answered together and send their
-// next writes together, and a batch that left without them would make
-// them wait for its whole round trips and COMMIT. It waits at most as long
-// as the last batch took, so a lone write is never held up, and a crowd
-// that does not come back shrinks the crowd for the next batch.
-func (sh *commitShard) linger() {
-	if len(sh.pending) >= sh.crowd {
-		return
-	}
-	t := time.NewTimer(min(sh.lastTook, maxLinger))
-	defer t.Stop()
-	for len(sh.pending) < sh.crowd {
-		sh.arrived = make(chan struct{})
-		arrived := sh.arrived
-		sh.mu.Unlock()
-		select {
-		case <-arrived:
-			sh.mu.Lock()
-		case <-t.C:
-			sh.mu.Lock()
-			sh.arrived = nil
-			return
-		}
-	}
-	sh.arrived = nil
-}
-
-// nextCrowd is how many writes the batch after one of n waits for, with
-// waiting writes queued behind it when it was answered. Few writers (each
-// sending its next write when answered) all come back, and those queued
-// behind are waiting already: a batch that waited for n only left the
-// last of them behind every time (8 clients on one store made batches of
-// 5–7 writes on average and creates ran 0.44–0.50 of raw inserts; waiting
-// for all, 7.9 and 0.48–0.52). Many writers fill the next batch without waiting, and waiting
-// for the answered ones to come back only delayed it (64 clients:
-// creates 0.54–0.69 of raw inserts, 0.45–0.54 waiting for all).
-func nextCrowd(n, waiting int) int {
-	if n+waiting <= spreadAbove {
-		return n + waiting
-	}
-	return n
-}
-
-// maxLinger bounds a leader's wait for the writers of the last batch.
-const maxLinger = 50 * time.Millisecond
 
 // pendingBatch is the writes of one batch and what is known of each.
 type pendingBatch struct {

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -65,28 +64,16 @@ var errRunAlone = errors.New("postgres: run the append alone")
 // alone, each waiting as long as its request lets it.
 const batchLockTimeout = "SET LOCAL lock_timeout = '2s'"
 
-// sessionShard queues the appends of its sessions; the append that finds
-// it idle leads, as a commitShard's write does.
-type sessionShard struct {
-	mu      sync.Mutex
-	pending []*sessionWrite
-	leading bool
-}
-
+// sessionCommitter holds the appends waiting for their batch (shards.go).
 type sessionCommitter struct {
-	shards []sessionShard
+	shardSet[*sessionWrite]
 	// alone counts the batches that fell back to running their appends
 	// alone (a lock that timed out, a deadlock, a refused statement).
 	alone atomic.Int64
 }
 
 func newSessionCommitter() *sessionCommitter {
-	return &sessionCommitter{shards: make([]sessionShard, commitShards())}
-}
-
-// shard is the shard of session sessionID's appends.
-func (c *sessionCommitter) shard(sessionID string) *sessionShard {
-	return &c.shards[shardOf(sessionID, len(c.shards))]
+	return &sessionCommitter{shardSet: newShardSet[*sessionWrite]()}
 }
 
 // writeSession runs fn, an append to session sessionID, in a transaction
@@ -94,18 +81,14 @@ func (c *sessionCommitter) shard(sessionID string) *sessionShard {
 // it runs to its end whatever ctx says (it is not started if ctx ends
 // first), so its outcome is known when writeSession returns.
 func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
-	sh := s.sessionCommits.shard(sessionID)
+	sh := s.sessionCommits.join(sessionID)
+	defer s.sessionCommits.leave()
 	if first.Query != "" {
 		first = sqlstore.Statement{Query: s.numbered(first.Query), Args: slices.Clone(first.Args)}
 	}
 	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, fn: fn, done: make(chan error, 1)}
-	sh.mu.Lock()
-	sh.pending = append(sh.pending, w)
-	lead := !sh.leading
-	sh.leading = true
-	sh.mu.Unlock()
-	if lead {
-		s.leadSessions(sh)
+	if sh.queue(w) {
+		sh.lead(takeSessionBatch, s.commitSessions)
 	}
 	if err := <-w.done; !errors.Is(err, errRunAlone) {
 		return err
@@ -113,35 +96,12 @@ func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.
 	return s.tx(ctx, func(tx *lazyTx) error { return fn(txConn{conn{s, tx}, tx}) })
 }
 
-// leadSessions commits one batch of the shard's appends, then hands the
-// lead to a new goroutine when more wait, so the caller that led returns
-// with its own answer.
-func (s *DB) leadSessions(sh *sessionShard) {
-	sh.mu.Lock()
-	batch := takeSessionBatch(&sh.pending)
-	sh.mu.Unlock()
-
-	s.commitSessions(batch)
-
-	sh.mu.Lock()
-	if len(sh.pending) > 0 {
-		go s.leadSessions(sh)
-	} else {
-		sh.leading = false
-	}
-	sh.mu.Unlock()
-}
-
 // takeSessionBatch takes from pending up to maxBatch appends, the oldest of
 // each session (a later append to a session waits for the next batch: a
 // batch has one append per session), sorted by session id.
-func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
-	var (
-		batch []*sessionWrite
-		rest  []*sessionWrite
-		seen  = map[string]bool{}
-	)
-	for _, w := range *pending {
+func takeSessionBatch(pending []*sessionWrite) (batch, rest []*sessionWrite) {
+	seen := map[string]bool{}
+	for _, w := range pending {
 		if len(batch) == maxBatch || seen[w.sessionID] {
 			rest = append(rest, w)
 			continue
@@ -149,7 +109,6 @@ func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
 		seen[w.sessionID] = true
 		batch = append(batch, w)
 	}
-	*pending = rest
 	slices.SortFunc(batch, func(a, b *sessionWrite) int {
 		switch {
 		case a.sessionID < b.sessionID:
@@ -159,7 +118,7 @@ func takeSessionBatch(pending *[]*sessionWrite) []*sessionWrite {
 		}
 		return 0
 	})
-	return batch
+	return batch, rest
 }
 
 // commitSessions runs the batch in one transaction and answers each append.
