@@ -432,7 +432,7 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 		if i > 0 {
 			rows.WriteString(", ")
 		}
-		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(toJSON(e)))
+		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(eventJSON(e)))
 	}
 	query := with + `INSERT INTO session_events (id, session_id, type, body) VALUES ` + rows.String() + ` RETURNING id, seq`
 	if d, ok := r.tx.Conn.(QueryDeferrer); ok {
@@ -449,6 +449,22 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 		return 0, err
 	}
 	return lastEventSeq(sessionID, events, rs)
+}
+
+// eventJSON is an event's stored body, as toJSON writes it. An event
+// without extra fields encodes to compact, escaped JSON already, which
+// json.Marshal would scan and copy once more, in the batch that holds the
+// session's lock; extra fields are the client's raw JSON, which it
+// compacts.
+func eventJSON(e api.Event) string {
+	if len(e.Extra) > 0 {
+		return toJSON(e)
+	}
+	b, err := e.MarshalJSON()
+	if err != nil {
+		panic(fmt.Sprintf("sqlstore: marshal an event: %v", err)) // as toJSON's: typed fields only
+	}
+	return string(b)
 }
 
 // lastEventSeq reads the sequences stored events were given (rows of id
