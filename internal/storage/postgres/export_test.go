@@ -23,3 +23,20 @@ func (s *DB) SessionShard(sessionID string) int {
 // SessionBatchesAlone counts the append batches that fell back to running
 // their appends alone.
 func (s *DB) SessionBatchesAlone() int64 { return s.sessionCommits.alone.Load() }
+
+// MemoryShard is the shard of the store's writes while many wait.
+func (s *DB) MemoryShard(storeID string) int { return shardOf(storeID, len(s.commits.shards)) }
+
+// MemoryShardsUsed counts the memory-write shards that ran a batch.
+func (s *DB) MemoryShardsUsed() int {
+	n := 0
+	for i := range s.commits.shards {
+		sh := &s.commits.shards[i]
+		sh.mu.Lock()
+		if sh.lastTook > 0 {
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}

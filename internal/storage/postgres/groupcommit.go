@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -62,16 +64,18 @@ func (s *DB) writeMemory(ctx context.Context, storeID string, fn func(context.Co
 	defer s.commits.leave()
 	w := &memoryWrite{ctx: ctx, storeID: storeID, fn: fn, done: make(chan error, 1)}
 	if sh.queue(w) {
-		sh.lead(takeMemoryBatch, s.commitBatch)
+		sh.lead(batching[*memoryWrite]{take: takeMemoryBatch, size: memoryBatchSize, run: s.commitBatch})
 	}
 	return <-w.done
 }
 
 // takeMemoryBatch takes the first maxBatch writes waiting.
 func takeMemoryBatch(pending []*memoryWrite) (batch, rest []*memoryWrite) {
-	n := min(len(pending), maxBatch)
+	n := memoryBatchSize(pending)
 	return slices.Clone(pending[:n]), slices.Delete(pending, 0, n)
 }
+
+func memoryBatchSize(pending []*memoryWrite) int { return min(len(pending), maxBatch) }
 
 // pendingBatch is the writes of one batch and what is known of each.
 type pendingBatch struct {
@@ -84,9 +88,23 @@ type pendingBatch struct {
 	noAhead bool
 }
 
-// commitBatch runs the writes to one COMMIT and answers each: with its own
-// error, or the transaction's when it has none.
-func (s *DB) commitBatch(writes []*memoryWrite) {
+// commitBatch runs the writes to one COMMIT and returns what answers each:
+// with its own error, or the transaction's when it has none. A panic of
+// the batch's own (a write's is caught by runWrite) is answered as the
+// database being away: the transaction was rolled back as it unwound, and
+// the writes may be sent again.
+func (s *DB) commitBatch(writes []*memoryWrite) (answer func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("postgres: a batch of memory writes panicked; its writes are answered unavailable", "panic", p, "stack", string(debug.Stack()))
+			err := fmt.Errorf("%w: postgres: the batch of memory writes failed: %v", storage.ErrUnavailable, p)
+			answer = func() {
+				for _, w := range writes {
+					w.done <- err
+				}
+			}
+		}
+	}()
 	b := &pendingBatch{writes: writes, own: make([]error, len(writes)), settled: make([]bool, len(writes))}
 	ctx := context.Background()
 	var err error
@@ -101,12 +119,14 @@ func (s *DB) commitBatch(writes []*memoryWrite) {
 			break
 		}
 	}
-	for i, w := range b.writes {
-		werr := unavailable(err)
-		if b.own[i] != nil {
-			werr = b.own[i]
+	return func() {
+		for i, w := range b.writes {
+			werr := unavailable(err)
+			if b.own[i] != nil {
+				werr = b.own[i]
+			}
+			w.done <- werr
 		}
-		w.done <- werr
 	}
 }
 

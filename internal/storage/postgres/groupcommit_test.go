@@ -237,3 +237,57 @@ CREATE TRIGGER refuse BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION refus
 		t.Fatal(err)
 	}
 }
+
+// A store's writes land on two shards at once when the writes waiting
+// cross spreadAbove (the first shard takes them below it, the store's
+// own above): its two batches lock its row in turn, and the feed and the
+// count come out exact and gap-free.
+func TestAStoresWritesOnTwoShardsAtOnceLoseNothing(t *testing.T) {
+	db := replicas(t, 1)[0]
+	ctx := t.Context()
+	var st storage.MemoryStoreRow
+	for {
+		var err error
+		if st, err = db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "two shards"}); err != nil {
+			t.Fatal(err)
+		}
+		if db.MemoryShard(st.ID) != 0 {
+			break
+		}
+	}
+	const writers = 48
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/w/%d.md", w), Content: "x", By: benchBy})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used := db.MemoryShardsUsed(); used < 2 {
+		t.Fatalf("the writes ran on %d shard(s); the test needs the store's writes on two", used)
+	}
+	n, err := db.CountMemories(ctx, st.ID)
+	if err != nil || n != writers {
+		t.Fatalf("count = %d, %v; want %d", n, err, writers)
+	}
+	page, err := db.ListChanges(ctx, st.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Latest != writers || len(page.Changes) != writers {
+		t.Fatalf("%d changes up to %d, want %d", len(page.Changes), page.Latest, writers)
+	}
+	for i, c := range page.Changes {
+		if c.Sequence != int64(i+1) {
+			t.Fatalf("change %d has sequence %d: the feed has a gap", i, c.Sequence)
+		}
+	}
+}

@@ -58,8 +58,9 @@ type sessionWrite struct {
 var errRunAlone = errors.New("postgres: run the append alone")
 
 // batchLockTimeout bounds how long a batch waits for its sessions' rows:
-// they are held for milliseconds by another replica's batch or a lone
-// append, and a batch stuck behind a longer transaction would hold up
+// they are held for milliseconds by another replica's batch, this
+// server's other shard's (as the appends waiting cross spreadAbove) or a
+// lone append, and a batch stuck behind a longer transaction would hold up
 // every append of its shard. The batch fails instead, and its appends run
 // alone, each waiting as long as its request lets it.
 const batchLockTimeout = "SET LOCAL lock_timeout = '2s'"
@@ -88,7 +89,7 @@ func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.
 	}
 	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, fn: fn, done: make(chan error, 1)}
 	if sh.queue(w) {
-		sh.lead(takeSessionBatch, s.commitSessions)
+		sh.lead(batching[*sessionWrite]{take: takeSessionBatch, size: sessionBatchSize, run: s.commitSessions})
 	}
 	if err := <-w.done; !errors.Is(err, errRunAlone) {
 		return err
@@ -121,30 +122,42 @@ func takeSessionBatch(pending []*sessionWrite) (batch, rest []*sessionWrite) {
 	return batch, rest
 }
 
-// commitSessions runs the batch in one transaction and answers each append.
-// A panic of the batch's own (each append's is caught by runShared) sends
-// every append to run alone, rather than leave the shard led by nobody.
-func (s *DB) commitSessions(batch []*sessionWrite) {
-	answered := false
+// sessionBatchSize is how many appends of pending a batch would carry:
+// one per session, up to maxBatch.
+func sessionBatchSize(pending []*sessionWrite) int {
+	seen := make(map[string]bool, len(pending))
+	for _, w := range pending {
+		seen[w.sessionID] = true
+	}
+	return min(len(seen), maxBatch)
+}
+
+// commitSessions runs the batch in one transaction and returns what
+// answers each append. A panic of the batch's own (each append's is caught
+// by runShared) sends every append to run alone.
+func (s *DB) commitSessions(batch []*sessionWrite) (answer func()) {
 	defer func() {
-		if p := recover(); p != nil && !answered {
+		if p := recover(); p != nil {
 			slog.Error("postgres: an append batch panicked; its appends run alone", "panic", p, "stack", string(debug.Stack()))
 			s.sessionCommits.alone.Add(1)
-			for _, w := range batch {
-				w.done <- errRunAlone
+			answer = func() {
+				for _, w := range batch {
+					w.done <- errRunAlone
+				}
 			}
 		}
 	}()
 	answers, err := s.runSessions(batch)
-	answered = true
 	if errors.Is(err, errRunAlone) {
 		s.sessionCommits.alone.Add(1)
 	}
-	for i, w := range batch {
-		if err != nil {
-			w.done <- err
-		} else {
-			w.done <- answers[i]
+	return func() {
+		for i, w := range batch {
+			if err != nil {
+				w.done <- err
+			} else {
+				w.done <- answers[i]
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"hash/fnv"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,15 +17,16 @@ import (
 //
 // While few writes wait they all go to the first shard, one batch at a
 // time; when more wait, they spread by their store's or session's id, so
-// the writes to one batch together while the others commit in parallel on
-// their own connections. Few writers spread over two shards made batches
-// of two or three writes, each paying its BEGIN, locks and COMMIT (8
-// clients on 100 stores: creates 0.35–0.39 of raw inserts, 0.45–0.48 on
-// one shard; appends 0.41–0.43, 0.45–0.47), while many on one shard lost
-// the parallel commits (64 clients on 100 stores: updates 0.87–0.88,
-// 0.75–0.80 on one shard). A store or session whose writes land on two
-// shards at the switch has two batches locking its row, in id order, as
-// two replicas' batches do.
+// the writes to one store or session batch together while the others
+// commit in parallel on their own connections. Few writers spread over
+// two shards made batches of two or three writes, each paying its BEGIN,
+// locks and COMMIT (8 clients on 100 stores: creates 0.35–0.39 of raw
+// inserts, 0.45–0.48 on one shard; appends 0.41–0.43, 0.45–0.47), while
+// many on one shard lost the parallel commits (64 clients on 100 stores:
+// updates 0.87–0.88, 0.75–0.80 on one shard). A store or session whose
+// writes land on two shards at the switch has two batches locking its
+// row, in id order, as two replicas' batches do
+// (TestAStoresWritesOnTwoShardsAtOnceLoseNothing).
 
 // commitShards is how many batches of one kind may commit at once: as
 // many as the server has cores, and at least two, so one batch's COMMIT
@@ -95,42 +97,56 @@ func (sh *shard[W]) queue(w W) (lead bool) {
 	return lead
 }
 
-// lead runs one batch: take splits the waiting writes into the batch and
-// those left for the next, and commit runs and answers the batch. It then
-// hands the lead on if writes wait.
-func (sh *shard[W]) lead(take func(pending []W) (batch, rest []W), commit func(batch []W)) {
+// batching is how one kind of write forms, runs and answers its batches.
+type batching[W any] struct {
+	// take splits the waiting writes into the next batch and the rest;
+	// size is how many of them the next batch would carry.
+	take func(pending []W) (batch, rest []W)
+	size func(pending []W) int
+	// run runs a batch to its outcome and returns what answers its
+	// writes; it must not panic.
+	run func(batch []W) (answer func())
+}
+
+// lead runs one batch, then hands the lead on if writes wait.
+func (sh *shard[W]) lead(b batching[W]) {
 	sh.mu.Lock()
-	sh.linger()
-	batch, rest := take(sh.pending)
+	sh.linger(b.size)
+	batch, rest := b.take(sh.pending)
 	sh.pending = rest
 	sh.mu.Unlock()
 
 	start := time.Now()
-	commit(batch)
+	answer := b.run(batch)
 
 	sh.mu.Lock()
-	sh.crowd, sh.lastTook = nextCrowd(len(batch), len(sh.pending)), time.Since(start)
+	// The writes queued behind the batch are counted before its answers
+	// go out: a writer answered first could queue again and be counted
+	// twice, in the batch and behind it, making a crowd that never comes.
+	sh.crowd, sh.lastTook = nextCrowd(batch, sh.pending, b.size), time.Since(start)
+	answer()
 	if len(sh.pending) > 0 {
-		go sh.lead(take, commit)
+		go sh.lead(b)
 	} else {
 		sh.leading = false
 	}
 	sh.mu.Unlock()
 }
 
-// linger waits, with sh.mu held on entry and return, for the writers of
-// the last batch to come back (while few write: nextCrowd): they were answered together and send their
-// next writes together, and a batch that left without them would make
-// them wait for its whole round trips and COMMIT. It waits at most as long
-// as the last batch took, so a lone write is never held up, and a crowd
-// that does not come back is smaller for the next batch.
-func (sh *shard[W]) linger() {
-	if len(sh.pending) >= sh.crowd {
+// linger waits, with sh.mu held on entry and return, until the waiting
+// writes would make a batch of the crowd (while few write: nextCrowd): the
+// writers of the last batch were answered together and send their next
+// writes together, and a batch that left without them would make them
+// wait for its whole round trips and COMMIT. It waits at most as long as
+// the last batch took, and maxLinger: a writer that does not come back
+// costs the next batch at most that, and makes the crowd smaller after.
+func (sh *shard[W]) linger(size func([]W) int) {
+	if size(sh.pending) >= sh.crowd {
 		return
 	}
 	t := time.NewTimer(min(sh.lastTook, maxLinger))
 	defer t.Stop()
-	for len(sh.pending) < sh.crowd {
+	for size(sh.pending) < sh.crowd {
 		sh.arrived = make(chan struct{})
 		arrived := sh.arrived
 		sh.mu.Unlock()
@@ -146,22 +162,22 @@ func (sh *shard[W]) linger() {
 	sh.arrived = nil
 }
 
-// nextCrowd is how many writes the batch after one of n waits for, with
-// waiting writes queued behind it when it was answered. Few writers (each
-// sending its next write when answered) all come back, and those queued
-// behind are waiting already: a batch that waited for n only left the
-// last of them behind every time (8 clients on one store made batches of
-// 5–7 writes on average; waiting for all, 7.9; and with no wait at all
-// creates on one store ran 0.39–0.42 of raw inserts, against 0.44–0.46
-// waiting for n).
-// Many writers fill the next batch without waiting, and waiting for the
-// answered ones to come back only delayed it: 64 clients ran appends at
-// 0.63–0.73 of raw waiting for n and 0.73–0.76 not waiting, creates on 100
-// stores 0.51–0.61 and 0.60–0.84 (0.45–0.54 waiting for n plus those
-// queued).
-func nextCrowd(n, waiting int) int {
-	if n+waiting <= spreadAbove {
-		return n + waiting
+// nextCrowd is how many writes the batch after batch waits for, behind
+// having queued while batch ran. While few write, it is the batch that
+// batch's writers, come back, and those behind would make together: each
+// sends its next write when answered, and those behind wait already. A batch that waited only for as many writes as the last one
+// carried left the last of them behind every time (8 clients on one store
+// made batches of 5–7 writes on average; waiting for all, 7.9; and with
+// no wait at all creates on one store ran 0.39–0.42 of raw inserts,
+// against 0.44–0.46 waiting for as many as the last batch). Appends to
+// one session go one to a batch, so several writers of one session make a
+// crowd of one. While many write, it is zero: they fill the next batch
+// anyway, and waiting for the answered ones to come back only delayed it
+// (64 clients: appends 0.63–0.73 of raw waiting, 0.73–0.76 not; creates
+// on 100 stores 0.51–0.61 and 0.60–0.84).
+func nextCrowd[W any](batch, behind []W, size func([]W) int) int {
+	if len(batch)+len(behind) > spreadAbove {
+		return 0
 	}
-	return 0
+	return size(slices.Concat(batch, behind))
 }

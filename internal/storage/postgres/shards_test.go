@@ -44,41 +44,74 @@ func TestABatchWaitsForTheWritersAnsweredAndThoseQueuedBehind(t *testing.T) {
 	var (
 		sh      shard[int]
 		batches = make(chan []int, 4)
-		queued  = make(chan struct{})
 		first   = true
 	)
-	take := func(pending []int) (batch, rest []int) { return slices.Clone(pending), nil }
-	commit := func(batch []int) {
-		if first {
-			first = false
-			// A write queues while the first batch runs, which runs long
-			// enough that the next leader waits for its writers as long
-			// as it may (maxLinger).
-			if sh.queue(4) {
-				t.Error("a write queued behind a running batch was told to lead")
+	b := batching[int]{
+		take: func(pending []int) (batch, rest []int) { return slices.Clone(pending), nil },
+		size: func(pending []int) int { return len(pending) },
+		run: func(batch []int) func() {
+			if first {
+				first = false
+				// A write queues while the first batch runs, which runs
+				// long enough that the next leader may wait maxLinger.
+				if sh.queue(4) {
+					t.Error("a write queued behind a running batch was told to lead")
+				}
+				time.Sleep(2 * maxLinger)
 			}
-			close(queued)
-			time.Sleep(2 * maxLinger)
-		}
-		batches <- batch
+			return func() { batches <- batch }
+		},
 	}
 	for w := range 3 {
 		if lead := sh.queue(w + 1); lead != (w == 0) {
 			t.Fatalf("write %d: lead = %v", w+1, lead)
 		}
 	}
-	go sh.lead(take, commit)
-	<-queued
+	go sh.lead(b)
 	if got := <-batches; len(got) != 3 {
 		t.Fatalf("first batch %v, want the 3 writes queued before it", got)
 	}
-	// The three answered writers come back one by one, well within
-	// maxLinger.
-	for w := range 3 {
-		time.Sleep(maxLinger / 25)
-		sh.queue(5 + w)
+	// Two of the three answered writers come back: with the one queued
+	// behind, as many as the first batch carried, but not all.
+	sh.queue(5)
+	sh.queue(6)
+	select {
+	case got := <-batches:
+		t.Fatalf("batch %v left with one of its writers still to come back", got)
+	case <-time.After(maxLinger / 5):
 	}
+	sh.queue(7)
 	if got := <-batches; len(got) != 4 {
 		t.Fatalf("second batch %v, want 4: the write queued behind the first and its 3 writers back", got)
+	}
+}
+
+// The crowd a batch waits for is the batch its writers and those queued
+// behind would make: for appends one per session, so several writers of
+// one session make a crowd of one (waiting for them held every batch up
+// by a wasted wait); none once many write.
+func TestTheCrowdIsTheBatchTheWritersWouldMake(t *testing.T) {
+	appends := func(sessions ...string) []*sessionWrite {
+		var out []*sessionWrite
+		for _, s := range sessions {
+			out = append(out, &sessionWrite{sessionID: s})
+		}
+		return out
+	}
+	writes := func(n int) []*memoryWrite { return make([]*memoryWrite, n) }
+	for _, c := range []struct {
+		name string
+		got  int
+		want int
+	}{
+		{"appends: one session's writer answered, two more queued", nextCrowd(appends("a"), appends("a", "a"), sessionBatchSize), 1},
+		{"appends: three sessions answered, a fourth queued", nextCrowd(appends("a", "b", "c"), appends("d"), sessionBatchSize), 4},
+		{"appends: many writing", nextCrowd(appends("a", "b", "c", "d", "e", "f", "g", "h", "i", "j"), appends("k", "l", "m", "n", "o", "p", "q"), sessionBatchSize), 0},
+		{"memory writes: three answered, one queued", nextCrowd(writes(3), writes(1), memoryBatchSize), 4},
+		{"memory writes: many writing", nextCrowd(writes(12), writes(5), memoryBatchSize), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: crowd %d, want %d", c.name, c.got, c.want)
+		}
 	}
 }
