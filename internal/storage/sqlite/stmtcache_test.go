@@ -89,3 +89,39 @@ func TestCloseWaitsForStatementsPreparedInTheBackground(t *testing.T) {
 		})
 	}
 }
+
+// Close does not wait for a background preparation that waits for a
+// connection: it cancels it. With the pool's one connection held by a
+// transaction, a preparation would otherwise wait as long as the
+// transaction, and Close with it.
+func TestCloseCancelsAPreparationWaitingForAConnection(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "memstore.db"), Options{MaxConnections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	txDone := make(chan error, 1)
+	go func() {
+		txDone <- db.readTx(ctx, func(*sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	db.prepareLater("SELECT count(*) FROM schema_migrations")
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Close waited for a background preparation that waited for the connection a transaction held")
+	}
+	close(release)
+	<-txDone
+}
