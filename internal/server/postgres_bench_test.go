@@ -110,31 +110,32 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 				}, m)
 			})
 		}
+		kinds := []struct {
+			name, side string
+			db         backends
+			t          *throughput
+			cpu        *cpuSpent
+			run        func(round, n int) throughput
+		}{
+			{"raw", rawClient, raws, &raw, &rawCPU, rawInserts},
+			{"creates", httpClient, servers, &creates, &createCPU, apiCreates},
+			{"updates", httpClient, servers, &updates, &updateCPU, apiUpdates},
+		}
 		// An untimed round first opens both pools' connections and
 		// prepares their statements, which would otherwise be charged to
 		// whichever kind ran first.
 		var untimed cpuSpent
-		measured(ctx, rawClient, raws, &throughput{}, &untimed, func() throughput { return rawInserts(-1, clients*2) })
-		measured(ctx, httpClient, servers, &throughput{}, &untimed, func() throughput { return apiCreates(-1, clients*2) })
-		measured(ctx, httpClient, servers, &throughput{}, &untimed, func() throughput { return apiUpdates(-1, clients*2) })
+		for _, k := range kinds {
+			measured(ctx, k.side, k.db, &throughput{}, &untimed, func() throughput { return k.run(-1, clients*2) })
+		}
 		// Each round starts with another kind, so none always runs first
 		// (after the others' dirty pages and WAL).
 		for round := range rounds {
-			for k := range 3 {
-				switch (round + k) % 3 {
-				case 0:
-					stop := profilePhase(b, "raw")
-					measured(ctx, rawClient, raws, &raw, &rawCPU, func() throughput { return rawInserts(round, writes) })
-					stop()
-				case 1:
-					stop := profilePhase(b, "creates")
-					measured(ctx, httpClient, servers, &creates, &createCPU, func() throughput { return apiCreates(round, writes) })
-					stop()
-				case 2:
-					stop := profilePhase(b, "updates")
-					measured(ctx, httpClient, servers, &updates, &updateCPU, func() throughput { return apiUpdates(round, writes) })
-					stop()
-				}
+			for i := range kinds {
+				k := kinds[(round+i)%len(kinds)]
+				stop := profilePhase(b, k.name)
+				measured(ctx, k.side, k.db, k.t, k.cpu, func() throughput { return k.run(round, writes) })
+				stop()
 			}
 		}
 	}

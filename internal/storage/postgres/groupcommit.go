@@ -50,11 +50,6 @@ type memoryWrite struct {
 	done    chan error
 }
 
-// committer holds the memory writes waiting for their batch.
-type committer struct{ shardSet[*memoryWrite] }
-
-func newCommitter() committer { return committer{newShardSet[*memoryWrite]()} }
-
 // writeMemory runs fn as a write transaction of its own, from the caller's
 // view, sharing the actual transaction with the writes that wait with it.
 // Once queued, the write runs to its end whatever ctx says, so its outcome

@@ -54,7 +54,7 @@ type DB struct {
 	clock func() time.Time
 	turns turnLocks
 	// commits batches memory writes (groupcommit.go).
-	commits committer
+	commits shardSet[*memoryWrite]
 	// sessionCommits batches session appends (sessioncommit.go).
 	sessionCommits *sessionCommitter
 	// queries holds each query's text with numbered placeholders, by its
@@ -92,7 +92,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		reason := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s; check that the server is running and the URL's host, user, password and sslmode", where, reason)
 	}
-	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}, commits: newCommitter(), sessionCommits: newSessionCommitter()}
+	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}, commits: newShardSet[*memoryWrite](), sessionCommits: newSessionCommitter()}
 	if opts.Now != nil {
 		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
 	}

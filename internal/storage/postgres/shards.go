@@ -141,7 +141,7 @@ func (sh *shard[W]) lead(b batching[W]) {
 // the last batch took, and maxLinger: a writer that does not come back
 // costs the next batch at most that, and makes the crowd smaller after.
 func (sh *shard[W]) linger(size func([]W) int) {
-	if size(sh.pending) >= sh.crowd {
+	if sh.crowd == 0 || size(sh.pending) >= sh.crowd {
 		return
 	}
 	t := time.NewTimer(min(sh.lastTook, maxLinger))

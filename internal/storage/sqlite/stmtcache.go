@@ -88,10 +88,10 @@ func (s *DB) prepareLater(query string) {
 // one opened after Close returned created the database's files again
 // while the caller was removing them.
 type background struct {
+	// ctx ends when stop begins; mu orders start after it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	closed bool
 	wg     sync.WaitGroup
 }
 
@@ -99,7 +99,7 @@ type background struct {
 func (b *background) start() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.ctx.Err() != nil {
 		return false
 	}
 	b.wg.Add(1)
@@ -112,9 +112,8 @@ func (b *background) done() { b.wg.Done() }
 // for all of it to end.
 func (b *background) stop() {
 	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
 	b.cancel()
+	b.mu.Unlock()
 	b.wg.Wait()
 }
 
