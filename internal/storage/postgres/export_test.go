@@ -1,5 +1,7 @@
 package postgres
 
+import "time"
+
 // LateralReads is the statement a batch sends for the reads ahead of query
 // with each of args (DB.lateral), and its arguments: one array per
 // position.
@@ -39,4 +41,16 @@ func (s *DB) MemoryShardsUsed() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// GuessedBatches counts the memory write batches committed on guesses
+// (guess.go), and WrongGuesses those whose guess the database found wrong.
+func (s *DB) GuessedBatches() int64 { return s.guesses.batches.Load() }
+func (s *DB) WrongGuesses() int64   { return s.guesses.wrong.Load() }
+
+// GuessAgain lets batches guess again at once after a wrong guess.
+func (s *DB) GuessAgain() {
+	s.guesses.mu.Lock()
+	defer s.guesses.mu.Unlock()
+	s.guesses.offUntil = time.Time{}
 }

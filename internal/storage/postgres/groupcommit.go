@@ -81,6 +81,9 @@ type pendingBatch struct {
 	settled []bool
 	// noAhead: a read ahead failed, so the batch reads as its writes run.
 	noAhead bool
+	// noGuess: a guessed run needed a read or guessed wrong, so the batch
+	// reads first (guess.go).
+	noGuess bool
 }
 
 // commitBatch runs the writes to one COMMIT and returns what answers each:
@@ -134,9 +137,11 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		return false, err
 	}
 	defer pc.Release()
-	committed := false
+	// sent: a transaction was begun on pc, to be rolled back unless
+	// committed.
+	sent, committed := false, false
 	defer func() {
-		if !committed {
+		if sent && !committed {
 			if _, rerr := pc.Exec(ctx, "ROLLBACK"); rerr != nil {
 				pc.Conn().Close(ctx) // the pool drops it rather than reuse a connection in an unknown state
 			}
@@ -151,15 +156,18 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}}
-	if !b.noAhead {
-		c.ahead = discover(ctx, b)
-	}
-	if err := c.begin(ctx, ids); err != nil {
-		if errors.Is(err, errAheadFailed) {
-			b.noAhead = true
-			return true, nil
+	if b.noGuess || !s.guesses.start(c, ids) {
+		if !b.noAhead {
+			c.ahead = discover(ctx, b)
 		}
-		return false, err
+		sent = true
+		if err := c.begin(ctx, ids); err != nil {
+			if errors.Is(err, errAheadFailed) {
+				b.noAhead = true
+				return true, nil
+			}
+			return false, err
+		}
 	}
 	if s.clock != nil {
 		c.clock = s.clock
@@ -175,6 +183,12 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		c.changed, c.broken, c.write = false, false, i
 		b.own[i] = runWrite(ctx, c, w)
+		// A guessed run ends, nothing sent, at a read it cannot guess or
+		// an error other than a refusal, which reading decides.
+		if c.readsNeeded || (c.guessing && b.own[i] != nil && !storage.IsRefusal(b.own[i])) {
+			b.noGuess = true
+			return true, nil
+		}
 		if c.failed != nil {
 			return b.failed(c.failed)
 		}
@@ -188,13 +202,27 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		c.settle(b.own[i] == nil)
 	}
-	if err := c.commit(ctx); err != nil {
+	commit := c.commit
+	if c.guessing {
+		commit = c.commitGuessed
+	}
+	sent = true
+	if err := commit(ctx); err != nil {
+		if c.wrongGuess {
+			s.guesses.guessedWrong(ids)
+			b.noGuess = true
+			return true, nil
+		}
 		if c.failed != nil {
 			return b.failed(c.failed)
 		}
 		return false, err
 	}
 	committed = true
+	if c.guessing {
+		s.guesses.batches.Add(1)
+	}
+	s.guesses.committed(c.stores)
 	return false, nil
 }
 
@@ -255,6 +283,12 @@ type batchConn struct {
 	// base plus the time since, one clock read per batch.
 	base, start time.Time
 	clock       func() time.Time
+	// guessing: the writes run on guesses (guess.go), of the stores'
+	// counters guessed; readsNeeded, a write asked for a read it could not
+	// guess; wrongGuess, the database found a guess wrong.
+	guessing                bool
+	guessed                 []guessedStore
+	readsNeeded, wrongGuess bool
 }
 
 // begin opens the transaction, locks the stores' rows in id order, reads
@@ -263,7 +297,7 @@ type batchConn struct {
 func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	var bt pgx.Batch
 	bt.Queue("BEGIN")
-	bt.Queue(`SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	bt.Queue(lockStores, ids)
 	groups := groupAhead(c.ahead)
 	if len(groups) > 0 {
 		bt.Queue(genericPlans)
@@ -307,6 +341,8 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	c.start = time.Now()
 	if c.base.IsZero() { // no store found: every write will be refused
 		c.base = c.start
+	} else {
+		c.s.guesses.readClock(c.base, c.start)
 	}
 	if len(groups) == 0 {
 		return nil
@@ -464,22 +500,8 @@ func (c *batchConn) now() time.Time {
 // commit sends the deferred statements, writes the counters the batch
 // moved and commits, in one round trip.
 func (c *batchConn) commit(ctx context.Context) error {
-	var (
-		bt     pgx.Batch
-		ids    []string
-		seqs   []int64
-		counts []int64
-	)
-	c.queueDeferred(&bt)
-	for id, r := range c.stores {
-		if r.changed {
-			ids, seqs, counts = append(ids, id), append(seqs, r.seq), append(counts, int64(r.count))
-		}
-	}
-	if len(ids) > 0 {
-		bt.Queue(`UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`, ids, seqs, counts)
-	}
-	bt.Queue("COMMIT")
+	var bt pgx.Batch
+	c.queueCommit(&bt)
 	br := c.pc.SendBatch(ctx, &bt)
 	if err := c.deferredResults(br); err != nil {
 		br.Close()
@@ -489,6 +511,26 @@ func (c *batchConn) commit(ctx context.Context) error {
 		return fmt.Errorf("postgres: commit memory writes: %w", err)
 	}
 	return nil
+}
+
+// queueCommit queues the deferred statements, the counters the batch moved
+// and the COMMIT.
+func (c *batchConn) queueCommit(bt *pgx.Batch) {
+	var (
+		ids    []string
+		seqs   []int64
+		counts []int64
+	)
+	c.queueDeferred(bt)
+	for id, r := range c.stores {
+		if r.changed {
+			ids, seqs, counts = append(ids, id), append(seqs, r.seq), append(counts, int64(r.count))
+		}
+	}
+	if len(ids) > 0 {
+		bt.Queue(`UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`, ids, seqs, counts)
+	}
+	bt.Queue("COMMIT")
 }
 
 // deferredExec is a statement of write `write` not yet sent.
@@ -524,6 +566,10 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 	c.deferred = nil
 	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
+			if isGuessedWrong(err) {
+				c.wrongGuess = true
+				return err
+			}
 			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
 			return unavailable(err)
 		}
@@ -689,6 +735,9 @@ func (c *batchConn) settle(succeeded bool) {
 }
 
 func (c *batchConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if c.guessing {
+		return 0, c.needsReads()
+	}
 	c.changed = true
 	if err := c.flush(ctx); err != nil {
 		return 0, err
@@ -697,6 +746,9 @@ func (c *batchConn) Exec(ctx context.Context, query string, args ...any) (int64,
 }
 
 func (c *batchConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	if c.guessing {
+		return nil, c.needsReads()
+	}
 	if err := c.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -708,6 +760,9 @@ func (c *batchConn) Query(ctx context.Context, query string, args ...any) (sqlst
 }
 
 func (c *batchConn) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	if c.guessing {
+		return errRow{c.needsReads()}
+	}
 	if err := c.flush(ctx); err != nil {
 		return errRow{err}
 	}

@@ -55,6 +55,8 @@ type DB struct {
 	turns turnLocks
 	// commits batches memory writes (groupcommit.go).
 	commits shardSet[*memoryWrite]
+	// guesses let memory write batches guess their reads (guess.go).
+	guesses guesses
 	// sessionCommits batches session appends (sessioncommit.go).
 	sessionCommits *sessionCommitter
 	// queries holds each query's text with numbered placeholders, by its

@@ -330,6 +330,11 @@ func (t memoryTx) LockStore(ctx context.Context, storeID string) (storage.StoreS
 // statistics say, and is planned as a lookup.
 func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) error {
 	query, args := PathConflictQuery(storeID, p, self)
+	// The guess is no conflict, what nearly every write finds.
+	if g := t.guesser(); g != nil && !t.touched(func(c *Changes) bool { return c.TouchesPath(storeID, p) }) {
+		g.Expect(query, args...)
+		return nil
+	}
 	var id, at string
 	err := errNotAhead
 	if row, ch := t.ahead(query, args); row != nil && !ch.TouchesPath(storeID, p) {
@@ -379,6 +384,14 @@ func PathConflictQuery(storeID, p, self string) (string, []any) {
 }
 
 func (t memoryTx) ReadMemory(ctx context.Context, storeID, memoryID string, withContent bool) (storage.MemoryRow, error) {
+	// A guess is the memory as this server wrote it last: its head
+	// version still being the one written says nothing else changed.
+	if g := t.guesser(); g != nil && !withContent && !t.touched(func(c *Changes) bool { return c.TouchesMemory(memoryID) }) {
+		if m, ok := t.s.heads.guess(memoryID); ok && m.StoreID == storeID {
+			g.Expect(`SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM memories WHERE id = ? AND store_id = ? AND version_id = ?)`, memoryID, storeID, m.VersionID)
+			return m, nil
+		}
+	}
 	query := selectMemory(withContent) + ` WHERE m.id = ? AND m.store_id = ?`
 	if row, ch := t.ahead(query, []any{memoryID, storeID}); row != nil && !ch.TouchesMemory(memoryID) {
 		return scanMemory(row, withContent)
@@ -401,6 +414,22 @@ func (t memoryTx) ahead(query string, args []any) (Row, *Changes) {
 		return nil, nil
 	}
 	return row, ra.Changes()
+}
+
+// guesser is the transaction's Guesser when the running write may guess
+// its reads; nil otherwise.
+func (t memoryTx) guesser() Guesser {
+	if g, ok := t.tx.(Guesser); ok && g.Guessing() {
+		return g
+	}
+	return nil
+}
+
+// touched reports whether the transaction's earlier writes may bear on a
+// read, by what touches says of their Changes; false when it keeps none.
+func (t memoryTx) touched(touches func(*Changes) bool) bool {
+	ra, ok := t.tx.(ReadAhead)
+	return ok && touches(ra.Changes())
 }
 
 // changed notes what the write changes, for the reads ahead of the writes
@@ -547,7 +576,7 @@ func (s *Store) CreateMemory(ctx context.Context, in storage.NewMemory) (storage
 		m, err = storage.CreateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
-	s.notePath(m, err)
+	s.noteHead(m, err)
 	return m, err
 }
 
@@ -561,10 +590,17 @@ func (s *Store) GetMemoryAt(ctx context.Context, storeID, path string) (storage.
 	return scanMemory(s.db().QueryRow(ctx, selectMemory(true)+` WHERE m.store_id = ? AND m.path = ?`, storeID, path), true)
 }
 
-// notePath remembers the path of a memory written without error.
-func (s *Store) notePath(m storage.MemoryRow, err error) {
+// noteHead remembers a memory written without error.
+func (s *Store) noteHead(m storage.MemoryRow, err error) {
 	if err == nil && s.guessPaths {
-		s.paths.note(m.ID, m.Path)
+		s.heads.note(m)
+	}
+}
+
+// forgetHead forgets a memory deleted, or found missing, by a write.
+func (s *Store) forgetHead(memoryID string, err error) {
+	if s.guessPaths && (err == nil || errors.Is(err, storage.ErrNotFound)) {
+		s.heads.forget(memoryID)
 	}
 }
 
@@ -573,7 +609,8 @@ func (s *Store) guessedPath(memoryID string) (string, bool) {
 	if !s.guessPaths {
 		return "", false
 	}
-	return s.paths.guess(memoryID)
+	m, ok := s.heads.guess(memoryID)
+	return m.Path, ok
 }
 
 // UpdateMemory implements storage.Memories.
@@ -598,15 +635,20 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 		m, changed, err = storage.UpdateMemoryIn(ctx, tx, in, sha)
 		return err
 	})
-	s.notePath(m, err)
+	s.noteHead(m, err)
+	if err != nil {
+		s.forgetHead(in.MemoryID, err)
+	}
 	return m, changed, err
 }
 
 // DeleteMemory implements storage.Memories.
 func (s *Store) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA256 string, by storage.Actor) error {
-	return s.writeMemory(ctx, storeID, nil, func(tx storage.MemoryTx) error {
+	err := s.writeMemory(ctx, storeID, nil, func(tx storage.MemoryTx) error {
 		return storage.DeleteMemoryIn(ctx, tx, storeID, memoryID, expectedSHA256, by)
 	})
+	s.forgetHead(memoryID, err)
+	return err
 }
 
 // CountMemories implements storage.Memories.

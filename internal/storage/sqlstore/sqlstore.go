@@ -180,9 +180,9 @@ type Store struct {
 	outbox storage.Outbox
 	// logs caches the decoded logs of the sessions appended to last.
 	logs logCache
-	// paths are the paths of the memories written last (pathguess.go),
-	// kept when guessPaths: the server computes search entries.
-	paths      pathGuesses
+	// heads are the memories written last (headguess.go), kept when
+	// guessPaths: the server computes search entries.
+	heads      headGuesses
 	guessPaths bool
 }
 

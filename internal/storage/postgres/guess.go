@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Batches that guess their reads. A batch that reads first takes two round
+// trips: BEGIN, its stores' locks and its writes' first reads, then the
+// writes and the COMMIT; with few writers every batch waits for both, one
+// after the other (8 clients on one store: the first 0.5–1 ms of a batch of
+// 3–4 ms). When this server committed the batch's stores last, what the
+// reads answer is nearly always known: the stores' counters are what its
+// last batch left, a create's path is free, and an update's memory is as
+// this server wrote it. Such a batch runs its writes on those guesses and
+// sends, in one round trip, BEGIN, the locks, a statement that fails the
+// transaction unless the counters are what it guessed, its writes with a
+// statement for each guessed read that fails it unless the read answers
+// what was guessed (sqlstore.Guesser), and the COMMIT. A wrong guess (another
+// replica wrote the store, the path was taken, the memory changed) aborts
+// the transaction before its COMMIT; the batch then runs again reading, and
+// guesses stay off for guessPause. Every write is still answered after its
+// COMMIT, its checks made on what the locked rows held.
+
+// guessedWrongCode is the SQLSTATE of memstore_guessed_wrong()
+// (migrations/0014_guessed_reads.sql).
+const guessedWrongCode = "MSG01"
+
+// guessPause is how long guesses stay off after a wrong one: a store that
+// another replica writes too, or a client that keeps creating a taken path,
+// costs one wasted round trip per pause at most.
+const guessPause = time.Second
+
+// clockFresh is how long the database's clock, read by a batch that read
+// first, stamps guessed batches by the local clock since.
+const clockFresh = time.Second
+
+// maxGuessedStores bounds the stores whose counters are remembered; past
+// it they are all forgotten, and batches read first until they are known
+// again.
+const maxGuessedStores = 4096
+
+// errNeedsReads ends a guessed run whose write asked for a read it cannot
+// guess: nothing was sent, and the batch runs again reading.
+var errNeedsReads = errors.New("postgres: a guessed batch needs a read")
+
+// guesses is what a DB knows for guessing a batch: the stores' counters as
+// its batches committed them, the database's clock, and when guesses may
+// be made again after a wrong one.
+type guesses struct {
+	mu     sync.Mutex
+	stores map[string]storeCounts
+	// base is the database's clock as a batch read it, at local time at.
+	base, at time.Time
+	offUntil time.Time
+	// batches counts the batches committed on guesses; wrong, those whose
+	// guess was wrong.
+	batches, wrong atomic.Int64
+}
+
+// storeCounts are a store's counters as a committed batch left them.
+type storeCounts struct {
+	seq      int64
+	count    int
+	archived bool
+}
+
+// start fills c for a guessed run of a batch on the stores ids and reports
+// whether it may guess: every store's counters are known, the clock was
+// read lately, and no guess was wrong lately.
+func (g *guesses) start(c *batchConn, ids []string) bool {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(ids) == 0 || now.Before(g.offUntil) || g.at.IsZero() || now.Sub(g.at) > clockFresh {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := g.stores[id]; !ok {
+			return false
+		}
+	}
+	c.guessed = make([]guessedStore, len(ids))
+	for i, id := range ids {
+		k := g.stores[id]
+		c.guessed[i] = guessedStore{id, k}
+		c.stores[id] = &storeRow{seq: k.seq, count: k.count, archived: k.archived}
+	}
+	c.guessing = true
+	c.base, c.start = g.base.Add(now.Sub(g.at)), now
+	return true
+}
+
+// readClock notes the database's clock base, read by a batch that read
+// first and received at local time at.
+func (g *guesses) readClock(base, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.base, g.at = base, at
+}
+
+// committed notes the counters of a committed batch's stores.
+func (g *guesses) committed(stores map[string]*storeRow) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stores == nil || len(g.stores)+len(stores) > maxGuessedStores {
+		g.stores = make(map[string]storeCounts, len(stores))
+	}
+	for id, r := range stores {
+		g.stores[id] = storeCounts{seq: r.seq, count: r.count, archived: r.archived}
+	}
+}
+
+// guessedWrong forgets the stores of a batch that guessed wrong and turns
+// guesses off for a while.
+func (g *guesses) guessedWrong(ids []string) {
+	g.wrong.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		delete(g.stores, id)
+	}
+	g.offUntil = time.Now().Add(guessPause)
+}
+
+// guessedStore is a store's counters as a guessed batch found them.
+type guessedStore struct {
+	id string
+	storeCounts
+}
+
+// Guessing implements sqlstore.Guesser.
+func (c *batchConn) Guessing() bool { return c.guessing }
+
+// Expect implements sqlstore.Guesser: the read goes, in order with the
+// writes, as a statement that calls memstore_guessed_wrong() on the first
+// row it finds.
+func (c *batchConn) Expect(query string, args ...any) {
+	c.deferred = append(c.deferred, deferredExec{`SELECT memstore_guessed_wrong() FROM (` + c.s.numbered(query) + `) AS guessed`, args, c.write})
+}
+
+// needsReads ends the guessed run of a write that asked for a read.
+func (c *batchConn) needsReads() error {
+	c.readsNeeded = true
+	return errNeedsReads
+}
+
+// lockStores is the statement that locks a batch's stores' rows in id
+// order and reads their counters and the database's clock.
+const lockStores = `SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+
+// checkGuessedStores fails the transaction unless every store, locked,
+// holds the counters the batch guessed. Each store is looked up by its
+// key in a subquery of its own: as a join, PostgreSQL read every store's
+// row (a hash join over a scan of the table) to check a few.
+const checkGuessedStores = `SELECT memstore_guessed_wrong() FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bool[]) AS g(id, seq, n, archived)
+	WHERE (SELECT m.last_sequence = g.seq AND m.memory_count = g.n AND (m.archived_at IS NOT NULL) = g.archived FROM memory_stores m WHERE m.id = g.id) IS NOT TRUE`
+
+// commitGuessed sends a guessed batch in one round trip: BEGIN, the locks,
+// the check of the guessed counters, the writes and the checks of their
+// guessed reads in order, the counters the batch moved, and the COMMIT.
+func (c *batchConn) commitGuessed(ctx context.Context) error {
+	var (
+		bt       pgx.Batch
+		ids      = make([]string, len(c.guessed))
+		seqs     = make([]int64, len(c.guessed))
+		counts   = make([]int64, len(c.guessed))
+		archived = make([]bool, len(c.guessed))
+	)
+	for i, g := range c.guessed {
+		ids[i], seqs[i], counts[i], archived[i] = g.id, g.seq, int64(g.count), g.archived
+	}
+	bt.Queue("BEGIN")
+	bt.Queue(lockStores, ids)
+	bt.Queue(checkGuessedStores, ids, seqs, counts, archived)
+	c.queueCommit(&bt)
+	br := c.pc.SendBatch(ctx, &bt)
+	err := c.guessedResults(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("postgres: commit memory writes: %w", cerr)
+	}
+	if isGuessedWrong(err) {
+		c.wrongGuess = true
+	}
+	return err
+}
+
+// guessedResults reads the answers to a guessed batch up to its deferred
+// statements' and the COMMIT's.
+func (c *batchConn) guessedResults(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil { // the locks
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	return c.deferredResults(br)
+}
+
+// isGuessedWrong reports the error of memstore_guessed_wrong().
+func isGuessedWrong(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == guessedWrongCode
+}

@@ -1,0 +1,135 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/postgres"
+)
+
+// Writes a replica can foresee (its own stores, new paths, memories it
+// wrote last) commit on their guesses, one round trip each, and land as
+// writes that read first do: the feed gap-free, counts and heads exact.
+func TestWritesThisReplicaForesawCommitOnTheirGuesses(t *testing.T) {
+	db := replicas(t, 1)[0]
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "guessed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first write reads: nothing of the store is known yet.
+	first, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/first.md", Content: "v0", By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := db.GuessedBatches(); n != 0 {
+		t.Fatalf("%d batches guessed before the store's counters were known", n)
+	}
+	const writes = 10
+	head := first
+	for i := range writes {
+		if _, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/d/%d.md", i), Content: "x", By: benchBy}); err != nil {
+			t.Fatal(err)
+		}
+		v := fmt.Sprint("v", i+1)
+		if head, _, err = db.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: first.ID, Content: &v, IfSHA256: head.ContentSHA256, By: benchBy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, wrong := db.GuessedBatches(), db.WrongGuesses(); n != 2*writes || wrong != 0 {
+		t.Fatalf("%d batches guessed, %d wrong; want %d, 0", n, wrong, 2*writes)
+	}
+	feedIsGapFree(t, db, st.ID, 1+2*writes)
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != 1+writes {
+		t.Fatalf("count %d (%v), want %d", n, err, 1+writes)
+	}
+	got, err := db.GetMemory(ctx, st.ID, first.ID)
+	if err != nil || got.VersionID != head.VersionID || *got.Content != fmt.Sprint("v", writes) || !got.UpdatedAt.Equal(head.UpdatedAt) || !got.CreatedAt.Equal(first.CreatedAt) {
+		t.Fatalf("memory %+v (%v), want the last update's head %+v", got, err, head)
+	}
+}
+
+// A guess the database finds wrong costs its batch a run that reads, and
+// the write answers what reading first would have: after another replica
+// wrote the store, a taken path, a memory changed elsewhere, a store
+// archived elsewhere.
+func TestAWrongGuessRunsTheBatchAgainReading(t *testing.T) {
+	rs := replicas(t, 2)
+	a, b := rs[0], rs[1]
+	ctx := t.Context()
+	st, err := a.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "two writers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(db *postgres.DB, path string) (storage.MemoryRow, error) {
+		return db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: path, Content: path, By: benchBy})
+	}
+	// wrongOnce runs step on a, which must guess wrong exactly once.
+	wrongOnce := func(what string, step func() error) error {
+		t.Helper()
+		a.GuessAgain()
+		before := a.WrongGuesses()
+		err := step()
+		if n := a.WrongGuesses() - before; n != 1 {
+			t.Fatalf("%s: %d wrong guesses, want 1", what, n)
+		}
+		return err
+	}
+	m, err := create(a, "/m.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(a, "/a1.md"); err != nil { // a guessed batch: a knows the store
+		t.Fatal(err)
+	}
+	if _, err := create(b, "/b1.md"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wrongOnce("counters moved by another replica", func() error { _, err := create(a, "/a2.md"); return err }); err != nil {
+		t.Fatal(err)
+	}
+
+	err = wrongOnce("a taken path", func() error { _, err := create(a, "/a2.md"); return err })
+	var conflict *storage.PathConflictError
+	if !errors.As(err, &conflict) || conflict.Path != "/a2.md" {
+		t.Fatalf("creating a taken path: %v, want a conflict at /a2.md", err)
+	}
+
+	// b changes m, then a learns the store's counters again (a create that
+	// guesses them wrong), but its own memory of m is stale.
+	v2 := "v2"
+	changed, _, err := b.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &v2, By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrongOnce("counters moved again", func() error { _, err := create(a, "/a3.md"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	v3 := "v3"
+	err = wrongOnce("a memory changed elsewhere", func() error {
+		_, _, err := a.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &v3, IfSHA256: m.ContentSHA256, By: benchBy})
+		return err
+	})
+	var stale *storage.PreconditionFailedError
+	if !errors.As(err, &stale) || stale.CurrentSHA256 != changed.ContentSHA256 {
+		t.Fatalf("updating on a stale hash: %v, want a failed precondition naming %s", err, changed.ContentSHA256)
+	}
+
+	if _, err := create(a, "/a4.md"); err != nil { // a knows the counters again
+		t.Fatal(err)
+	}
+	if _, err := b.ArchiveMemoryStore(ctx, st.ID); err != nil {
+		t.Fatal(err)
+	}
+	err = wrongOnce("a store archived elsewhere", func() error { _, err := create(a, "/a5.md"); return err })
+	if !errors.Is(err, storage.ErrStoreArchived) {
+		t.Fatalf("creating in a store archived elsewhere: %v, want it refused as archived", err)
+	}
+	// m, a1, b1, a2, the update, a3, a4.
+	feedIsGapFree(t, b, st.ID, 7)
+	if n, err := b.CountMemories(ctx, st.ID); err != nil || n != 6 {
+		t.Fatalf("count %d (%v), want 6", n, err)
+	}
+}
