@@ -54,3 +54,7 @@ func (s *DB) GuessAgain() {
 	defer s.guesses.mu.Unlock()
 	s.guesses.offUntil = time.Time{}
 }
+
+// GuessCheck is the statement that checks a guessed read asking query
+// (numbered, or a lateral statement of several).
+func (s *DB) GuessCheck(query string) string { return checkGuess(s.numbered(query)) }

@@ -288,6 +288,7 @@ type batchConn struct {
 	// guess; wrongGuess, the database found a guess wrong.
 	guessing                bool
 	guessed                 []guessedStore
+	expected                []*aheadRead
 	readsNeeded, wrongGuess bool
 }
 

@@ -21,9 +21,9 @@ import (
 // last batch left, a create's path is free, and an update's memory is as
 // this server wrote it. Such a batch runs its writes on those guesses and
 // sends, in one round trip, BEGIN, the locks, a statement that fails the
-// transaction unless the counters are what it guessed, its writes with a
-// statement for each guessed read that fails it unless the read answers
-// what was guessed (sqlstore.Guesser), and the COMMIT. A wrong guess (another
+// transaction unless the counters are what it guessed, statements that
+// fail it unless the guessed reads answer what was guessed
+// (sqlstore.Guesser), its writes, and the COMMIT. A wrong guess (another
 // replica wrote the store, the path was taken, the memory changed) aborts
 // the transaction before its COMMIT; the batch then runs again reading, and
 // guesses stay off for guessPause. Every write is still answered after its
@@ -139,11 +139,21 @@ type guessedStore struct {
 // Guessing implements sqlstore.Guesser.
 func (c *batchConn) Guessing() bool { return c.guessing }
 
-// Expect implements sqlstore.Guesser: the read goes, in order with the
-// writes, as a statement that calls memstore_guessed_wrong() on the first
-// row it finds.
-func (c *batchConn) Expect(query string, args ...any) {
-	c.deferred = append(c.deferred, deferredExec{`SELECT memstore_guessed_wrong() FROM (` + c.s.numbered(query) + `) AS guessed`, args, c.write})
+// Expect implements sqlstore.Guesser. The guessed reads are checked
+// before the writes, not each in its place among them: a read is guessed
+// only when no earlier write of the batch may have changed its answer
+// (sqlstore.Changes), so it answers the same there, and the reads that
+// ask the same query are checked in one statement (DB.lateral), as reads
+// ahead are fetched: eight creates' path checks were eight statements of
+// the batch's one backend.
+func (c *batchConn) Expect(query string, args []any) {
+	c.expected = append(c.expected, &aheadRead{query: query, args: args})
+}
+
+// checkGuess is the statement that checks query, a guessed read the guess
+// says answers no row (numbered): it fails on the first row it finds.
+func checkGuess(query string) string {
+	return `SELECT memstore_guessed_wrong() FROM (` + query + `) AS guessed`
 }
 
 // needsReads ends the guessed run of a write that asked for a read.
@@ -180,9 +190,10 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 	bt.Queue("BEGIN")
 	bt.Queue(lockStores, ids)
 	bt.Queue(checkGuessedStores, ids, seqs, counts, archived)
+	checks := c.queueChecks(&bt)
 	c.queueCommit(&bt)
 	br := c.pc.SendBatch(ctx, &bt)
-	err := c.guessedResults(br)
+	err := c.guessedResults(br, checks)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("postgres: commit memory writes: %w", cerr)
 	}
@@ -192,17 +203,34 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 	return err
 }
 
-// guessedResults reads the answers to a guessed batch up to its deferred
+// queueChecks queues the statements that check the guessed reads, each
+// group of reads asking one query in one statement, on the generic plans
+// the reads ahead use (genericPlans); it returns how many it queued.
+func (c *batchConn) queueChecks(bt *pgx.Batch) int {
+	groups := groupAhead(c.expected)
+	if len(groups) == 0 {
+		return 0
+	}
+	bt.Queue(genericPlans)
+	for _, g := range groups {
+		query, args := c.s.numbered(g[0].query), g[0].args
+		if len(g) > 1 {
+			query, args = c.s.lateral(g)
+		}
+		bt.Queue(checkGuess(query), args...)
+	}
+	bt.Queue(defaultPlans)
+	return len(groups) + 2
+}
+
+// guessedResults reads the answers to a guessed batch: BEGIN, the locks,
+// the counters' check, the checks of the reads, and then the deferred
 // statements' and the COMMIT's.
-func (c *batchConn) guessedResults(br pgx.BatchResults) error {
-	if _, err := br.Exec(); err != nil {
-		return err
-	}
-	if _, err := br.Exec(); err != nil { // the locks
-		return err
-	}
-	if _, err := br.Exec(); err != nil {
-		return err
+func (c *batchConn) guessedResults(br pgx.BatchResults, checks int) error {
+	for range 3 + checks {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	return c.deferredResults(br)
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/memstore/memstore/internal/storage"
@@ -131,5 +132,52 @@ func TestAWrongGuessRunsTheBatchAgainReading(t *testing.T) {
 	feedIsGapFree(t, b, st.ID, 7)
 	if n, err := b.CountMemories(ctx, st.ID); err != nil || n != 6 {
 		t.Fatalf("count %d (%v), want 6", n, err)
+	}
+}
+
+// Writers that batch together have their guessed path checks checked
+// together (one statement for the paths of one depth): one of them
+// creating a taken path makes the batch run again reading, and only that
+// write is refused.
+func TestATakenPathAmongGuessedCreatesIsRefusedAlone(t *testing.T) {
+	db := replicas(t, 1)[0]
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "crowd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/g/taken.md", Content: "first", By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.GuessAgain()
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		path := fmt.Sprintf("/g/%d.md", w)
+		if w == 0 {
+			path = taken.Path
+		}
+		wg.Go(func() {
+			_, errs[w] = db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: path, Content: "x", By: benchBy})
+		})
+	}
+	wg.Wait()
+	var conflict *storage.PathConflictError
+	if !errors.As(errs[0], &conflict) || conflict.MemoryID != taken.ID {
+		t.Fatalf("the create of a taken path: %v, want a conflict naming %s", errs[0], taken.ID)
+	}
+	for w, err := range errs[1:] {
+		if err != nil {
+			t.Fatalf("writer %d: %v", w+1, err)
+		}
+	}
+	if n := db.WrongGuesses(); n != 1 {
+		t.Fatalf("%d wrong guesses, want 1 (the taken path's)", n)
+	}
+	feedIsGapFree(t, db, st.ID, writers)
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != writers {
+		t.Fatalf("count %d (%v), want %d", n, err, writers)
 	}
 }

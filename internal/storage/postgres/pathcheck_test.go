@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/storage/sqlstore"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -21,6 +22,54 @@ import (
 // plan read every memory of the store. Both forms are checked: one path
 // check, and a batch's path checks in one lateral statement.
 func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
+	plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, [][]any) {
+		query, _ := sqlstore.PathConflictQuery(storeID, "/c1/r2/new.md", "")
+		var reads [][]any
+		for _, p := range []string{"/c1/r2/new.md", "/c2/r3/other.md", "/c3/r0/third.md"} {
+			_, a := sqlstore.PathConflictQuery(storeID, p, "")
+			reads = append(reads, a)
+		}
+		return db.Numbered(query), reads
+	})
+}
+
+// The statements that check a guessed batch's reads (guess.go) look up the
+// rows they check, on the plan kept for them: a path check's, and a
+// memory's head, one alone or a batch's in one statement. Checking heads
+// with NOT EXISTS, that plan hashed every memory of the table.
+func TestGuessChecksReadTheirRowsNotTheTable(t *testing.T) {
+	for name, reads := range map[string]func(storeID string) (string, [][]any){
+		"path": func(storeID string) (string, [][]any) {
+			query, one := sqlstore.PathConflictQuery(storeID, "/c1/r2/new.md", "")
+			_, two := sqlstore.PathConflictQuery(storeID, "/c2/r3/other.md", "")
+			return query, [][]any{one, two}
+		},
+		"head": func(storeID string) (string, [][]any) {
+			query, _ := sqlstore.HeadCheckQuery(storeID, "", "")
+			var heads [][]any
+			for _, g := range []int{3, 17, 29} {
+				_, a := sqlstore.HeadCheckQuery(storeID, fmt.Sprint("mem_", g), fmt.Sprint("memver_", g))
+				heads = append(heads, a)
+			}
+			return query, heads
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, [][]any) {
+				query, args := reads(storeID)
+				return db.GuessCheck(query), args
+			})
+		})
+	}
+}
+
+// plansReadFewRows checks that a statement, alone and as a batch's reads in
+// one lateral statement (the arguments of each read in reads), reads a few
+// rows of memories once the store has grown from 40 memories to 3,000: on
+// the generic plans made while it was small, and on those made once the
+// table's statistics were gathered. The memories are mem_1 … at
+// version memver_1 …, under /c0 … /c7.
+func plansReadFewRows(t *testing.T, statement func(db *postgres.DB, storeID string) (query string, reads [][]any)) {
 	url := testenv.PostgresSchema(t)
 	db := openOn(t, url)
 	ctx := t.Context()
@@ -33,15 +82,10 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	query, args := sqlstore.PathConflictQuery(st.ID, "/c1/r2/new.md", "")
-	var batch [][]any
-	for _, p := range []string{"/c1/r2/new.md", "/c2/r3/other.md", "/c3/r0/third.md"} {
-		_, a := sqlstore.PathConflictQuery(st.ID, p, "")
-		batch = append(batch, a)
-	}
-	lateral, arrays := db.LateralReads(query, batch)
+	query, reads := statement(db, st.ID)
+	lateral, arrays := db.LateralReads(query, reads)
 	var literals, arrayLiterals []string
-	for _, a := range args {
+	for _, a := range reads[0] {
 		literals = append(literals, quote(a.(string)))
 	}
 	for _, a := range arrays {
@@ -51,8 +95,8 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 		}
 		arrayLiterals = append(arrayLiterals, "ARRAY["+strings.Join(elems, ", ")+"]")
 	}
-	one := "EXECUTE path_check(" + strings.Join(literals, ", ") + ")"
-	many := "EXECUTE path_checks(" + strings.Join(arrayLiterals, ", ") + ")"
+	one := "EXECUTE read_one(" + strings.Join(literals, ", ") + ")"
+	many := "EXECUTE read_many(" + strings.Join(arrayLiterals, ", ") + ")"
 	insert := func(from, to int) string {
 		return fmt.Sprintf(`INSERT INTO memories (id, store_id, path, content_sha256, content_size_bytes, version_id, created_at, updated_at, search)
 			SELECT 'mem_' || g, '%s', '/c' || g %% 8 || '/r' || g %% 5 || '/m' || g || '.md', '', 0, 'memver_' || g, now(), now(), ''::tsvector
@@ -64,8 +108,8 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 		"ALTER TABLE memories SET (autovacuum_enabled = off)",
 		insert(1, 40),
 		"SET plan_cache_mode = force_generic_plan",
-		"PREPARE path_check AS " + db.Numbered(query),
-		"PREPARE path_checks AS " + lateral,
+		"PREPARE read_one AS " + db.Numbered(query),
+		"PREPARE read_many AS " + lateral,
 		one, many, // the plans are made now, on a small table, and kept
 		insert(41, 3000),
 	} {
@@ -73,18 +117,28 @@ func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	for _, execute := range []string{one, many} {
-		var plan []struct {
-			Plan planNode `json:"Plan"`
-		}
-		if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+execute).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		if read := plan[0].Plan.rowsRead("memories"); read > 10 {
-			out, _ := json.MarshalIndent(plan, "", "  ")
-			t.Errorf("%.40s…: read %v rows of memories in a store of 3,000, want a few lookups; plan:\n%s", execute, read, out)
+	check := func(when string) {
+		for _, execute := range []string{one, many} {
+			var plan []struct {
+				Plan planNode `json:"Plan"`
+			}
+			if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+execute).Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
+			if read := plan[0].Plan.rowsRead("memories"); read > 10 {
+				out, _ := json.MarshalIndent(plan, "", "  ")
+				t.Errorf("%.40s…, planned %s: read %v rows of memories in a store of 3,000, want a few lookups; plan:\n%s", execute, when, read, out)
+			}
 		}
 	}
+	check("on 40 memories")
+	// And planned again once the statistics know the table's size.
+	for _, stmt := range []string{"ANALYZE memories", "DEALLOCATE read_one", "DEALLOCATE read_many", "PREPARE read_one AS " + db.Numbered(query), "PREPARE read_many AS " + lateral} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	check("on 3,000")
 }
 
 // quote is s as an SQL string literal.

@@ -332,7 +332,7 @@ func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) err
 	query, args := PathConflictQuery(storeID, p, self)
 	// The guess is no conflict, what nearly every write finds.
 	if g := t.guesser(); g != nil && !t.touched(func(c *Changes) bool { return c.TouchesPath(storeID, p) }) {
-		g.Expect(query, args...)
+		g.Expect(query, args)
 		return nil
 	}
 	var id, at string
@@ -355,6 +355,18 @@ func (t memoryTx) PathConflict(ctx context.Context, storeID, p, self string) err
 		return err
 	}
 	return &storage.PathConflictError{Path: at, MemoryID: id}
+}
+
+// HeadCheckQuery is the read that checks a guess of memory memoryID of the
+// store: it answers a row unless the memory's head is version versionID.
+// The head is looked up in a subquery of its own, by the memory's key,
+// which PostgreSQL runs as one index lookup per check: as NOT EXISTS, its
+// plan for a batch's checks in one statement could instead hash every
+// memory of the table (EXPLAIN of eight checks on a table of 3,000 narrow
+// rows: a scan of all of them, 1.4 ms) (TestGuessChecksReadTheirRowsNotTheTable
+// holds the lookups).
+func HeadCheckQuery(storeID, memoryID, versionID string) (string, []any) {
+	return `SELECT 1 WHERE (SELECT version_id FROM memories WHERE id = ? AND store_id = ?) IS DISTINCT FROM ?`, []any{memoryID, storeID, versionID}
 }
 
 // PathConflictQuery is PathConflict's query: the memory, other than self,
@@ -388,7 +400,7 @@ func (t memoryTx) ReadMemory(ctx context.Context, storeID, memoryID string, with
 	// version still being the one written says nothing else changed.
 	if g := t.guesser(); g != nil && !withContent && !t.touched(func(c *Changes) bool { return c.TouchesMemory(memoryID) }) {
 		if m, ok := t.s.heads.guess(memoryID); ok && m.StoreID == storeID {
-			g.Expect(`SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM memories WHERE id = ? AND store_id = ? AND version_id = ?)`, memoryID, storeID, m.VersionID)
+			g.Expect(HeadCheckQuery(storeID, memoryID, m.VersionID))
 			return m, nil
 		}
 	}

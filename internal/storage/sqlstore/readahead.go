@@ -22,15 +22,17 @@ type ReadAhead interface {
 
 // Guesser is offered by the Conn of a batch that may answer its writes'
 // reads with what they most likely answer rather than read them first: it
-// sends each guessed read, in order with the writes and the COMMIT, as a
-// statement that fails the transaction when the read answers otherwise,
-// and the batch then runs again reading. A batch whose reads were all
+// sends the guessed reads, with the writes and the COMMIT, as statements
+// that fail the transaction when a read answers otherwise, and the batch
+// then runs again reading. A write guesses a read only when no earlier
+// write of the transaction may have changed its answer (Changes), so the
+// Guesser may check it before the writes. A batch whose reads were all
 // guessed commits in one round trip, where reading first took two.
 type Guesser interface {
 	// Guessing reports whether the running write may guess its reads.
 	Guessing() bool
 	// Expect sends query, a read the guess says answers no row.
-	Expect(query string, args ...any)
+	Expect(query string, args []any)
 }
 
 // Deferrer is offered by a Conn that may send a write's statement later,
