@@ -52,9 +52,23 @@ func (s *DB) WrongGuesses() int64   { return s.guesses.wrong.Load() }
 func (s *DB) GuessAgain() {
 	s.guesses.mu.Lock()
 	defer s.guesses.mu.Unlock()
-	s.guesses.offUntil = time.Time{}
+	s.guesses.off = nil
 }
 
-// GuessCheck is the statement that checks a guessed read asking query
-// (numbered, or a lateral statement of several).
-func (s *DB) GuessCheck(query string) string { return checkGuess(s.numbered(query)) }
+// KeepClockFor lets guessed batches stamp by a clock read up to d ago, so
+// a slow test run does not make batches read first for the clock.
+func (s *DB) KeepClockFor(d time.Duration) {
+	s.guesses.mu.Lock()
+	defer s.guesses.mu.Unlock()
+	s.guesses.fresh = d
+}
+
+// GuessCheck is the statement a guessed batch checks its reads of query
+// with, each read's arguments one of reads, and its arguments.
+func (s *DB) GuessCheck(query string, reads [][]any) (string, []any) {
+	g := make([]*aheadRead, len(reads))
+	for i, a := range reads {
+		g[i] = &aheadRead{query: query, args: a}
+	}
+	return s.checkStatement(g)
+}

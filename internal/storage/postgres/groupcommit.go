@@ -132,6 +132,9 @@ func (s *DB) commitBatch(writes []*memoryWrite) (answer func()) {
 // again reports a write that failed halfway: the transaction was rolled
 // back, that write settled with its error, and the batch must run again.
 func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err error) {
+	// A refusal stands only from the run that commits: a guessed run's may
+	// rest on a guess found wrong, or never checked.
+	b.forgetRefusals()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -183,9 +186,10 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		c.changed, c.broken, c.write = false, false, i
 		b.own[i] = runWrite(ctx, c, w)
-		// A guessed run ends, nothing sent, at a read it cannot guess or
-		// an error other than a refusal, which reading decides.
-		if c.readsNeeded || (c.guessing && b.own[i] != nil && !storage.IsRefusal(b.own[i])) {
+		// A guessed run ends, nothing sent, at a read it cannot guess, an
+		// error other than a refusal, or a refusal after the write changed
+		// something: reading decides them.
+		if c.readsNeeded || (c.guessing && b.own[i] != nil && (c.changed || !storage.IsRefusal(b.own[i]))) {
 			b.noGuess = true
 			return true, nil
 		}
@@ -208,8 +212,12 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	sent = true
 	if err := commit(ctx); err != nil {
-		if c.wrongGuess {
-			s.guesses.guessedWrong(ids)
+		if c.wrongGuess || (c.guessing && c.failed == nil && nothingCommitted(err)) {
+			// A guess found wrong, or the guessed transaction refused
+			// before its COMMIT: the batch runs again reading.
+			if c.wrongGuess {
+				s.guesses.guessedWrong(ids)
+			}
 			b.noGuess = true
 			return true, nil
 		}
@@ -222,8 +230,25 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	if c.guessing {
 		s.guesses.batches.Add(1)
 	}
-	s.guesses.committed(c.stores)
+	s.guesses.committed(c.stores, c.now())
 	return false, nil
+}
+
+// forgetRefusals forgets the refusals of the writes not settled.
+func (b *pendingBatch) forgetRefusals() {
+	for i := range b.own {
+		if !b.settled[i] {
+			b.own[i] = nil
+		}
+	}
+}
+
+// nothingCommitted reports an error after which the transaction surely did
+// not commit: PostgreSQL refused a statement (and skipped the rest of the
+// pipeline, the COMMIT with it), or nothing was sent.
+func nothingCommitted(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
 }
 
 // failed settles the write whose deferred statement failed with its error
@@ -567,10 +592,6 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 	c.deferred = nil
 	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
-			if isGuessedWrong(err) {
-				c.wrongGuess = true
-				return err
-			}
 			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
 			return unavailable(err)
 		}

@@ -33,9 +33,9 @@ import (
 // (migrations/0014_guessed_reads.sql).
 const guessedWrongCode = "MSG01"
 
-// guessPause is how long guesses stay off after a wrong one: a store that
-// another replica writes too, or a client that keeps creating a taken path,
-// costs one wasted round trip per pause at most.
+// guessPause is how long a store's batches read first after a wrong guess:
+// a store that another replica writes too, or a client that keeps creating
+// a taken path, costs one wasted round trip per pause at most.
 const guessPause = time.Second
 
 // clockFresh is how long the database's clock, read by a batch that read
@@ -52,24 +52,29 @@ const maxGuessedStores = 4096
 var errNeedsReads = errors.New("postgres: a guessed batch needs a read")
 
 // guesses is what a DB knows for guessing a batch: the stores' counters as
-// its batches committed them, the database's clock, and when guesses may
-// be made again after a wrong one.
+// its batches committed them, the database's clock, and the stores whose
+// batches read first for a while after a wrong guess.
 type guesses struct {
 	mu     sync.Mutex
 	stores map[string]storeCounts
 	// base is the database's clock as a batch read it, at local time at.
 	base, at time.Time
-	offUntil time.Time
+	// fresh is how long that reading lasts (clockFresh unless a test
+	// says otherwise).
+	fresh time.Duration
+	off   map[string]time.Time
 	// batches counts the batches committed on guesses; wrong, those whose
 	// guess was wrong.
 	batches, wrong atomic.Int64
 }
 
-// storeCounts are a store's counters as a committed batch left them.
+// storeCounts are a store's counters as a committed batch left them, and
+// a time no earlier than the batch's last stamp.
 type storeCounts struct {
 	seq      int64
 	count    int
 	archived bool
+	stamped  time.Time
 }
 
 // start fills c for a guessed run of a batch on the stores ids and reports
@@ -79,22 +84,33 @@ func (g *guesses) start(c *batchConn, ids []string) bool {
 	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(ids) == 0 || now.Before(g.offUntil) || g.at.IsZero() || now.Sub(g.at) > clockFresh {
+	fresh := g.fresh
+	if fresh == 0 {
+		fresh = clockFresh
+	}
+	if len(ids) == 0 || g.at.IsZero() || now.Sub(g.at) > fresh {
 		return false
 	}
 	for _, id := range ids {
-		if _, ok := g.stores[id]; !ok {
+		if _, ok := g.stores[id]; !ok || now.Before(g.off[id]) {
 			return false
 		}
 	}
+	// The clock read lags the database's by the time its answer took to
+	// come back: a batch stamps no earlier than its stores' last stamps,
+	// so a store's times never go back.
+	base := g.base.Add(now.Sub(g.at))
 	c.guessed = make([]guessedStore, len(ids))
 	for i, id := range ids {
 		k := g.stores[id]
 		c.guessed[i] = guessedStore{id, k}
 		c.stores[id] = &storeRow{seq: k.seq, count: k.count, archived: k.archived}
+		if k.stamped.After(base) {
+			base = k.stamped
+		}
 	}
 	c.guessing = true
-	c.base, c.start = g.base.Add(now.Sub(g.at)), now
+	c.base, c.start = base, now
 	return true
 }
 
@@ -106,28 +122,33 @@ func (g *guesses) readClock(base, at time.Time) {
 	g.base, g.at = base, at
 }
 
-// committed notes the counters of a committed batch's stores.
-func (g *guesses) committed(stores map[string]*storeRow) {
+// committed notes the counters of a committed batch's stores, and stamped,
+// a time no earlier than the batch's stamps.
+func (g *guesses) committed(stores map[string]*storeRow, stamped time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.stores == nil || len(g.stores)+len(stores) > maxGuessedStores {
 		g.stores = make(map[string]storeCounts, len(stores))
 	}
 	for id, r := range stores {
-		g.stores[id] = storeCounts{seq: r.seq, count: r.count, archived: r.archived}
+		g.stores[id] = storeCounts{seq: r.seq, count: r.count, archived: r.archived, stamped: stamped}
 	}
 }
 
-// guessedWrong forgets the stores of a batch that guessed wrong and turns
-// guesses off for a while.
+// guessedWrong forgets the stores of a batch that guessed wrong, and their
+// batches read first for guessPause.
 func (g *guesses) guessedWrong(ids []string) {
 	g.wrong.Add(1)
+	until := time.Now().Add(guessPause)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.off == nil || len(g.off) > maxGuessedStores {
+		g.off = make(map[string]time.Time)
+	}
 	for _, id := range ids {
 		delete(g.stores, id)
+		g.off[id] = until
 	}
-	g.offUntil = time.Now().Add(guessPause)
 }
 
 // guessedStore is a store's counters as a guessed batch found them.
@@ -150,10 +171,16 @@ func (c *batchConn) Expect(query string, args []any) {
 	c.expected = append(c.expected, &aheadRead{query: query, args: args})
 }
 
-// checkGuess is the statement that checks query, a guessed read the guess
-// says answers no row (numbered): it fails on the first row it finds.
-func checkGuess(query string) string {
-	return `SELECT memstore_guessed_wrong() FROM (` + query + `) AS guessed`
+// checkStatement is the statement that checks the guessed reads g, which
+// ask one query and, the guess says, answer no row: the query itself for
+// one read, one lateral statement (DB.lateral) for several. It fails on
+// the first row it finds.
+func (s *DB) checkStatement(g []*aheadRead) (string, []any) {
+	query, args := s.numbered(g[0].query), g[0].args
+	if len(g) > 1 {
+		query, args = s.lateral(g)
+	}
+	return `SELECT memstore_guessed_wrong() FROM (` + query + `) AS guessed`, args
 }
 
 // needsReads ends the guessed run of a write that asked for a read.
@@ -174,8 +201,8 @@ const checkGuessedStores = `SELECT memstore_guessed_wrong() FROM unnest($1::text
 	WHERE (SELECT m.last_sequence = g.seq AND m.memory_count = g.n AND (m.archived_at IS NOT NULL) = g.archived FROM memory_stores m WHERE m.id = g.id) IS NOT TRUE`
 
 // commitGuessed sends a guessed batch in one round trip: BEGIN, the locks,
-// the check of the guessed counters, the writes and the checks of their
-// guessed reads in order, the counters the batch moved, and the COMMIT.
+// the check of the guessed counters, the checks of the guessed reads, the
+// writes, the counters the batch moved, and the COMMIT.
 func (c *batchConn) commitGuessed(ctx context.Context) error {
 	var (
 		bt       pgx.Batch
@@ -213,11 +240,8 @@ func (c *batchConn) queueChecks(bt *pgx.Batch) int {
 	}
 	bt.Queue(genericPlans)
 	for _, g := range groups {
-		query, args := c.s.numbered(g[0].query), g[0].args
-		if len(g) > 1 {
-			query, args = c.s.lateral(g)
-		}
-		bt.Queue(checkGuess(query), args...)
+		query, args := c.s.checkStatement(g)
+		bt.Queue(query, args...)
 	}
 	bt.Queue(defaultPlans)
 	return len(groups) + 2

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
@@ -15,6 +16,7 @@ import (
 // writes that read first do: the feed gap-free, counts and heads exact.
 func TestWritesThisReplicaForesawCommitOnTheirGuesses(t *testing.T) {
 	db := replicas(t, 1)[0]
+	db.KeepClockFor(time.Hour) // a slow run must not make a batch read for the clock
 	ctx := t.Context()
 	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "guessed"})
 	if err != nil {
@@ -59,6 +61,7 @@ func TestWritesThisReplicaForesawCommitOnTheirGuesses(t *testing.T) {
 func TestAWrongGuessRunsTheBatchAgainReading(t *testing.T) {
 	rs := replicas(t, 2)
 	a, b := rs[0], rs[1]
+	a.KeepClockFor(time.Hour)
 	ctx := t.Context()
 	st, err := a.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "two writers"})
 	if err != nil {
@@ -141,6 +144,7 @@ func TestAWrongGuessRunsTheBatchAgainReading(t *testing.T) {
 // write is refused.
 func TestATakenPathAmongGuessedCreatesIsRefusedAlone(t *testing.T) {
 	db := replicas(t, 1)[0]
+	db.KeepClockFor(time.Hour)
 	ctx := t.Context()
 	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "crowd"})
 	if err != nil {
@@ -179,5 +183,118 @@ func TestATakenPathAmongGuessedCreatesIsRefusedAlone(t *testing.T) {
 	feedIsGapFree(t, db, st.ID, writers)
 	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != writers {
 		t.Fatalf("count %d (%v), want %d", n, err, writers)
+	}
+}
+
+// A write's reads that an earlier write of its own transaction changed are
+// read, not guessed: a guess, checked before the transaction's writes, would
+// miss them. Two creates that make /x a file and a directory, and two
+// updates guarded by the same hash, each in one transaction: the second of
+// each is refused, and the transaction stores nothing.
+func TestReadsAnEarlierWriteChangedAreNotGuessed(t *testing.T) {
+	db := replicas(t, 1)[0]
+	db.KeepClockFor(time.Hour)
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "together"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/m.md", Content: "v0", By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(tx storage.MemoryTx, path string) error {
+		in := storage.NewMemory{StoreID: st.ID, Path: path, Content: path, By: benchBy}
+		_, err := storage.CreateMemoryIn(ctx, tx, in, in.ContentSHA256())
+		return err
+	}
+	err = db.WriteMemoriesTogether(ctx, st.ID, func(tx storage.MemoryTx) error {
+		if err := create(tx, "/x"); err != nil {
+			return err
+		}
+		return create(tx, "/x/y.md")
+	})
+	var conflict *storage.PathConflictError
+	if !errors.As(err, &conflict) || conflict.Path != "/x" {
+		t.Fatalf("/x and then /x/y.md together: %v, want a conflict at /x", err)
+	}
+	update := func(tx storage.MemoryTx, content string) error {
+		in := storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &content, IfSHA256: m.ContentSHA256, By: benchBy}
+		_, _, err := storage.UpdateMemoryIn(ctx, tx, in, in.ContentSHA256())
+		return err
+	}
+	err = db.WriteMemoriesTogether(ctx, st.ID, func(tx storage.MemoryTx) error {
+		if err := update(tx, "v1"); err != nil {
+			return err
+		}
+		return update(tx, "v2")
+	})
+	var stale *storage.PreconditionFailedError
+	if !errors.As(err, &stale) {
+		t.Fatalf("two updates guarded by one hash together: %v, want the second's precondition failed", err)
+	}
+	if n, wrong := db.GuessedBatches(), db.WrongGuesses(); n != 0 || wrong != 0 {
+		t.Fatalf("%d batches committed on guesses, %d guessed wrong; want none: every such write reads", n, wrong)
+	}
+	got, err := db.GetMemory(ctx, st.ID, m.ID)
+	if err != nil || *got.Content != "v0" {
+		t.Fatalf("memory %+v (%v), want v0 unchanged", got, err)
+	}
+	if _, err := db.GetMemoryAt(ctx, st.ID, "/x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("/x after its transaction was refused: %v, want not found", err)
+	}
+	feedIsGapFree(t, db, st.ID, 1)
+}
+
+// Guesses of rows deleted by another replica are found wrong: a memory
+// deleted elsewhere is not deleted again (its count and feed untouched),
+// and a store deleted elsewhere takes no write.
+func TestGuessesOfRowsDeletedElsewhereAreFoundWrong(t *testing.T) {
+	rs := replicas(t, 2)
+	a, b := rs[0], rs[1]
+	a.KeepClockFor(time.Hour)
+	ctx := t.Context()
+	st, err := a.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "deleted elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/m.md", Content: "v0", By: benchBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteMemory(ctx, st.ID, m.ID, "", benchBy); err != nil {
+		t.Fatal(err)
+	}
+	// a learns the store's counters again (its guess of them is wrong), but
+	// still remembers m as it wrote it.
+	if _, err := a.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/n.md", Content: "n", By: benchBy}); err != nil {
+		t.Fatal(err)
+	}
+	a.GuessAgain()
+	wrong := a.WrongGuesses()
+	if err := a.DeleteMemory(ctx, st.ID, m.ID, "", benchBy); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleting a memory deleted elsewhere: %v, want not found", err)
+	}
+	if n := a.WrongGuesses() - wrong; n != 1 {
+		t.Fatalf("%d wrong guesses deleting a memory deleted elsewhere, want 1", n)
+	}
+	feedIsGapFree(t, b, st.ID, 3) // m created and deleted, /n.md created
+	if n, err := b.CountMemories(ctx, st.ID); err != nil || n != 1 {
+		t.Fatalf("count %d (%v), want 1", n, err)
+	}
+
+	if _, err := a.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/o.md", Content: "o", By: benchBy}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteMemoryStore(ctx, st.ID); err != nil {
+		t.Fatal(err)
+	}
+	a.GuessAgain()
+	wrong = a.WrongGuesses()
+	if _, err := a.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: "/p.md", Content: "p", By: benchBy}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("creating in a store deleted elsewhere: %v, want not found", err)
+	}
+	if n := a.WrongGuesses() - wrong; n != 1 {
+		t.Fatalf("%d wrong guesses creating in a store deleted elsewhere, want 1", n)
 	}
 }

@@ -22,14 +22,15 @@ import (
 // plan read every memory of the store. Both forms are checked: one path
 // check, and a batch's path checks in one lateral statement.
 func TestAPathCheckReadsItsPathsNotItsStore(t *testing.T) {
-	plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, [][]any) {
-		query, _ := sqlstore.PathConflictQuery(storeID, "/c1/r2/new.md", "")
+	plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, []any, string, []any) {
+		query, one := sqlstore.PathConflictQuery(storeID, "/c1/r2/new.md", "")
 		var reads [][]any
 		for _, p := range []string{"/c1/r2/new.md", "/c2/r3/other.md", "/c3/r0/third.md"} {
 			_, a := sqlstore.PathConflictQuery(storeID, p, "")
 			reads = append(reads, a)
 		}
-		return db.Numbered(query), reads
+		many, arrays := db.LateralReads(query, reads)
+		return db.Numbered(query), one, many, arrays
 	})
 }
 
@@ -55,21 +56,23 @@ func TestGuessChecksReadTheirRowsNotTheTable(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, [][]any) {
+			plansReadFewRows(t, func(db *postgres.DB, storeID string) (string, []any, string, []any) {
 				query, args := reads(storeID)
-				return db.GuessCheck(query), args
+				one, oneArgs := db.GuessCheck(query, args[:1])
+				many, manyArgs := db.GuessCheck(query, args)
+				return one, oneArgs, many, manyArgs
 			})
 		})
 	}
 }
 
-// plansReadFewRows checks that a statement, alone and as a batch's reads in
-// one lateral statement (the arguments of each read in reads), reads a few
+// plansReadFewRows checks that a statement for one read and one for a
+// batch's reads (a lateral statement, its arguments arrays) read a few
 // rows of memories once the store has grown from 40 memories to 3,000: on
 // the generic plans made while it was small, and on those made once the
 // table's statistics were gathered. The memories are mem_1 … at
 // version memver_1 …, under /c0 … /c7.
-func plansReadFewRows(t *testing.T, statement func(db *postgres.DB, storeID string) (query string, reads [][]any)) {
+func plansReadFewRows(t *testing.T, statements func(db *postgres.DB, storeID string) (one string, oneArgs []any, many string, manyArgs []any)) {
 	url := testenv.PostgresSchema(t)
 	db := openOn(t, url)
 	ctx := t.Context()
@@ -82,10 +85,9 @@ func plansReadFewRows(t *testing.T, statement func(db *postgres.DB, storeID stri
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	query, reads := statement(db, st.ID)
-	lateral, arrays := db.LateralReads(query, reads)
+	query, args, lateral, arrays := statements(db, st.ID)
 	var literals, arrayLiterals []string
-	for _, a := range reads[0] {
+	for _, a := range args {
 		literals = append(literals, quote(a.(string)))
 	}
 	for _, a := range arrays {
@@ -108,7 +110,7 @@ func plansReadFewRows(t *testing.T, statement func(db *postgres.DB, storeID stri
 		"ALTER TABLE memories SET (autovacuum_enabled = off)",
 		insert(1, 40),
 		"SET plan_cache_mode = force_generic_plan",
-		"PREPARE read_one AS " + db.Numbered(query),
+		"PREPARE read_one AS " + query,
 		"PREPARE read_many AS " + lateral,
 		one, many, // the plans are made now, on a small table, and kept
 		insert(41, 3000),
@@ -133,7 +135,7 @@ func plansReadFewRows(t *testing.T, statement func(db *postgres.DB, storeID stri
 	}
 	check("on 40 memories")
 	// And planned again once the statistics know the table's size.
-	for _, stmt := range []string{"ANALYZE memories", "DEALLOCATE read_one", "DEALLOCATE read_many", "PREPARE read_one AS " + db.Numbered(query), "PREPARE read_many AS " + lateral} {
+	for _, stmt := range []string{"ANALYZE memories", "DEALLOCATE read_one", "DEALLOCATE read_many", "PREPARE read_one AS " + query, "PREPARE read_many AS " + lateral} {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}

@@ -438,10 +438,10 @@ func (t memoryTx) guesser() Guesser {
 }
 
 // touched reports whether the transaction's earlier writes may bear on a
-// read, by what touches says of their Changes; false when it keeps none.
+// read, by what touches says of their Changes; true when it keeps none.
 func (t memoryTx) touched(touches func(*Changes) bool) bool {
 	ra, ok := t.tx.(ReadAhead)
-	return ok && touches(ra.Changes())
+	return !ok || touches(ra.Changes())
 }
 
 // changed notes what the write changes, for the reads ahead of the writes
