@@ -528,15 +528,23 @@ func (c *batchConn) now() time.Time {
 func (c *batchConn) commit(ctx context.Context) error {
 	var bt pgx.Batch
 	c.queueCommit(&bt)
-	br := c.pc.SendBatch(ctx, &bt)
+	if err := c.send(ctx, &bt); err != nil && c.failed == nil {
+		return fmt.Errorf("postgres: commit memory writes: %w", err)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// send sends bt, whose first statements are the deferred ones, and reads
+// their answers (a failure is noted as c.failed) and the rest's.
+func (c *batchConn) send(ctx context.Context, bt *pgx.Batch) error {
+	br := c.pc.SendBatch(ctx, bt)
 	if err := c.deferredResults(br); err != nil {
 		br.Close()
 		return err
 	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("postgres: commit memory writes: %w", err)
-	}
-	return nil
+	return br.Close()
 }
 
 // queueCommit queues the deferred statements, the counters the batch moved
@@ -607,12 +615,12 @@ func (c *batchConn) flush(ctx context.Context) error {
 	}
 	var bt pgx.Batch
 	c.queueDeferred(&bt)
-	br := c.pc.SendBatch(ctx, &bt)
-	if err := c.deferredResults(br); err != nil {
-		br.Close()
+	if err := c.send(ctx, &bt); err != nil && c.failed == nil {
+		return unavailable(err)
+	} else if err != nil {
 		return err
 	}
-	return unavailable(br.Close())
+	return nil
 }
 
 // errAheadFailed: a read ahead failed, and with it the transaction.
