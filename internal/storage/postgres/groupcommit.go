@@ -224,6 +224,9 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		if c.failed != nil {
 			return b.failed(c.failed)
 		}
+		if c.guessing {
+			b.forgetRefusals() // unchecked: the COMMIT's outcome is unknown
+		}
 		return false, err
 	}
 	committed = true
