@@ -531,12 +531,11 @@ func (c *batchConn) now() time.Time {
 func (c *batchConn) commit(ctx context.Context) error {
 	var bt pgx.Batch
 	c.queueCommit(&bt)
-	if err := c.send(ctx, &bt); err != nil && c.failed == nil {
-		return fmt.Errorf("postgres: commit memory writes: %w", err)
-	} else if err != nil {
-		return err
+	err := c.send(ctx, &bt)
+	if err != nil && c.failed == nil {
+		err = fmt.Errorf("postgres: commit memory writes: %w", err)
 	}
-	return nil
+	return err
 }
 
 // send sends bt, whose first statements are the deferred ones, and reads
@@ -618,12 +617,11 @@ func (c *batchConn) flush(ctx context.Context) error {
 	}
 	var bt pgx.Batch
 	c.queueDeferred(&bt)
-	if err := c.send(ctx, &bt); err != nil && c.failed == nil {
-		return unavailable(err)
-	} else if err != nil {
-		return err
+	err := c.send(ctx, &bt)
+	if err != nil && c.failed == nil {
+		err = unavailable(err)
 	}
-	return nil
+	return err
 }
 
 // errAheadFailed: a read ahead failed, and with it the transaction.

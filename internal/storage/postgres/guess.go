@@ -26,8 +26,8 @@ import (
 // (sqlstore.Guesser), its writes, and the COMMIT. A wrong guess (another
 // replica wrote the store, the path was taken, the memory changed) aborts
 // the transaction before its COMMIT; the batch then runs again reading, and
-// guesses stay off for guessPause. Every write is still answered after its
-// COMMIT, its checks made on what the locked rows held.
+// its stores' batches read first for guessPause. Every write is still
+// answered after its COMMIT, its checks made on what the locked rows held.
 
 // guessedWrongCode is the SQLSTATE of memstore_guessed_wrong()
 // (migrations/0014_guessed_reads.sql).
@@ -79,7 +79,7 @@ type storeCounts struct {
 
 // start fills c for a guessed run of a batch on the stores ids and reports
 // whether it may guess: every store's counters are known, the clock was
-// read lately, and no guess was wrong lately.
+// read lately, and no guess of a store's was wrong lately.
 func (g *guesses) start(c *batchConn, ids []string) bool {
 	now := time.Now()
 	g.mu.Lock()

@@ -152,7 +152,6 @@ func TestATakenPathAmongGuessedCreatesIsRefusedAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.GuessAgain()
 	const writers = 8
 	errs := make([]error, writers)
 	var wg sync.WaitGroup

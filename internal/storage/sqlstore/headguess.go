@@ -20,7 +20,7 @@ import (
 //     transaction.
 //
 // Only backends whose server computes the search entries keep guesses
-// (Store.guessPaths).
+// (Store.keepHeads).
 type headGuesses struct {
 	mu    sync.Mutex
 	heads map[string]storage.MemoryRow

@@ -604,21 +604,21 @@ func (s *Store) GetMemoryAt(ctx context.Context, storeID, path string) (storage.
 
 // noteHead remembers a memory written without error.
 func (s *Store) noteHead(m storage.MemoryRow, err error) {
-	if err == nil && s.guessPaths {
+	if err == nil && s.keepHeads {
 		s.heads.note(m)
 	}
 }
 
-// forgetHead forgets a memory deleted, or found missing, by a write.
-func (s *Store) forgetHead(memoryID string, err error) {
-	if s.guessPaths && (err == nil || errors.Is(err, storage.ErrNotFound)) {
+// forgetHead forgets a memory that a write deleted or found missing.
+func (s *Store) forgetHead(memoryID string) {
+	if s.keepHeads {
 		s.heads.forget(memoryID)
 	}
 }
 
 // guessedPath is the path this server last wrote the memory at.
 func (s *Store) guessedPath(memoryID string) (string, bool) {
-	if !s.guessPaths {
+	if !s.keepHeads {
 		return "", false
 	}
 	m, ok := s.heads.guess(memoryID)
@@ -648,8 +648,8 @@ func (s *Store) UpdateMemory(ctx context.Context, in storage.MemoryUpdate) (stor
 		return err
 	})
 	s.noteHead(m, err)
-	if err != nil {
-		s.forgetHead(in.MemoryID, err)
+	if errors.Is(err, storage.ErrNotFound) {
+		s.forgetHead(in.MemoryID)
 	}
 	return m, changed, err
 }
@@ -659,7 +659,9 @@ func (s *Store) DeleteMemory(ctx context.Context, storeID, memoryID, expectedSHA
 	err := s.writeMemory(ctx, storeID, nil, func(tx storage.MemoryTx) error {
 		return storage.DeleteMemoryIn(ctx, tx, storeID, memoryID, expectedSHA256, by)
 	})
-	s.forgetHead(memoryID, err)
+	if err == nil || errors.Is(err, storage.ErrNotFound) {
+		s.forgetHead(memoryID)
+	}
 	return err
 }
 

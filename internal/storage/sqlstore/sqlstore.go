@@ -181,16 +181,17 @@ type Store struct {
 	// logs caches the decoded logs of the sessions appended to last.
 	logs logCache
 	// heads are the memories written last (headguess.go), kept when
-	// guessPaths: the server computes search entries.
-	heads      headGuesses
-	guessPaths bool
+	// keepHeads: on a backend whose server computes search entries, which
+	// is also the one whose batches guess their reads (PostgreSQL).
+	heads     headGuesses
+	keepHeads bool
 }
 
 // New returns the store over b.
 func New(b Backend) *Store {
 	d := b.Dialect()
 	column, _ := d.Search.Entry("", "")
-	return &Store{b: b, d: d, guessPaths: column != ""}
+	return &Store{b: b, d: d, keepHeads: column != ""}
 }
 
 // tx is one write transaction as the store's rules see it.
