@@ -72,3 +72,13 @@ func (s *DB) GuessCheck(query string, reads [][]any) (string, []any) {
 	}
 	return s.checkStatement(g)
 }
+
+// StoreStatements are the statements a batch locks its stores with and
+// checks their guessed counters with, each with arguments for ids.
+func StoreStatements(ids []string) map[string][]any {
+	n := len(ids)
+	return map[string][]any{
+		lockStores:         {ids},
+		checkGuessedStores: {ids, make([]int64, n), make([]int64, n), make([]bool, n)},
+	}
+}

@@ -326,11 +326,9 @@ type batchConn struct {
 func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	var bt pgx.Batch
 	bt.Queue("BEGIN")
+	bt.Queue(genericPlans)
 	bt.Queue(lockStores, ids)
 	groups := groupAhead(c.ahead)
-	if len(groups) > 0 {
-		bt.Queue(genericPlans)
-	}
 	for _, g := range groups {
 		if len(g) == 1 {
 			bt.Queue(c.s.numbered(g[0].query), g[0].args...)
@@ -339,13 +337,13 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			bt.Queue(query, args...)
 		}
 	}
-	if len(groups) > 0 {
-		bt.Queue(defaultPlans)
-	}
+	bt.Queue(defaultPlans)
 	br := c.pc.SendBatch(ctx, &bt)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return err
+	for range 2 { // BEGIN, the plans' setting
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	rs, err := br.Query()
 	if err != nil {
@@ -373,14 +371,6 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 	} else {
 		c.s.guesses.readClock(c.base, c.start)
 	}
-	if len(groups) == 0 {
-		return nil
-	}
-	// The settings' errors are the reads': the batch runs again without
-	// reading ahead.
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: %w", errAheadFailed, err)
-	}
 	for _, g := range groups {
 		fetch := g[0].fetch
 		if len(g) > 1 {
@@ -390,22 +380,25 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: %w", errAheadFailed, err)
+	if _, err := br.Exec(); err != nil { // the plans' setting put back
+		return err
 	}
 	return nil
 }
 
-// The reads ahead run on the plan PostgreSQL keeps for their statement (its
-// generic plan) rather than one made for each batch: the reads of one
-// batch's arrays are a lateral statement whose plan for the arrays at hand
-// looked cheaper to PostgreSQL than its generic plan, so it planned the
-// statement anew for every batch, 0.25–0.32 ms of the backend that holds the
-// batch's stores (docs/postgresql-performance.md). Their generic plans are
-// point lookups and range seeks on the (store_id, path) index
-// (TestAPathCheckReadsItsPathsNotItsStore) and on the primary key (a
-// memory read by id and store). Only the reads are
-// affected: the setting is put back before the writes run, to the
+// A batch's locks and reads run on the plan PostgreSQL keeps for their
+// statement (its generic plan) rather than one made for each batch. The
+// reads of one batch's arrays are a lateral statement whose plan for the
+// arrays at hand looked cheaper to PostgreSQL than its generic plan, so it
+// planned the statement anew for every batch, 0.25–0.32 ms of the backend
+// that holds the batch's stores; the stores' lock and the guessed stores'
+// check were planned anew every time too (0.13 and 0.05 ms a batch,
+// pg_stat_statements' plans beside its calls;
+// docs/postgresql-performance.md). Their generic plans are point lookups
+// on the primary keys and range seeks on the (store_id, path) index
+// (TestAPathCheckReadsItsPathsNotItsStore,
+// TestGuessChecksReadTheirRowsNotTheTable). Only the locks and the reads
+// are affected: the setting is put back before the writes run, to the
 // server's own (TO DEFAULT is the value the connection started with, from
 // the URL or the role; memstore never sets it on a connection).
 const (

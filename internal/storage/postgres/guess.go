@@ -189,9 +189,18 @@ func (c *batchConn) needsReads() error {
 	return errNeedsReads
 }
 
-// lockStores is the statement that locks a batch's stores' rows in id
-// order and reads their counters and the database's clock.
-const lockStores = `SELECT id, last_sequence, memory_count, archived_at IS NOT NULL, clock_timestamp() FROM memory_stores WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+// lockStores is the statement that locks a batch's stores' rows in the
+// order of ids (sorted, so in id order: two batches never deadlock) and
+// reads their counters and the database's clock. Each store is looked up
+// by its key in a subquery of its own, so the statement's generic plan
+// (genericPlans) finds its stores by key however many there are: as
+// `id = ANY($1)`, the plan a connection made while the table was small
+// read every store's row once it had grown
+// (TestStoreLocksOnGenericPlansReadTheirStores).
+const lockStores = `SELECT s.id, s.last_sequence, s.memory_count, s.archived_at IS NOT NULL, clock_timestamp()
+	FROM unnest($1::text[]) WITH ORDINALITY AS k(id, ord)
+	CROSS JOIN LATERAL (SELECT m.id, m.last_sequence, m.memory_count, m.archived_at FROM memory_stores m WHERE m.id = k.id FOR UPDATE) AS s
+	ORDER BY k.ord`
 
 // checkGuessedStores fails the transaction unless every store, locked,
 // holds the counters the batch guessed. Each store is looked up by its
@@ -202,7 +211,8 @@ const checkGuessedStores = `SELECT memstore_guessed_wrong() FROM unnest($1::text
 
 // commitGuessed sends a guessed batch in one round trip: BEGIN, the locks,
 // the check of the guessed counters, the checks of the guessed reads, the
-// writes, the counters the batch moved, and the COMMIT.
+// writes, the counters the batch moved, and the COMMIT. The locks and the
+// checks run on generic plans, as a batch's reads do (genericPlans).
 func (c *batchConn) commitGuessed(ctx context.Context) error {
 	var (
 		bt       pgx.Batch
@@ -215,9 +225,11 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 		ids[i], seqs[i], counts[i], archived[i] = g.id, g.seq, int64(g.count), g.archived
 	}
 	bt.Queue("BEGIN")
+	bt.Queue(genericPlans)
 	bt.Queue(lockStores, ids)
 	bt.Queue(checkGuessedStores, ids, seqs, counts, archived)
 	checks := c.queueChecks(&bt)
+	bt.Queue(defaultPlans)
 	c.queueCommit(&bt)
 	br := c.pc.SendBatch(ctx, &bt)
 	err := c.guessedResults(br, checks)
@@ -231,27 +243,22 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 }
 
 // queueChecks queues the statements that check the guessed reads, each
-// group of reads asking one query in one statement, on the generic plans
-// the reads ahead use (genericPlans); it returns how many it queued.
+// group of reads asking one query in one statement; it returns how many it
+// queued.
 func (c *batchConn) queueChecks(bt *pgx.Batch) int {
 	groups := groupAhead(c.expected)
-	if len(groups) == 0 {
-		return 0
-	}
-	bt.Queue(genericPlans)
 	for _, g := range groups {
 		query, args := c.s.checkStatement(g)
 		bt.Queue(query, args...)
 	}
-	bt.Queue(defaultPlans)
-	return len(groups) + 2
+	return len(groups)
 }
 
-// guessedResults reads the answers to a guessed batch: BEGIN, the locks,
-// the counters' check, the checks of the reads, and then the deferred
-// statements' and the COMMIT's.
+// guessedResults reads the answers to a guessed batch: BEGIN, the plans'
+// setting, the locks, the counters' check, the checks of the reads, the
+// setting put back, and then the deferred statements' and the COMMIT's.
 func (c *batchConn) guessedResults(br pgx.BatchResults, checks int) error {
-	for range 3 + checks {
+	for range 5 + checks {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
