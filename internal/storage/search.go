@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Search finds memories by the words of their current content and path.
@@ -93,12 +94,13 @@ func SearchWords(text string) iter.Seq[string] {
 }
 
 // wordSpans yields where each word of text starts and ends: runs of letters
-// and digits, the one word rule of the index, the queries and the snippets.
+// and digits (WordByte, WordRune), the one word rule of the index, the
+// queries and the snippets. A byte that is not UTF-8 separates words.
 func wordSpans(text string) iter.Seq2[int, int] {
 	return func(yield func(int, int) bool) {
 		start := -1
-		for i, r := range text {
-			word := unicode.IsLetter(r) || unicode.IsDigit(r)
+		for i := 0; i < len(text); {
+			word, size := wordAt(text, i)
 			switch {
 			case word && start < 0:
 				start = i
@@ -108,12 +110,38 @@ func wordSpans(text string) iter.Seq2[int, int] {
 				}
 				start = -1
 			}
+			i += size
 		}
 		if start >= 0 {
 			yield(start, len(text))
 		}
 	}
 }
+
+// wordAt reports whether the character at text[i] belongs to a word, and
+// its size in bytes.
+func wordAt(text string, i int) (word bool, size int) {
+	if c := text[i]; c < utf8.RuneSelf {
+		return WordByte(c), 1
+	}
+	r, size := utf8.DecodeRuneInString(text[i:])
+	return WordRune(r), size
+}
+
+// WordRune reports whether r belongs to a word: a letter or a digit.
+func WordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// WordByte is WordRune for an ASCII byte, from a table (false for any
+// other byte): most text is ASCII, and a memory's search entry reads every
+// byte of every write.
+func WordByte(c byte) bool { return wordBytes[c] }
+
+var wordBytes = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = WordRune(rune(c))
+	}
+	return t
+}()
 
 // snippetWords is how many words a snippet shows.
 const snippetWords = 24

@@ -82,3 +82,7 @@ func StoreStatements(ids []string) map[string][]any {
 		checkGuessedStores: {ids, make([]int64, n), make([]int64, n), make([]bool, n)},
 	}
 }
+
+// SearchEntryText is the search entry the server writes for a memory
+// (tsvectorText).
+func SearchEntryText(path, content string) string { return tsvectorText(path, content) }

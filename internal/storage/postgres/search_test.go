@@ -1,6 +1,8 @@
 package postgres_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -93,5 +95,99 @@ func TestSearchEntriesFromTheServerAreTheDatabasesOwn(t *testing.T) {
 	page, err := db.SearchMemories(ctx, storage.SearchQuery{StoreIDs: []string{st.ID}, Terms: storage.SearchTerms("STRASSE café ３"), Limit: 10})
 	if err != nil || len(page.Items) != 2 {
 		t.Fatalf("search = %d hits (%v), want the two unicode memories", len(page.Items), err)
+	}
+}
+
+// The server's entry reads each word once, hashing it as it lowers it; it
+// must index exactly storage.SearchWords' words, at their positions, as the
+// plain reading of the rule below does: over texts of mixed case, accents,
+// other scripts, digits, punctuation, bytes that are not UTF-8, words too
+// long to index, words repeated past a lexeme's positions and texts past
+// the last position.
+func TestTheSearchEntryIndexesSearchWords(t *testing.T) {
+	pieces := []string{"deploy", "Deploy", "DEPLOY", "café", "CAFÉ", "Straße", "STRASSE", "東京", "３", "x2", "v2.3", "a_b", "foo-bar",
+		"\xff", "\xe2\x82", "½", "ǅ", "İstanbul", " ", "  ", "\n", "—", ",", strings.Repeat("y", 2047), strings.Repeat("z", 2046), "ÉCOLE", "naïve"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	texts := []string{"", " ", "memory", strings.Repeat("memory ", 600), strings.Repeat("a b c d e f g h ", 2200) + "last"}
+	for range 300 {
+		var b strings.Builder
+		for range rng.IntN(60) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+			if rng.IntN(3) > 0 {
+				b.WriteByte(' ')
+			}
+		}
+		texts = append(texts, b.String())
+	}
+	for i, content := range texts {
+		path := texts[(i+7)%len(texts)]
+		if got, want := postgres.SearchEntryText(path, content), plainEntry(path, content); got != want {
+			t.Fatalf("path %.60q, content %.60q:\n got %.300s\nwant %.300s", path, content, got, want)
+		}
+	}
+}
+
+// plainEntry is the entry by the rule read plainly: storage.SearchWords'
+// words of the path at weight A, then the content's, each word's positions
+// in order, at most 255 from one text and 256 in all, a position at most
+// 16,383, words of 2,047 bytes or more left out.
+func plainEntry(path, content string) string {
+	type entry struct {
+		word      string
+		positions []string
+		last      int
+	}
+	var (
+		entries []*entry
+		by      = map[string]*entry{}
+		pos     int
+	)
+	for _, text := range []struct {
+		s      string
+		weight string
+	}{{path, "A"}, {content, ""}} {
+		inText := map[string]int{}
+		for w := range storage.SearchWords(text.s) {
+			if len(w) >= 2047 {
+				continue
+			}
+			pos = min(pos+1, 16383)
+			e := by[w]
+			if e == nil {
+				e = &entry{word: w}
+				by[w] = e
+				entries = append(entries, e)
+			}
+			if inText[w] < 255 && len(e.positions) < 256 && e.last != pos {
+				e.positions = append(e.positions, fmt.Sprint(pos)+text.weight)
+				e.last = pos
+				inText[w]++
+			}
+		}
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = "'" + e.word + "':" + strings.Join(e.positions, ",")
+	}
+	return strings.Join(out, " ")
+}
+
+// BenchmarkSearchEntry is the server's CPU for a written memory's search
+// entry, which every create and content update computes before it joins
+// its batch: the benchmarks' 4 KB of one repeated word, and prose with
+// punctuation and accented words.
+func BenchmarkSearchEntry(b *testing.B) {
+	prose := strings.Repeat("Before a deploy: drain the queue (see /ops/drain.md), then run `make deploy` — twice if v2.3 fails. Café notes on Naïve retries, STRASSE 12. ", 30)
+	for _, c := range []struct{ name, content string }{
+		{"repeated", strings.Repeat("memory ", 4096/7)},
+		{"prose", prose[:4096]},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.content)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = postgres.SearchEntryText("/notes/deploy-checklist.md", c.content)
+			}
+		})
 	}
 }
