@@ -42,6 +42,15 @@ func TestVersionContentsAreCompressedWithLZ4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The column's own method, not the server's default (which a
+	// cluster may have set to lz4 already), and the row's.
+	var column string
+	if err := conn.QueryRow(ctx, `SELECT attcompression::text FROM pg_attribute WHERE attrelid = 'memory_versions'::regclass AND attname = 'content'`).Scan(&column); err != nil {
+		t.Fatal(err)
+	}
+	if column != "l" {
+		t.Fatalf("memory_versions.content's compression is %q, want l (lz4)", column)
+	}
 	var method *string
 	if err := conn.QueryRow(ctx, `SELECT pg_column_compression(content) FROM memory_versions WHERE id = $1`, m.VersionID).Scan(&method); err != nil {
 		t.Fatal(err)

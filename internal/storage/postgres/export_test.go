@@ -73,15 +73,26 @@ func (s *DB) GuessCheck(query string, reads [][]any) (string, []any) {
 	return s.checkStatement(g)
 }
 
+// StoreStatement is a statement a batch runs on its stores, with
+// arguments for some.
+type StoreStatement struct {
+	Name, Query string
+	Args        []any
+}
+
 // StoreStatements are the statements a batch locks its stores with and
 // checks their guessed counters with, each with arguments for ids.
-func StoreStatements(ids []string) map[string][]any {
+func StoreStatements(ids []string) []StoreStatement {
 	n := len(ids)
-	return map[string][]any{
-		lockStores:         {ids},
-		checkGuessedStores: {ids, make([]int64, n), make([]int64, n), make([]bool, n)},
+	return []StoreStatement{
+		{"lock", lockStores, []any{ids}},
+		{"check", checkGuessedStores, []any{ids, make([]int64, n), make([]int64, n), make([]bool, n)}},
 	}
 }
+
+// GenericPlans is the statement that sets a batch's plans' settings, in
+// its transaction.
+const GenericPlans = genericPlans
 
 // SearchEntryText is the search entry the server writes for a memory
 // (tsvectorText).

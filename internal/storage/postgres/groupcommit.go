@@ -337,10 +337,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			bt.Queue(query, args...)
 		}
 	}
-	bt.Queue(defaultPlans)
+	queueDefaultPlans(&bt)
 	br := c.pc.SendBatch(ctx, &bt)
 	defer br.Close()
-	for range 2 { // BEGIN, the plans' setting
+	for range 2 { // BEGIN, the plans' settings
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
@@ -380,8 +380,10 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 			return fmt.Errorf("%w: %w", errAheadFailed, err)
 		}
 	}
-	if _, err := br.Exec(); err != nil { // the plans' setting put back
-		return err
+	for range len(defaultPlans) { // the plans' settings put back
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -397,14 +399,27 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 // docs/postgresql-performance.md). Their generic plans are point lookups
 // on the primary keys and range seeks on the (store_id, path) index
 // (TestAPathCheckReadsItsPathsNotItsStore,
-// TestGuessChecksReadTheirRowsNotTheTable). Only the locks and the reads
-// are affected: the setting is put back before the writes run, to the
-// server's own (TO DEFAULT is the value the connection started with, from
-// the URL or the role; memstore never sets it on a connection).
-const (
-	genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
-	defaultPlans = "SET LOCAL plan_cache_mode TO DEFAULT"
-)
+// TestGuessChecksReadTheirRowsNotTheTable,
+// TestStoreLocksOnGenericPlansReadTheirStores). A generic plan is made once
+// and kept: one made while the statistics said a table held a few rows
+// scanned it, and went on scanning it once it had grown, so the plans are
+// made with sequential scans off (enable_seqscan: a scan is then chosen
+// only where no index serves, and none of these statements has such a
+// table). Only the locks and the reads are affected: the settings are put
+// back before the writes run, to the server's own (TO DEFAULT is the value
+// the connection started with, from the URL or the role; memstore never
+// sets them on a connection).
+const genericPlans = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)"
+
+var defaultPlans = [...]string{"SET LOCAL plan_cache_mode TO DEFAULT", "SET LOCAL enable_seqscan TO DEFAULT"}
+
+// queueDefaultPlans queues the statements that put the plans' settings
+// back, len(defaultPlans) of them.
+func queueDefaultPlans(bt *pgx.Batch) {
+	for _, q := range defaultPlans {
+		bt.Queue(q)
+	}
+}
 
 // groupAhead puts together the reads ahead that ask the same query with
 // text arguments (the path checks of a batch's creates, the reads of its

@@ -192,10 +192,9 @@ func (c *batchConn) needsReads() error {
 // lockStores is the statement that locks a batch's stores' rows in the
 // order of ids (sorted, so in id order: two batches never deadlock) and
 // reads their counters and the database's clock. Each store is looked up
-// by its key in a subquery of its own, so the statement's generic plan
-// (genericPlans) finds its stores by key however many there are: as
-// `id = ANY($1)`, the plan a connection made while the table was small
-// read every store's row once it had grown
+// by its key in a subquery of its own, which the statement's generic plan
+// (genericPlans, made with sequential scans off) does by the primary key:
+// as `id = ANY($1)`, the generic plan read every store's row
 // (TestStoreLocksOnGenericPlansReadTheirStores).
 const lockStores = `SELECT s.id, s.last_sequence, s.memory_count, s.archived_at IS NOT NULL, clock_timestamp()
 	FROM unnest($1::text[]) WITH ORDINALITY AS k(id, ord)
@@ -229,7 +228,7 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 	bt.Queue(lockStores, ids)
 	bt.Queue(checkGuessedStores, ids, seqs, counts, archived)
 	checks := c.queueChecks(&bt)
-	bt.Queue(defaultPlans)
+	queueDefaultPlans(&bt)
 	c.queueCommit(&bt)
 	br := c.pc.SendBatch(ctx, &bt)
 	err := c.guessedResults(br, checks)
@@ -255,10 +254,10 @@ func (c *batchConn) queueChecks(bt *pgx.Batch) int {
 }
 
 // guessedResults reads the answers to a guessed batch: BEGIN, the plans'
-// setting, the locks, the counters' check, the checks of the reads, the
-// setting put back, and then the deferred statements' and the COMMIT's.
+// settings, the locks, the counters' check, the checks of the reads, the
+// settings put back, and then the deferred statements' and the COMMIT's.
 func (c *batchConn) guessedResults(br pgx.BatchResults, checks int) error {
-	for range 5 + checks {
+	for range 4 + checks + len(defaultPlans) {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}

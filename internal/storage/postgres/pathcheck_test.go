@@ -169,83 +169,97 @@ func (p planNode) rowsRead(table string) float64 {
 }
 
 // A batch locks its stores and checks their guessed counters on the
-// generic plans of their statements (genericPlans), made once per
-// connection rather than for every batch: each must find its few stores by
-// key among many, not read the table, on the plan made while the table was
-// small and on the one made after its statistics were gathered.
+// generic plans of their statements, made once per connection, with the
+// batch's plan settings (genericPlans): each must find its few stores by
+// key among thousands, not read the table, whether its plan was made on a
+// table never analyzed, on statistics gathered while the table held three
+// stores (autovacuum's, soon after a deployment starts), or on statistics
+// of the grown table.
 func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
-	url := testenv.PostgresSchema(t)
-	db := openOn(t, url)
-	ctx := t.Context()
-	var ids []string
-	for i := range 3 {
-		st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: fmt.Sprint("s", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, st.ID)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	grow := `INSERT INTO memory_stores (id, name, created_at, updated_at) SELECT 'memstore_many' || g, 'many', now(), now() FROM generate_series(1, 3000) g`
-	for query, args := range postgres.StoreStatements(ids) {
-		if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, "PREPARE stores AS "+query); err != nil {
-			t.Fatal(err)
-		}
-		// EXECUTE takes its arguments as literals: arrays of text,
-		// bigint and boolean.
-		params := make([]string, len(args))
-		for i, a := range args {
-			var elems []string
-			switch a := a.(type) {
-			case []string:
-				for _, v := range a {
-					elems = append(elems, `"`+v+`"`)
+	for i := range 2 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			url := testenv.PostgresSchema(t)
+			db := openOn(t, url)
+			ctx := t.Context()
+			var ids []string
+			for i := range 3 {
+				st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: fmt.Sprint("s", i)})
+				if err != nil {
+					t.Fatal(err)
 				}
-			case []int64:
-				for _, v := range a {
-					elems = append(elems, fmt.Sprint(v))
-				}
-			case []bool:
-				for _, v := range a {
-					elems = append(elems, fmt.Sprint(v))
+				ids = append(ids, st.ID)
+			}
+			stmt := postgres.StoreStatements(ids)[i]
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			exec := func(sql string) {
+				t.Helper()
+				if _, err := conn.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
 				}
 			}
-			params[i] = quote("{" + strings.Join(elems, ",") + "}")
-		}
-		plan := func(when string) {
-			t.Helper()
-			var plan []struct {
-				Plan planNode `json:"Plan"`
+			// EXECUTE takes its arguments as literals: arrays of text,
+			// bigint and boolean.
+			params := make([]string, len(stmt.Args))
+			for i, a := range stmt.Args {
+				var elems []string
+				switch a := a.(type) {
+				case []string:
+					for _, v := range a {
+						elems = append(elems, `"`+v+`"`)
+					}
+				case []int64:
+					for _, v := range a {
+						elems = append(elems, fmt.Sprint(v))
+					}
+				case []bool:
+					for _, v := range a {
+						elems = append(elems, fmt.Sprint(v))
+					}
+				}
+				params[i] = quote("{" + strings.Join(elems, ",") + "}")
 			}
-			if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE stores("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
-				t.Fatalf("%s: %v", when, err)
+			explain := func(when string) {
+				t.Helper()
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(ctx)
+				if _, err := tx.Exec(ctx, postgres.GenericPlans); err != nil {
+					t.Fatal(err)
+				}
+				var plan []struct {
+					Plan planNode `json:"Plan"`
+				}
+				if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE stores("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				if read := plan[0].Plan.rowsRead("memory_stores"); read > 3 {
+					out, _ := json.MarshalIndent(plan, "", "  ")
+					t.Errorf("%s, %s: read %v rows of memory_stores for 3 stores, want 3 lookups; plan:\n%s", stmt.Name, when, read, out)
+				}
 			}
-			if read := plan[0].Plan.rowsRead("memory_stores"); read > 3 {
-				out, _ := json.MarshalIndent(plan, "", "  ")
-				t.Errorf("%.60s…, %s: read %v rows of memory_stores for 3 stores of 3,003, want 3 lookups; plan:\n%s", query, when, read, out)
-			}
-		}
-		plan("on the plan made small")
-		if _, err := conn.Exec(ctx, grow); err != nil {
-			t.Fatal(err)
-		}
-		plan("grown, on the plan made small")
-		if _, err := conn.Exec(ctx, "ANALYZE memory_stores"); err != nil {
-			t.Fatal(err)
-		}
-		plan("after ANALYZE")
-		if _, err := conn.Exec(ctx, "DELETE FROM memory_stores WHERE name = 'many'"); err != nil {
-			t.Fatal(err)
-		}
+			grow := `INSERT INTO memory_stores (id, name, created_at, updated_at) SELECT 'memstore_many' || g, 'many', now(), now() FROM generate_series(1, 3000) g`
+			exec("ALTER TABLE memory_stores SET (autovacuum_enabled = off)")
+			exec("PREPARE stores AS " + stmt.Query)
+			explain("planned on a table never analyzed")
+			exec(grow)
+			explain("grown, planned on a table never analyzed")
+			exec("DELETE FROM memory_stores WHERE name = 'many'")
+			exec("ANALYZE memory_stores")
+			exec("DEALLOCATE stores")
+			exec("PREPARE stores AS " + stmt.Query)
+			explain("planned on three stores analyzed")
+			exec(grow)
+			explain("grown, planned on three stores analyzed")
+			exec("ANALYZE memory_stores")
+			exec("DEALLOCATE stores")
+			exec("PREPARE stores AS " + stmt.Query)
+			explain("planned on the grown table analyzed")
+		})
 	}
 }

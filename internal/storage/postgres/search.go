@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -82,12 +83,13 @@ func tsvectorText(path, content string) string {
 const weightA = 1 << 15
 
 // lexemes are a tsvector's entries as the words of its texts are read: by
-// first appearance, found by the word's hash in an open-addressed table
-// computed while the word is read and lowered, so a word costs one pass
-// over its bytes and no allocation unless it is new. With a map, looking
-// each word up (its hash, then its bytes again) was a third of the entry's
-// time, and the entry a third of the server's CPU per create
-// (docs/postgresql-performance.md).
+// first appearance, found in an open-addressed table by the word's hash,
+// so a word that is not new costs no allocation. With a map, looking each
+// word up was a third of the entry's time, and the entry a third of the
+// server's CPU per create (docs/postgresql-performance.md). The hash is
+// keyed by a seed of the process's own (hash/maphash), as Go's maps are: a
+// fixed hash let a memory's words be chosen to collide, and 100 KB of them
+// cost 160–217 ms to index instead of 3.
 type lexemes struct {
 	entries []lexeme
 	// slots hold entry indexes plus one (0: empty); their count is a
@@ -99,16 +101,13 @@ type lexemes struct {
 
 type lexeme struct {
 	word      string
-	hash      uint32
+	hash      uint64
 	positions []uint16 // weight A in the top bit
 	inText    int      // positions kept from the text being read
 }
 
-// FNV-1a, over the lowered bytes.
-const (
-	fnvOffset = 2166136261
-	fnvPrime  = 16777619
-)
+// lexemeSeed keys the lexemes' hash for the life of the process.
+var lexemeSeed = maphash.MakeSeed()
 
 // add reads the words of text, storage.SearchWords' rule (storage.WordByte
 // and storage.WordRune, lower-cased as strings.ToLower does), at weight.
@@ -129,7 +128,7 @@ func (t *lexemes) add(text string, weight uint16) {
 				continue
 			}
 		}
-		start, ascii, h := i, true, uint32(fnvOffset)
+		start, ascii := i, true
 		t.buf = t.buf[:0]
 		for i < len(text) {
 			c := text[i]
@@ -141,7 +140,6 @@ func (t *lexemes) add(text string, weight uint16) {
 					c += 'a' - 'A'
 				}
 				t.buf = append(t.buf, c)
-				h = (h ^ uint32(c)) * fnvPrime
 				i++
 				continue
 			}
@@ -154,22 +152,18 @@ func (t *lexemes) add(text string, weight uint16) {
 		}
 		if !ascii {
 			t.buf = append(t.buf[:0], strings.ToLower(text[start:i])...)
-			h = fnvOffset
-			for _, b := range t.buf {
-				h = (h ^ uint32(b)) * fnvPrime
-			}
 		}
-		t.see(t.buf, h, weight)
+		t.see(t.buf, weight)
 	}
 }
 
 // see counts one word at the next position.
-func (t *lexemes) see(word []byte, h uint32, weight uint16) {
+func (t *lexemes) see(word []byte, weight uint16) {
 	if len(word) >= maxLexemeBytes {
 		return
 	}
 	t.pos = min(t.pos+1, maxPosition)
-	e := &t.entries[t.find(word, h)]
+	e := &t.entries[t.find(word, maphash.Bytes(lexemeSeed, word))]
 	n := len(e.positions)
 	if e.inText < maxTextPoints && n < maxPoints && (n == 0 || int(e.positions[n-1]&^weightA) != t.pos) {
 		e.positions = append(e.positions, uint16(t.pos)|weight)
@@ -178,11 +172,11 @@ func (t *lexemes) see(word []byte, h uint32, weight uint16) {
 }
 
 // find returns the index of word's entry, made if it is new.
-func (t *lexemes) find(word []byte, h uint32) int {
+func (t *lexemes) find(word []byte, h uint64) int {
 	if 2*(len(t.entries)+1) > len(t.slots) {
 		t.grow()
 	}
-	mask := uint32(len(t.slots) - 1)
+	mask := uint64(len(t.slots) - 1)
 	for j := h & mask; ; j = (j + 1) & mask {
 		s := t.slots[j]
 		if s == 0 {
@@ -199,7 +193,7 @@ func (t *lexemes) find(word []byte, h uint32) int {
 // grow doubles the slots (64 at first) and places the entries again.
 func (t *lexemes) grow() {
 	t.slots = make([]int32, max(64, 2*len(t.slots)))
-	mask := uint32(len(t.slots) - 1)
+	mask := uint64(len(t.slots) - 1)
 	for i, e := range t.entries {
 		j := e.hash & mask
 		for t.slots[j] != 0 {

@@ -5,7 +5,9 @@
 -- written from now on use it; those before stay as they are and read the
 -- same. A server built without lz4, or older than PostgreSQL 14 (which
 -- has no SET COMPRESSION), keeps pglz: the statement runs as a string so
--- that either refusal is caught here.
+-- that either refusal is caught here. Such a server that later gains lz4
+-- can take it by hand: ALTER TABLE memory_versions ALTER COLUMN content
+-- SET COMPRESSION lz4 (docs/postgresql-performance.md).
 DO $$
 BEGIN
     EXECUTE 'ALTER TABLE memory_versions ALTER COLUMN content SET COMPRESSION lz4';
