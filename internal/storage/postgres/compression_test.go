@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/internal/storage"
-	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
 )
 
@@ -15,12 +14,7 @@ import (
 // (migration 0015), and reads back as written.
 func TestVersionContentsAreCompressedWithLZ4(t *testing.T) {
 	url := testenv.PostgresSchema(t)
-	ctx := t.Context()
-	db, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, ctx := openOn(t, url), t.Context()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
