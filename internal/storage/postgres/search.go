@@ -86,7 +86,7 @@ const weightA = 1 << 15
 // first appearance, found in an open-addressed table by the word's hash,
 // so a word that is not new costs no allocation. With a map, looking each
 // word up was a third of the entry's time, and the entry a third of the
-// server's CPU per create (docs/postgresql-performance.md). The hash is
+// create and update handlers' CPU (docs/postgresql-performance.md). The hash is
 // keyed by a seed of the process's own (hash/maphash), as Go's maps are: a
 // fixed hash let a memory's words be chosen to collide, and 100 KB of them
 // cost 160–217 ms to index instead of 3.
