@@ -55,6 +55,10 @@ const infoFD = 5
 // configure the namespace.
 const readyTimeout = 10 * time.Second
 
+// failWaitDelay bounds how long a sandbox ended before its command ran
+// may keep its output pipes open after bubblewrap has exited.
+const failWaitDelay = 2 * time.Second
+
 // Start starts cmd, a command line made by Command, in place of
 // cmd.Start and returns what waits for it. With network On served by
 // pasta, it reads the sandbox's pid from bubblewrap's status, attaches
@@ -82,18 +86,32 @@ func (l *Launcher) Start(cmd *exec.Cmd) (wait func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (func() error, error) {
+	// fail ends the sandbox before its command runs. bubblewrap's child
+	// asks to die with bubblewrap (--die-with-parent) only some way into
+	// its setup, so killing bubblewrap alone can leave it running,
+	// orphaned, with the command's pipes open and Wait blocked on them
+	// for good (seen: a worker stuck at start, its pasta probe's cat
+	// reading a stdin no one would close). Killing the child, the first
+	// process of the sandbox's PID namespace, ends every process in it;
+	// the WaitDelay bounds Wait where the child's pid is not known.
+	fail := func(sandboxPid int, err error) (func() error, error) {
+		if sandboxPid > 0 {
+			syscall.Kill(sandboxPid, syscall.SIGKILL)
+		}
 		cmd.Process.Kill()
+		if cmd.WaitDelay == 0 {
+			cmd.WaitDelay = failWaitDelay
+		}
 		cmd.Wait()
 		return nil, fmt.Errorf("sandbox network: %w; pass --sandbox-network off or host to run without pasta", err)
 	}
 	pid, err := childPid(info)
 	if err != nil {
-		return fail(err)
+		return fail(0, err)
 	}
 	stop, err := l.attachPasta(pid)
 	if err != nil {
-		return fail(err)
+		return fail(pid, err)
 	}
 	return func() error {
 		err := cmd.Wait()

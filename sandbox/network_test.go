@@ -255,3 +255,64 @@ func TestParseNetwork(t *testing.T) {
 		t.Errorf("New with network bridge = %v, %v", l, err)
 	}
 }
+
+// A pasta that fails at once makes the launcher end the sandbox it was
+// attaching to before the sandbox's own setup is done, the moment at which
+// bubblewrap's child has not yet asked to die with bubblewrap. The probe
+// must still come back, every time, with the warning, and leave no
+// process of its sandbox behind (a worker once hung at start for good,
+// its probe's sandbox orphaned and holding the probe's pipes).
+func TestNetworkOnWithAPastaThatFailsFallsBackPromptly(t *testing.T) {
+	failing := filepath.Join(t.TempDir(), "pasta")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho refused here >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := sandboxes(t)
+	for i := range 20 {
+		var logs testlog.Buffer
+		done := make(chan error, 1)
+		go func() {
+			_, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap, Pasta: failing}, logs.Text())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Skipf("bubblewrap cannot run here, so the sandbox is not tested: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("probe %d: sandbox.New still probing pasta after 30 s", i)
+		}
+		if line := logs.String(); !strings.Contains(line, "shares the host's network") || !strings.Contains(line, "refused here") {
+			t.Fatalf("probe %d: the warning = %q; want the host's network shared and what pasta said", i, line)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := sandboxes(t) - before
+		if left <= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the probes' sandboxes still run", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sandboxes counts the bubblewrap processes running on the host, whose
+// pasta probe's sandboxes are among them.
+func sandboxes(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, pid := range hostPids(t, "--unshare-net") {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err == nil && filepath.Base(exe) == "bwrap" {
+			if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+				if s := string(stat); !strings.HasPrefix(s[strings.LastIndexByte(s, ')')+1:], " Z") {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}

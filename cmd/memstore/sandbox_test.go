@@ -96,6 +96,10 @@ func TestWorkerRunAsAnUnprivilegedUserSandboxesBash(t *testing.T) {
 		"--environment-id", s.env.ID, "--work-id", w.ID, "--session-id", sess.ID, "--workdir", workdir, "--mount-root", mnt)
 	cmd.Env = append(s.workerEnv(workdir), "ANTHROPIC_WORK_SECRET="+*w.Secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	// A worker still running at the deadline prints its goroutines
+	// (SIGQUIT) so that the failure says where it was stuck.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("worker run as uid %d: %v\n%s", nobody, err, out)
