@@ -254,9 +254,15 @@ func runFaultScenario(t *testing.T, bin, point, victim string, sandboxed bool) {
 		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_ENVIRONMENT_ID=" + env.ID, "ANTHROPIC_ENVIRONMENT_KEY=" + key,
 	}
 	// Without a sandbox the script's shell writes reach the store's folder
-	// by its path on this machine; with one, at its mount path.
+	// by its path on this machine; with one, at its mount path. The lease
+	// is short, so that a killed worker's item is claimed again soon, but
+	// not shorter than the machine's worst stall: with 5 s, one long run's
+	// server answered no write for 8 s while its reads went on (most
+	// likely SQLite's fsync waiting behind the other tests' disk writes),
+	// the lease lapsed before the fault point and the scenario never
+	// reached it.
 	workerArgs := []string{"worker", "poll", "--mount-root", mountRoot, "--workdir", workdir, "--sandbox", sandboxMode,
-		"--memory-sync-interval", "5s", "--lease-ttl", "5s", "--max-idle", "1s", "--log-format", "json"}
+		"--memory-sync-interval", "5s", "--lease-ttl", "15s", "--max-idle", "1s", "--log-format", "json"}
 	worker := startProc(t, bin, append(workerEnv, "MEMSTORE_FAULT_AT="+point), workerArgs...)
 	var killed string // filled at the kill
 	// On failure, whatever the step: what the processes said and where the
