@@ -47,6 +47,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, storage.ErrNotFound):
 		ae = apiErrorf(notFound, "not found: %s", r.URL.Path)
+	case errors.Is(err, storage.ErrOutcomeUnknown):
+		// The connection broke between the COMMIT and its answer: the
+		// write may have landed. Repeated blindly it would be refused
+		// (a create's path taken, a guarded update's hash stale) or
+		// applied twice, so the client is told to read first.
+		s.log.WarnContext(r.Context(), "database connection lost at a COMMIT; the write may have landed", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apiErrorf(api.Internal, "the database connection failed as this write was committed, so whether it landed is unknown: read it back before writing it again")
+		ae.StatusCode = http.StatusServiceUnavailable
+		w.Header().Set("x-should-retry", "false")
 	case errors.Is(err, storage.ErrUnavailable):
 		// The database is away (restarting, failing over): the request
 		// changed nothing, and the pool reconnects by itself, so the

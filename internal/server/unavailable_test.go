@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,60 @@ func TestALostDatabaseIs503AndRecovers(t *testing.T) {
 		return
 	}
 	t.Fatal("no request met the lost database in 20 attempts")
+}
+
+// A write whose COMMIT ran but whose answer the connection lost is a 503
+// that says the outcome is unknown and to read back first, with
+// x-should-retry: false (repeated blindly, a create that landed answers
+// 409): for a memory create and for an event append alike. Reading back
+// finds each landed, once.
+func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
+	cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
+	db, err := postgres.Open(t.Context(), through, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e := newCPEnv(t, func(c *cpConfig) { c.App.Store = db; c.App.Now = nil })
+	var st api.MemoryStore
+	e.must(200, "POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "lost answers"}, &st)
+	env := e.environment("lost answers")
+	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
+
+	lost := func(what string, call func() cpResp) {
+		t.Helper()
+		cut.Arm()
+		res := call()
+		if cut.Cuts() == 0 {
+			t.Fatalf("%s: the proxy cut no COMMIT (answered %d)", what, res.status)
+		}
+		var env api.ErrorEnvelope
+		res.decode(t, &env)
+		if res.status != http.StatusServiceUnavailable || res.header.Get("x-should-retry") != "false" || env.Error == nil ||
+			!strings.Contains(env.Error.Message, "whether it landed is unknown") || !strings.Contains(env.Error.Message, "read it back") {
+			t.Fatalf("%s whose COMMIT's answer was lost: %d x-should-retry=%q %+v", what, res.status, res.header.Get("x-should-retry"), env.Error)
+		}
+	}
+	before := len(e.events(sess.ID))
+	lost("an event append", func() cpResp {
+		return e.call("POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, map[string]any{"events": []any{map[string]any{
+			"type": "user.message", "content": []any{map[string]any{"type": "text", "text": "said once"}}}}})
+	})
+	body := map[string]any{"path": "/lost.md", "content": "landed"}
+	lost("a memory create", func() cpResp {
+		return e.call("POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, body)
+	})
+
+	if res := e.call("POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, body); res.status != http.StatusConflict {
+		t.Fatalf("the create repeated: %d, want 409 (it landed)", res.status)
+	}
+	said := 0
+	for _, ev := range e.events(sess.ID)[before:] {
+		if ev.Type == api.EventUserMessage && ev.Text() == "said once" {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Fatalf("the lost append is in the session's log %d times, want once", said)
+	}
 }

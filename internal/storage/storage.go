@@ -64,6 +64,13 @@ var ErrNotFound = errors.New("storage: not found")
 // x-should-retry: true; the backend reconnects by itself.
 var ErrUnavailable = errors.New("storage: database unavailable")
 
+// ErrOutcomeUnknown reports a write whose COMMIT was sent but whose answer
+// was lost with the connection: it may have landed or not. It comes joined
+// with ErrUnavailable. The HTTP layer answers 503 with x-should-retry:
+// false, saying to read the object back before writing again (a create
+// or a guarded update that landed answers 409 when repeated).
+var ErrOutcomeUnknown = errors.New("storage: the write's outcome is unknown")
+
 // Wake names what changed: the log of session Key (TopicSession) or the
 // queue of environment Key (TopicQueue).
 type Wake struct {

@@ -227,6 +227,12 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		if c.guessing {
 			b.forgetRefusals() // unchecked: the COMMIT's outcome is unknown
 		}
+		if !refusedCommit(err) && !pgconn.SafeToRetry(err) {
+			// Sent and not answered: running the writes again could
+			// apply them twice, and answering them as not applied could
+			// be wrong.
+			return false, outcomeUnknown("a batch of memory writes", "read the memory back before writing it again", err)
+		}
 		return false, err
 	}
 	committed = true
@@ -610,7 +616,16 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 	c.deferred = nil
 	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
-			c.failed, c.broken = &deferredFailure{write: d.write, err: err}, true
+			c.broken = true
+			// Only a statement PostgreSQL refused is the write's own
+			// failure. A connection lost is the batch's: behind a COMMIT
+			// it may have committed, and running the others again could
+			// apply them twice.
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				return err
+			}
+			c.failed = &deferredFailure{write: d.write, err: err}
 			return unavailable(err)
 		}
 	}

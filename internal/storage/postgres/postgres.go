@@ -23,6 +23,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -201,8 +203,8 @@ func retryable(err error) bool {
 // opposed to a refused statement) with storage.ErrUnavailable, so the
 // server answers 503 and clients retry.
 func unavailable(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, storage.ErrUnavailable) {
+		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -213,11 +215,26 @@ func unavailable(err error) error {
 		}
 		return err
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
+	// The connection failing under a statement, its COMMIT included, is
+	// the database away too (its outcome unknown): closed (EOF), reset or
+	// timed out (a net.Error).
+	var (
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
 		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 	}
 	return err
+}
+
+// outcomeUnknown marks the error of a COMMIT sent whose answer was lost:
+// storage.ErrOutcomeUnknown joined with storage.ErrUnavailable, saying
+// what was committed and how to learn whether it landed.
+func outcomeUnknown(what, readBack string, err error) error {
+	return fmt.Errorf("%w: %w: postgres: the COMMIT of %s got no answer, so whether it landed is unknown (%s): %w",
+		storage.ErrUnavailable, storage.ErrOutcomeUnknown, what, readBack, err)
 }
 
 // Redact returns url with its password removed, for logs and messages.

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
@@ -239,7 +238,7 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	// are told the database is away; the others' answers stand.
 	for i := range batch {
 		if wrote[i] {
-			answers[i] = fmt.Errorf("%w: postgres: the COMMIT of a batch of appends got no answer, so whether this one was stored is unknown (list the session's events to see): %w", storage.ErrUnavailable, err)
+			answers[i] = outcomeUnknown("a batch of appends", "list the session's events to see", err)
 		}
 	}
 	return answers, nil

@@ -1,0 +1,94 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/testenv"
+)
+
+// A batch whose COMMIT committed but whose reply was lost (the connection
+// cut, closed or reset, after the COMMIT ran) answers each of its writes
+// that the database is unavailable and the outcome unknown, never success
+// and never a refusal, and runs none of them again (which would apply them
+// twice, or refuse a write that landed); the writes of other batches
+// answer as usual. Each write of the cut batch did land: retried, it is
+// told its path is taken; the replica's next writes land after them, on a
+// batch that reads first or on a guess alike, and the feed stays gap-free.
+func TestACommitWhoseReplyIsLostIsAnsweredOutcomeUnknown(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		for _, known := range []bool{false, true} {
+			t.Run(fmt.Sprintf("reset=%v/guessed=%v", reset, known), func(t *testing.T) {
+				cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
+				cut.Reset = reset
+				db := openOn(t, through)
+				db.KeepClockFor(time.Hour)
+				ctx := t.Context()
+				st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "lost reply"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				create := func(path string) (storage.MemoryRow, error) {
+					return db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: path, Content: path, By: benchBy})
+				}
+				base := 0
+				if known {
+					// The first create reads the store; the second commits
+					// on its guess, so the cut batch guesses too.
+					for _, p := range []string{"/a.md", "/b.md"} {
+						if _, err := create(p); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if db.GuessedBatches() == 0 {
+						t.Fatal("no batch guessed: the cut batch would not be a guessed one")
+					}
+					base = 2
+				}
+
+				const writers = 4
+				errs := make([]error, writers)
+				var wg sync.WaitGroup
+				cut.Arm()
+				for i := range writers {
+					wg.Go(func() { _, errs[i] = create(fmt.Sprintf("/lost/%d.md", i)) })
+				}
+				wg.Wait()
+				if cut.Cuts() != 1 {
+					t.Fatalf("the proxy cut %d COMMITs, want 1 (the creates answered %v)", cut.Cuts(), errs)
+				}
+				unknown := 0
+				for i, err := range errs {
+					switch {
+					case err == nil:
+					case errors.Is(err, storage.ErrUnavailable) && errors.Is(err, storage.ErrOutcomeUnknown):
+						unknown++
+						var conflict *storage.PathConflictError
+						path := fmt.Sprintf("/lost/%d.md", i)
+						if _, err := create(path); !errors.As(err, &conflict) || conflict.Path != path {
+							t.Errorf("create %s, its outcome unknown, retried: %v, want the path taken (it landed)", path, err)
+						}
+					default:
+						t.Errorf("create /lost/%d.md answered %v, want success or the outcome unknown", i, err)
+					}
+				}
+				if unknown == 0 {
+					t.Fatalf("no create answered the outcome unknown: %v", errs)
+				}
+				for i := range 3 {
+					if _, err := create(fmt.Sprintf("/after/%d.md", i)); err != nil {
+						t.Fatalf("a create after the lost reply: %v", err)
+					}
+				}
+				if n, err := db.CountMemories(ctx, st.ID); err != nil || n != base+writers+3 {
+					t.Fatalf("count %d (%v), want %d", n, err, base+writers+3)
+				}
+				feedIsGapFree(t, db, st.ID, base+writers+3)
+			})
+		}
+	}
+}
