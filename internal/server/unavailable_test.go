@@ -81,8 +81,10 @@ func TestALostDatabaseIs503AndRecovers(t *testing.T) {
 // A write whose COMMIT ran but whose answer the connection lost is a 503
 // that says the outcome is unknown and to read back first, with
 // x-should-retry: false (repeated blindly, a create that landed answers
-// 409): for a memory create and for an event append alike. Reading back
-// finds each landed, once.
+// 409 or, for a memory store, makes a second one): for a memory store's
+// create (a plain transaction), a memory create (a batch of memory writes)
+// and an event append (a batch of appends) alike. Reading back finds each
+// landed, once.
 func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 	cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
 	db, err := postgres.Open(t.Context(), through, postgres.Options{})
@@ -109,6 +111,20 @@ func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 			!strings.Contains(env.Error.Message, "whether it landed is unknown") || !strings.Contains(env.Error.Message, "read it back") {
 			t.Fatalf("%s whose COMMIT's answer was lost: %d x-should-retry=%q %+v", what, res.status, res.header.Get("x-should-retry"), env.Error)
 		}
+	}
+	lost("a memory store's create", func() cpResp {
+		return e.call("POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "made once"})
+	})
+	var stores api.Page[api.MemoryStore]
+	e.must(200, "GET", "/v1/memory_stores?limit=100", e.apiKey, nil, &stores)
+	made := 0
+	for _, s := range stores.Data {
+		if s.Name == "made once" {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Fatalf("the store whose create's COMMIT answer was lost is there %d times, want once", made)
 	}
 	before := len(e.events(sess.ID))
 	lost("an event append", func() cpResp {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -66,8 +67,16 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 	if !t.begun && len(t.deferred) == 0 {
 		return nil
 	}
+	// A write transaction whose COMMIT went out but whose answer did not
+	// come back may have committed: it is not run again, and its caller
+	// is told the outcome is unknown. A read-only one changed nothing.
+	writes := !strings.HasSuffix(begin, "READ ONLY")
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
+		var pe *pgconn.PgError
+		if writes && !errors.As(err, &pe) && !pgconn.SafeToRetry(err) {
+			return outcomeUnknown("a transaction", "read back what it wrote before writing it again", err)
+		}
 		// A deferred statement failed: PostgreSQL skipped the COMMIT.
 		t.rollback(ctx)
 		return err
@@ -77,6 +86,9 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 		err = cerr
 	}
 	if err != nil {
+		if writes && !refusedCommit(err) && !pgconn.SafeToRetry(err) {
+			return outcomeUnknown("a transaction", "read back what it wrote before writing it again", err)
+		}
 		return err
 	}
 	if tag.String() == "ROLLBACK" {
