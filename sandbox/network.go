@@ -55,9 +55,9 @@ const infoFD = 5
 // configure the namespace.
 const readyTimeout = 10 * time.Second
 
-// failWaitDelay bounds how long a sandbox ended before its command ran
-// may keep its output pipes open after bubblewrap has exited.
-const failWaitDelay = 2 * time.Second
+// pipeWaitDelay bounds how long a sandbox's pipes may stay open after
+// bubblewrap has exited (see Start).
+const pipeWaitDelay = 2 * time.Second
 
 // Start starts cmd, a command line made by Command, in place of
 // cmd.Start and returns what waits for it. With network On served by
@@ -81,6 +81,13 @@ func (l *Launcher) Start(cmd *exec.Cmd) (wait func() error, err error) {
 	defer info.Close()
 	cmd.ExtraFiles = make([]*os.File, infoFD-2)
 	cmd.ExtraFiles[infoFD-3] = infoW
+	if cmd.WaitDelay == 0 {
+		// Every process of a sandbox ends with it, so its pipes close
+		// when it exits, but for a sandbox ended before its command ran
+		// (fail below): this bounds Wait there. Set before Start, which
+		// may hand it to the goroutine that watches cmd's context.
+		cmd.WaitDelay = pipeWaitDelay
+	}
 	err = cmd.Start()
 	infoW.Close()
 	if err != nil {
@@ -93,26 +100,32 @@ func (l *Launcher) Start(cmd *exec.Cmd) (wait func() error, err error) {
 	// for good (seen: a worker stuck at start, its pasta probe's cat
 	// reading a stdin no one would close). Killing the child, the first
 	// process of the sandbox's PID namespace, ends every process in it;
-	// the WaitDelay bounds Wait where the child's pid is not known.
-	fail := func(sandboxPid int, err error) (func() error, error) {
-		if sandboxPid > 0 {
-			syscall.Kill(sandboxPid, syscall.SIGKILL)
+	// the WaitDelay bounds Wait where the child is not known.
+	fail := func(first *os.Process, err error) (func() error, error) {
+		if first != nil {
+			first.Kill()
+			first.Release()
 		}
 		cmd.Process.Kill()
-		if cmd.WaitDelay == 0 {
-			cmd.WaitDelay = failWaitDelay
-		}
 		cmd.Wait()
 		return nil, fmt.Errorf("sandbox network: %w; pass --sandbox-network off or host to run without pasta", err)
 	}
 	pid, err := childPid(info)
 	if err != nil {
-		return fail(0, err)
+		return fail(nil, err)
+	}
+	// A handle on the child, taken while bubblewrap still waits for it
+	// (a pidfd where the kernel has them), so that the kill above cannot
+	// reach another process given its pid later.
+	first, err := os.FindProcess(pid)
+	if err != nil {
+		return fail(nil, err)
 	}
 	stop, err := l.attachPasta(pid)
 	if err != nil {
-		return fail(pid, err)
+		return fail(first, err)
 	}
+	first.Release()
 	return func() error {
 		err := cmd.Wait()
 		stop()

@@ -82,8 +82,9 @@ func TestALostDatabaseIs503AndRecovers(t *testing.T) {
 // that says the outcome is unknown and to read back first, with
 // x-should-retry: false (repeated blindly, a create that landed answers
 // 409 or, for a memory store, makes a second one): for a memory store's
-// create (a plain transaction), a memory create (a batch of memory writes)
-// and an event append (a batch of appends) alike. Reading back finds each
+// create (a plain transaction), a vault's (one statement, committed on its
+// own), a memory create (a batch of memory writes) and an event append (a
+// batch of appends) alike. Reading back finds each
 // landed, once.
 func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 	cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
@@ -98,9 +99,9 @@ func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 	env := e.environment("lost answers")
 	sess := e.session(env.ID, e.scriptedAgent().ID, nil)
 
-	lost := func(what string, call func() cpResp) {
+	lost := func(what, marker, tag string, call func() cpResp) {
 		t.Helper()
-		cut.Arm()
+		cut.ArmAt(marker, tag)
 		res := call()
 		if cut.Cuts() == 0 {
 			t.Fatalf("%s: the proxy cut no COMMIT (answered %d)", what, res.status)
@@ -112,7 +113,7 @@ func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 			t.Fatalf("%s whose COMMIT's answer was lost: %d x-should-retry=%q %+v", what, res.status, res.header.Get("x-should-retry"), env.Error)
 		}
 	}
-	lost("a memory store's create", func() cpResp {
+	lost("a memory store's create", "made once", "COMMIT", func() cpResp {
 		return e.call("POST", "/v1/memory_stores", e.apiKey, map[string]any{"name": "made once"})
 	})
 	var stores api.Page[api.MemoryStore]
@@ -126,13 +127,21 @@ func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 	if made != 1 {
 		t.Fatalf("the store whose create's COMMIT answer was lost is there %d times, want once", made)
 	}
+	lost("a vault's create (one statement, its own transaction)", "kept once", "INSERT 0 1", func() cpResp {
+		return e.call("POST", "/v1/vaults", e.apiKey, map[string]any{"display_name": "kept once"})
+	})
+	var vaults api.Page[api.Vault]
+	e.must(200, "GET", "/v1/vaults?limit=100", e.apiKey, nil, &vaults)
+	if len(vaults.Data) != 1 || vaults.Data[0].DisplayName != "kept once" {
+		t.Fatalf("vaults after the lost answer: %+v, want the one made", vaults.Data)
+	}
 	before := len(e.events(sess.ID))
-	lost("an event append", func() cpResp {
+	lost("an event append", "said once", "COMMIT", func() cpResp {
 		return e.call("POST", "/v1/sessions/"+sess.ID+"/events", e.apiKey, map[string]any{"events": []any{map[string]any{
 			"type": "user.message", "content": []any{map[string]any{"type": "text", "text": "said once"}}}}})
 	})
 	body := map[string]any{"path": "/lost.md", "content": "landed"}
-	lost("a memory create", func() cpResp {
+	lost("a memory create", "/lost.md", "COMMIT", func() cpResp {
 		return e.call("POST", "/v1/memory_stores/"+st.ID+"/memories", e.apiKey, body)
 	})
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/sqlstore"
@@ -31,6 +32,11 @@ type conn struct {
 
 func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	tag, err := c.q.Exec(ctx, c.s.numbered(query), args...)
+	if _, autocommit := c.q.(*pgxpool.Pool); autocommit && answerLost(err) {
+		// A statement on the pool is its own transaction: sent and not
+		// answered, it may have committed.
+		return 0, outcomeUnknown("a statement committed on its own", "read back what it wrote before writing it again", err)
+	}
 	return tag.RowsAffected(), unavailable(err)
 }
 

@@ -227,11 +227,11 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		if c.guessing {
 			b.forgetRefusals() // unchecked: the COMMIT's outcome is unknown
 		}
-		if !refusedCommit(err) && !pgconn.SafeToRetry(err) {
+		if answerLost(err) {
 			// Sent and not answered: running the writes again could
 			// apply them twice, and answering them as not applied could
 			// be wrong.
-			return false, outcomeUnknown("a batch of memory writes", "read the memory back before writing it again", err)
+			return false, outcomeUnknown("the COMMIT of a batch of memory writes", "read the memory back before writing it again", err)
 		}
 		return false, err
 	}
@@ -256,8 +256,7 @@ func (b *pendingBatch) forgetRefusals() {
 // not commit: PostgreSQL refused a statement (and skipped the rest of the
 // pipeline, the COMMIT with it), or nothing was sent.
 func nothingCommitted(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+	return refusedCommit(err) || notSent(err)
 }
 
 // failed settles the write whose deferred statement failed with its error
@@ -617,12 +616,11 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
 			c.broken = true
-			// Only a statement PostgreSQL refused is the write's own
-			// failure. A connection lost is the batch's: behind a COMMIT
-			// it may have committed, and running the others again could
-			// apply them twice.
-			var pe *pgconn.PgError
-			if !errors.As(err, &pe) {
+			// A statement PostgreSQL refused (or pgx could not send) is
+			// the write's own failure. A connection lost is the batch's:
+			// behind a COMMIT it may have committed, and running the
+			// others again could apply them twice.
+			if connectionLost(err) {
 				return err
 			}
 			c.failed = &deferredFailure{write: d.write, err: err}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,8 +47,11 @@ func (t *lazyTx) DeferRead(sql string, args []any, read func(pgx.Rows) error) {
 }
 
 // runLazyTx runs fn in one transaction on a connection of pool, opened by
-// begin, committing when fn returns nil and rolling back otherwise.
-func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*lazyTx) error) (err error) {
+// begin, committing when fn returns nil and rolling back otherwise. A
+// transaction that writes and whose COMMIT went out but whose answer did
+// not come back may have committed: it answers storage.ErrOutcomeUnknown
+// and is not run again. A read-only one changed nothing.
+func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, writes bool, fn func(*lazyTx) error) (err error) {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -67,17 +69,13 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 	if !t.begun && len(t.deferred) == 0 {
 		return nil
 	}
-	// A write transaction whose COMMIT went out but whose answer did not
-	// come back may have committed: it is not run again, and its caller
-	// is told the outcome is unknown. A read-only one changed nothing.
-	writes := !strings.HasSuffix(begin, "READ ONLY")
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
-		var pe *pgconn.PgError
-		if writes && !errors.As(err, &pe) && !pgconn.SafeToRetry(err) {
-			return outcomeUnknown("a transaction", "read back what it wrote before writing it again", err)
+		// A statement's answer ahead of the COMMIT: refused, PostgreSQL
+		// skipped the COMMIT; the connection lost, it may have run.
+		if writes && connectionLost(err) {
+			return outcomeUnknown("the COMMIT of a transaction", "read back what it wrote before writing it again", err)
 		}
-		// A deferred statement failed: PostgreSQL skipped the COMMIT.
 		t.rollback(ctx)
 		return err
 	}
@@ -86,8 +84,8 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*l
 		err = cerr
 	}
 	if err != nil {
-		if writes && !refusedCommit(err) && !pgconn.SafeToRetry(err) {
-			return outcomeUnknown("a transaction", "read back what it wrote before writing it again", err)
+		if writes && answerLost(err) {
+			return outcomeUnknown("the COMMIT of a transaction", "read back what it wrote before writing it again", err)
 		}
 		return err
 	}

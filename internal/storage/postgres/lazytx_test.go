@@ -40,7 +40,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 
 	// Committed: a first statement that returns rows, read to the end,
 	// then writes.
-	if err := runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+	if err := runLazyTx(ctx, pool, "BEGIN", true, func(q *lazyTx) error {
 		rs, err := q.Query(ctx, `SELECT generate_series(1, 3)`)
 		if err != nil {
 			return err
@@ -61,14 +61,14 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 	}
 
 	// A failing first statement: its error is returned, nothing stays.
-	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error { return insert(q, 1) })
+	err = runLazyTx(ctx, pool, "BEGIN", true, func(q *lazyTx) error { return insert(q, 1) })
 	if err == nil {
 		t.Fatal("a duplicate key as the first statement returned no error")
 	}
 
 	// A failing later statement that fn ignores: COMMIT rolls back, and
 	// the caller is told.
-	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+	err = runLazyTx(ctx, pool, "BEGIN", true, func(q *lazyTx) error {
 		if err := insert(q, 3); err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 	}
 
 	// QueryRow as the first statement, and no row.
-	if err := runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q *lazyTx) error {
+	if err := runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, func(q *lazyTx) error {
 		var body string
 		if err := q.QueryRow(ctx, `SELECT body FROM notes WHERE id = 9`).Scan(&body); !errors.Is(err, pgx.ErrNoRows) {
 			t.Errorf("QueryRow of no row: %v, want pgx.ErrNoRows", err)
@@ -93,7 +93,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The read-only BEGIN was the one sent.
-	err = runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", func(q *lazyTx) error { return insert(q, 4) })
+	err = runLazyTx(ctx, pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, func(q *lazyTx) error { return insert(q, 4) })
 	if err == nil {
 		t.Fatal("a write in a read-only transaction returned no error")
 	}
@@ -103,7 +103,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 
 	// Deferred statements run in order before the next statement, which
 	// sees them, and before the COMMIT.
-	if err := runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+	if err := runLazyTx(ctx, pool, "BEGIN", true, func(q *lazyTx) error {
 		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 5)
 		var n int
 		if err := q.QueryRow(ctx, `SELECT count(*) FROM notes`).Scan(&n); err != nil || n != 3 {
@@ -119,7 +119,7 @@ func TestALazyTransactionIsAWholeTransaction(t *testing.T) {
 	}
 	// A deferred statement that fails at the COMMIT fails the transaction,
 	// and the statements before it are rolled back with it.
-	err = runLazyTx(ctx, pool, "BEGIN", func(q *lazyTx) error {
+	err = runLazyTx(ctx, pool, "BEGIN", true, func(q *lazyTx) error {
 		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 7)
 		q.Defer(`INSERT INTO notes VALUES ($1, 'x')`, 1)
 		return nil

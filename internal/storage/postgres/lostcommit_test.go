@@ -53,7 +53,7 @@ func TestACommitWhoseReplyIsLostIsAnsweredOutcomeUnknown(t *testing.T) {
 				const writers = 4
 				errs := make([]error, writers)
 				var wg sync.WaitGroup
-				cut.Arm()
+				cut.Arm("/lost/")
 				for i := range writers {
 					wg.Go(func() { _, errs[i] = create(fmt.Sprintf("/lost/%d.md", i)) })
 				}

@@ -19,6 +19,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -175,18 +176,18 @@ const maxAttempts = 10
 // deadlock: fn must therefore only touch the database and its own
 // results.
 func (s *DB) tx(ctx context.Context, fn func(*lazyTx) error) error {
-	return s.txWith(ctx, "BEGIN", fn)
+	return s.txWith(ctx, "BEGIN", true, fn)
 }
 
 // readTx runs fn in a read-only REPEATABLE READ transaction: one snapshot
 // for a listing that takes several queries.
 func (s *DB) readTx(ctx context.Context, fn func(*lazyTx) error) error {
-	return s.txWith(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn)
+	return s.txWith(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", false, fn)
 }
 
-func (s *DB) txWith(ctx context.Context, begin string, fn func(*lazyTx) error) error {
+func (s *DB) txWith(ctx context.Context, begin string, writes bool, fn func(*lazyTx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := runLazyTx(ctx, s.pool, begin, fn)
+		err := runLazyTx(ctx, s.pool, begin, writes, fn)
 		if err == nil || attempt == maxAttempts || !retryable(err) {
 			return unavailable(err)
 		}
@@ -222,18 +223,55 @@ func unavailable(err error) error {
 		ce *pgconn.ConnectError
 		ne net.Error
 	)
-	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	if errors.As(err, &ce) || (errors.As(err, &ne) && !errors.Is(err, context.DeadlineExceeded)) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) || strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
 		return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
 	}
 	return err
 }
 
-// outcomeUnknown marks the error of a COMMIT sent whose answer was lost:
-// storage.ErrOutcomeUnknown joined with storage.ErrUnavailable, saying
-// what was committed and how to learn whether it landed.
+// refusedCommit reports a COMMIT that PostgreSQL refused, leaving nothing
+// committed: any error of severity ERROR (a constraint checked at commit,
+// a serialization failure, a full NOTIFY queue) but 40003, whose outcome
+// is by definition unknown. FATAL and PANIC end the connection: whether the
+// COMMIT got through before is not known. The severity is read unlocalized,
+// as a server with lc_messages in another language translates the other.
+func refusedCommit(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && cmp.Or(pe.SeverityUnlocalized, pe.Severity) == "ERROR" && pe.Code != "40003"
+}
+
+// notSent reports an error after which PostgreSQL surely received nothing
+// of what was to run: pgx says so, or it failed before sending a batch
+// (preparing its statements, encoding its arguments).
+func notSent(err error) bool {
+	var pre pgx.ErrPreprocessingBatch
+	return pgconn.SafeToRetry(err) || errors.As(err, &pre)
+}
+
+// connectionLost reports the connection failing after what was to run had
+// gone out: not a statement refused, not nothing sent, not the caller
+// giving up (a context ending).
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	return err != nil && !errors.As(err, &pe) && !notSent(err) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// answerLost reports an error in place of a COMMIT's answer (or of an
+// autocommitted statement's) after which whether it committed is unknown:
+// the connection lost, or ended by a FATAL error.
+func answerLost(err error) bool {
+	var pe *pgconn.PgError
+	return connectionLost(err) || (errors.As(err, &pe) && !refusedCommit(err))
+}
+
+// outcomeUnknown marks the error of a COMMIT (or of a statement that is
+// its own transaction) sent whose answer was lost: storage.ErrOutcomeUnknown
+// joined with storage.ErrUnavailable, saying what went unanswered and how
+// to learn whether it landed.
 func outcomeUnknown(what, readBack string, err error) error {
-	return fmt.Errorf("%w: %w: postgres: the COMMIT of %s got no answer, so whether it landed is unknown (%s): %w",
+	return fmt.Errorf("%w: %w: postgres: %s got no answer, so whether it landed is unknown (%s): %w",
 		storage.ErrUnavailable, storage.ErrOutcomeUnknown, what, readBack, err)
 }
 

@@ -230,7 +230,7 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	case err == nil:
 		err = cerr
 	}
-	if refusedCommit(err) || pgconn.SafeToRetry(err) {
+	if !answerLost(err) {
 		return nil, errRunAlone // nothing committed: refused, or never sent
 	}
 	// The COMMIT's answer was lost: whether it committed is unknown, so
@@ -238,20 +238,10 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	// are told the database is away; the others' answers stand.
 	for i := range batch {
 		if wrote[i] {
-			answers[i] = outcomeUnknown("a batch of appends", "list the session's events to see", err)
+			answers[i] = outcomeUnknown("the COMMIT of a batch of appends", "list the session's events to see", err)
 		}
 	}
 	return answers, nil
-}
-
-// refusedCommit reports a COMMIT that PostgreSQL refused, leaving nothing
-// committed: any error of severity ERROR (a constraint checked at commit,
-// a serialization failure, a full NOTIFY queue) but 40003, whose outcome
-// is by definition unknown. FATAL and PANIC end the connection: whether the
-// COMMIT got through before is not known.
-func refusedCommit(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Severity == "ERROR" && pe.Code != "40003"
 }
 
 // runShared runs fn, turning a panic into an error so one bad append
