@@ -140,18 +140,24 @@ func (p *CommitCutter) pipe(client net.Conn) {
 		if _, err := io.ReadFull(r, head); err != nil {
 			return
 		}
-		body := make([]byte, int(binary.BigEndian.Uint32(head[1:]))-4)
+		n := int(binary.BigEndian.Uint32(head[1:])) - 4
+		if n < 0 {
+			return // not PostgreSQL's protocol: drop the connection
+		}
+		body := make([]byte, n)
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
 		if head[0] == 'C' && marked.Load() && string(body) == p.armedTag()+"\x00" && p.disarm() {
 			holding = true
 		}
-		if head[0] == 'C' && string(body) == "COMMIT\x00" {
+		// Idle again: the transaction the marker was sent in is over.
+		idle := head[0] == 'Z' && len(body) == 1 && body[0] == 'I'
+		if idle && !holding {
 			marked.Store(false)
 		}
 		if holding {
-			if head[0] != 'Z' {
+			if !idle {
 				continue
 			}
 			p.cuts.Add(1)

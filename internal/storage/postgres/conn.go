@@ -31,10 +31,21 @@ type conn struct {
 }
 
 func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	tag, err := c.q.Exec(ctx, c.s.numbered(query), args...)
-	if _, autocommit := c.q.(*pgxpool.Pool); autocommit && answerLost(err) {
-		// A statement on the pool is its own transaction: sent and not
-		// answered, it may have committed.
+	pool, autocommit := c.q.(*pgxpool.Pool)
+	if !autocommit {
+		tag, err := c.q.Exec(ctx, c.s.numbered(query), args...)
+		return tag.RowsAffected(), unavailable(err)
+	}
+	// A statement on the pool is its own transaction: sent and not
+	// answered, it may have committed. No connection to send it on is
+	// only the database away.
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	defer pc.Release()
+	tag, err := pc.Exec(ctx, c.s.numbered(query), args...)
+	if answerLost(err) {
 		return 0, outcomeUnknown("a statement committed on its own", "read back what it wrote before writing it again", err)
 	}
 	return tag.RowsAffected(), unavailable(err)

@@ -256,7 +256,8 @@ func (b *pendingBatch) forgetRefusals() {
 // not commit: PostgreSQL refused a statement (and skipped the rest of the
 // pipeline, the COMMIT with it), or nothing was sent.
 func nothingCommitted(err error) bool {
-	return refusedCommit(err) || notSent(err)
+	var ahead aheadOfCommit
+	return errors.As(err, &ahead) || refusedCommit(err) || notSent(err)
 }
 
 // failed settles the write whose deferred statement failed with its error
@@ -543,10 +544,47 @@ func (c *batchConn) now() time.Time {
 // moved and commits, in one round trip.
 func (c *batchConn) commit(ctx context.Context) error {
 	var bt pgx.Batch
-	c.queueCommit(&bt)
-	err := c.send(ctx, &bt)
+	ahead := c.queueCommit(&bt)
+	err := c.commitResults(c.pc.SendBatch(ctx, &bt), ahead)
 	if err != nil && c.failed == nil {
 		err = fmt.Errorf("postgres: commit memory writes: %w", err)
+	}
+	return err
+}
+
+// commitResults reads the answers that end a batch's pipeline: the
+// deferred statements', the ahead statements' queued before the COMMIT,
+// and the COMMIT's; it closes br.
+func (c *batchConn) commitResults(br pgx.BatchResults, ahead int) error {
+	err := c.deferredResults(br)
+	for i := 0; err == nil && i < ahead; i++ {
+		_, err = br.Exec()
+		err = markAhead(err)
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// aheadOfCommit is PostgreSQL's refusal of a statement queued ahead of
+// the COMMIT in the same pipeline, FATAL included: PostgreSQL answers in
+// order, so the COMMIT never ran.
+type aheadOfCommit struct{ err error }
+
+func (e aheadOfCommit) Error() string { return e.err.Error() }
+func (e aheadOfCommit) Unwrap() error { return e.err }
+
+// markAhead marks err, a statement's answer ahead of the COMMIT, when it
+// is PostgreSQL's; a connection lost stays what it is (the COMMIT may have
+// run, its answer lost with the rest).
+func markAhead(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return aheadOfCommit{err}
 	}
 	return err
 }
@@ -563,8 +601,9 @@ func (c *batchConn) send(ctx context.Context, bt *pgx.Batch) error {
 }
 
 // queueCommit queues the deferred statements, the counters the batch moved
-// and the COMMIT.
-func (c *batchConn) queueCommit(bt *pgx.Batch) {
+// and the COMMIT; it returns how many statements it queued between the
+// deferred ones and the COMMIT.
+func (c *batchConn) queueCommit(bt *pgx.Batch) (ahead int) {
 	var (
 		ids    []string
 		seqs   []int64
@@ -578,8 +617,10 @@ func (c *batchConn) queueCommit(bt *pgx.Batch) {
 	}
 	if len(ids) > 0 {
 		bt.Queue(`UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`, ids, seqs, counts)
+		ahead++
 	}
 	bt.Queue("COMMIT")
+	return ahead
 }
 
 // deferredExec is a statement of write `write` not yet sent.
@@ -616,11 +657,12 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 	for _, d := range deferred {
 		if _, err := br.Exec(); err != nil {
 			c.broken = true
-			// A statement PostgreSQL refused (or pgx could not send) is
-			// the write's own failure. A connection lost is the batch's:
-			// behind a COMMIT it may have committed, and running the
-			// others again could apply them twice.
-			if connectionLost(err) {
+			// A statement PostgreSQL refused is the write's own failure.
+			// A connection lost is the batch's (behind a COMMIT it may
+			// have committed, and running the others again could apply
+			// them twice), and so is a batch pgx could not send (which
+			// write's arguments it could not encode is not known).
+			if connectionLost(err) || notSent(err) {
 				return err
 			}
 			c.failed = &deferredFailure{write: d.write, err: err}

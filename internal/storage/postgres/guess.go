@@ -229,11 +229,10 @@ func (c *batchConn) commitGuessed(ctx context.Context) error {
 	bt.Queue(checkGuessedStores, ids, seqs, counts, archived)
 	checks := c.queueChecks(&bt)
 	queueDefaultPlans(&bt)
-	c.queueCommit(&bt)
-	br := c.pc.SendBatch(ctx, &bt)
-	err := c.guessedResults(br, checks)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("postgres: commit memory writes: %w", cerr)
+	ahead := c.queueCommit(&bt)
+	err := c.guessedResults(c.pc.SendBatch(ctx, &bt), checks, ahead)
+	if err != nil && c.failed == nil {
+		err = fmt.Errorf("postgres: commit memory writes: %w", err)
 	}
 	if isGuessedWrong(err) {
 		c.wrongGuess = true
@@ -255,14 +254,16 @@ func (c *batchConn) queueChecks(bt *pgx.Batch) int {
 
 // guessedResults reads the answers to a guessed batch: BEGIN, the plans'
 // settings, the locks, the counters' check, the checks of the reads, the
-// settings put back, and then the deferred statements' and the COMMIT's.
-func (c *batchConn) guessedResults(br pgx.BatchResults, checks int) error {
+// settings put back, and then the deferred statements', the counters' and
+// the COMMIT's; it closes br.
+func (c *batchConn) guessedResults(br pgx.BatchResults, checks, ahead int) error {
 	for range 4 + checks + len(defaultPlans) {
 		if _, err := br.Exec(); err != nil {
-			return err
+			br.Close()
+			return markAhead(err)
 		}
 	}
-	return c.deferredResults(br)
+	return c.commitResults(br, ahead)
 }
 
 // isGuessedWrong reports the error of memstore_guessed_wrong().

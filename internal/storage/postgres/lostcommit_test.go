@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -91,4 +93,48 @@ func TestACommitWhoseReplyIsLostIsAnsweredOutcomeUnknown(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A guessed batch sent on a connection PostgreSQL ended while it sat idle
+// (a restart, a failover, an administrator) reads the connection's FATAL
+// error in place of its first answer: nothing of it ran, so it runs again
+// and lands, rather than being answered with an unknown outcome.
+func TestAGuessedBatchOnAConnectionEndedWhileIdleRunsAgain(t *testing.T) {
+	app := fmt.Sprintf("memstore_idle_end_%d", time.Now().UnixNano())
+	db := openOn(t, testenv.PostgresSchema(t)+"&pool_max_conns=1&application_name="+app)
+	db.KeepClockFor(time.Hour)
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "ended while idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(path string) error {
+		_, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: path, Content: path, By: benchBy})
+		return err
+	}
+	for _, p := range []string{"/a.md", "/b.md"} {
+		if err := create(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guessed := db.GuessedBatches()
+	if guessed == 0 {
+		t.Fatal("no batch guessed: the next one would not be a guessed one")
+	}
+	admin, err := pgx.Connect(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var ended int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, app).Scan(&ended); err != nil || ended != 1 {
+		t.Fatalf("ended %d of the replica's connections (%v), want its one", ended, err)
+	}
+	if err := create("/c.md"); err != nil {
+		t.Fatalf("the create sent on the ended connection: %v, want it run again and landed", err)
+	}
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != 3 {
+		t.Fatalf("count %d (%v), want 3", n, err)
+	}
+	feedIsGapFree(t, db, st.ID, 3)
 }

@@ -262,7 +262,13 @@ func connectionLost(err error) bool {
 // autocommitted statement's) after which whether it committed is unknown:
 // the connection lost, or ended by a FATAL error.
 func answerLost(err error) bool {
-	var pe *pgconn.PgError
+	var (
+		pe    *pgconn.PgError
+		ahead aheadOfCommit
+	)
+	if notSent(err) || errors.As(err, &ahead) {
+		return false
+	}
 	return connectionLost(err) || (errors.As(err, &pe) && !refusedCommit(err))
 }
 
