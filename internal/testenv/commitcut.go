@@ -27,6 +27,7 @@ type CommitCutter struct {
 	mu     sync.Mutex
 	marker []byte // armed while not nil
 	tag    string
+	conns  map[net.Conn]bool // the clients' open connections, for Down
 	cuts   atomic.Int32
 }
 
@@ -46,7 +47,7 @@ func NewCommitCutter(t testing.TB, dbURL string) (*CommitCutter, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &CommitCutter{ln: ln, target: u.Host}
+	p := &CommitCutter{ln: ln, target: u.Host, conns: map[net.Conn]bool{}}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -59,6 +60,17 @@ func NewCommitCutter(t testing.TB, dbURL string) (*CommitCutter, string) {
 	}()
 	u.Host = ln.Addr().String()
 	return p, u.String()
+}
+
+// Down stands for the database gone: the proxy stops accepting
+// connections (a client's connect is refused) and cuts those it carries.
+func (p *CommitCutter) Down() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
 }
 
 // Arm cuts the answer to the next COMMIT that commits on a connection whose
@@ -104,6 +116,14 @@ func (p *CommitCutter) pipe(client net.Conn) {
 		client.Close()
 		return
 	}
+	p.mu.Lock()
+	p.conns[client] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, client)
+		p.mu.Unlock()
+	}()
 	defer client.Close()
 	defer server.Close()
 	// marked: the client sent the marker since its last COMMIT.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -137,4 +138,27 @@ func TestAGuessedBatchOnAConnectionEndedWhileIdleRunsAgain(t *testing.T) {
 		t.Fatalf("count %d (%v), want 3", n, err)
 	}
 	feedIsGapFree(t, db, st.ID, 3)
+}
+
+// A statement that commits on its own (a vault's create) with the database
+// gone is the database unavailable, to retry: it never had a connection to
+// go out on, so its outcome is known. (Only an answer lost after it went
+// out is an unknown outcome.)
+func TestAWriteOnThePoolWithTheDatabaseGoneIsUnavailable(t *testing.T) {
+	cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
+	db := openOn(t, through)
+	ctx := t.Context()
+	if _, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	cut.Down()
+	// The pool checks a connection idle for over a second before handing
+	// it out, and drops it when dead: the write then meets the refused
+	// connect, not a connection already gone.
+	time.Sleep(1500 * time.Millisecond)
+	now := time.Now().UTC()
+	err := db.CreateVault(ctx, api.Vault{ID: "vlt_gone", Type: "vault", DisplayName: "gone", CreatedAt: now, UpdatedAt: now})
+	if !errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrOutcomeUnknown) {
+		t.Fatalf("a vault's create with the database gone: %v, want the database unavailable and the outcome known", err)
+	}
 }
