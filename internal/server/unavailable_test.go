@@ -84,8 +84,7 @@ func TestALostDatabaseIs503AndRecovers(t *testing.T) {
 // 409 or, for a memory store, makes a second one): for a memory store's
 // create (a plain transaction), a vault's (one statement, committed on its
 // own), a memory create (a batch of memory writes) and an event append (a
-// batch of appends) alike. Reading back finds each
-// landed, once.
+// batch of appends) alike. Reading back finds each landed, once.
 func TestAWriteWhoseCommitAnswerWasLostIs503ReadBackFirst(t *testing.T) {
 	cut, through := testenv.NewCommitCutter(t, testenv.PostgresSchema(t))
 	db, err := postgres.Open(t.Context(), through, postgres.Options{})

@@ -61,7 +61,8 @@ var ErrNotFound = errors.New("storage: not found")
 
 // ErrUnavailable reports that the database cannot be reached right now
 // (connection lost, server restarting). The HTTP layer answers 503 with
-// x-should-retry: true; the backend reconnects by itself.
+// x-should-retry: true (false when joined with ErrOutcomeUnknown); the
+// backend reconnects by itself.
 var ErrUnavailable = errors.New("storage: database unavailable")
 
 // ErrOutcomeUnknown reports a write whose COMMIT was sent but whose answer

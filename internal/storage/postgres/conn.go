@@ -46,7 +46,7 @@ func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error
 	defer pc.Release()
 	tag, err := pc.Exec(ctx, c.s.numbered(query), args...)
 	if answerLost(err) {
-		return 0, outcomeUnknown("a statement committed on its own", "read back what it wrote before writing it again", err)
+		return 0, outcomeUnknown("a statement committed on its own", readBackWrites, err)
 	}
 	return tag.RowsAffected(), unavailable(err)
 }

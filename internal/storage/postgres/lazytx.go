@@ -74,7 +74,7 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, writes boo
 		// A statement's answer ahead of the COMMIT: refused, PostgreSQL
 		// skipped the COMMIT; the connection lost, it may have run.
 		if writes && connectionLost(err) {
-			return outcomeUnknown("the COMMIT of a transaction", "read back what it wrote before writing it again", err)
+			return outcomeUnknown("the COMMIT of a transaction", readBackWrites, err)
 		}
 		t.rollback(ctx)
 		return err
@@ -85,7 +85,7 @@ func runLazyTx(ctx context.Context, pool *pgxpool.Pool, begin string, writes boo
 	}
 	if err != nil {
 		if writes && answerLost(err) {
-			return outcomeUnknown("the COMMIT of a transaction", "read back what it wrote before writing it again", err)
+			return outcomeUnknown("the COMMIT of a transaction", readBackWrites, err)
 		}
 		return err
 	}
