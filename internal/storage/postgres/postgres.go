@@ -272,13 +272,13 @@ func answerLost(err error) bool {
 	return connectionLost(err) || (errors.As(err, &pe) && !refusedCommit(err))
 }
 
+// readBackWrites is outcomeUnknown's advice for a write of any kind.
+const readBackWrites = "read back what it wrote before writing it again"
+
 // outcomeUnknown marks the error of a COMMIT (or of a statement that is
 // its own transaction) sent whose answer was lost: storage.ErrOutcomeUnknown
 // joined with storage.ErrUnavailable, saying what went unanswered and how
 // to learn whether it landed.
-// readBackWrites is outcomeUnknown's advice for a write of any kind.
-const readBackWrites = "read back what it wrote before writing it again"
-
 func outcomeUnknown(what, readBack string, err error) error {
 	return fmt.Errorf("%w: %w: postgres: %s got no answer, so whether it landed is unknown (%s): %w",
 		storage.ErrUnavailable, storage.ErrOutcomeUnknown, what, readBack, err)

@@ -235,7 +235,7 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	}
 	// The COMMIT's answer was lost: whether it committed is unknown, so
 	// running the appends again could store them twice. Those that wrote
-	// are told the database is away; the others' answers stand.
+	// are told so (the outcome unknown); the others' answers stand.
 	for i := range batch {
 		if wrote[i] {
 			answers[i] = outcomeUnknown("the COMMIT of a batch of appends", "list the session's events to see", err)
