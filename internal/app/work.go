@@ -91,7 +91,7 @@ func (w *Work) QueueStats(ctx context.Context, env string) (api.WorkQueueStats, 
 }
 
 // workersPolling counts the workers that polled env in the last
-// api.WorkersPollingWindow, wherever requireOpenQueue noted them.
+// api.WorkersPollingWindow, wherever Poll noted them.
 func (w *Work) workersPolling(ctx context.Context, env string) (int64, error) {
 	if log, ok := w.app.store.(storage.PollLog); ok {
 		return log.CountPollers(ctx, env, w.app.now().Add(-api.WorkersPollingWindow))
@@ -202,26 +202,38 @@ type Poll struct {
 // out nothing (a permission error); a missing one is storage.ErrNotFound.
 func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token string, ok bool, err error) {
 	deadline := time.Now().Add(p.Block)
-	worker := p.WorkerID
+	if _, shared := w.app.store.(storage.PollLog); !shared && p.WorkerID != "" {
+		w.pollers.saw(p.EnvironmentID, p.WorkerID, w.app.now())
+	}
+	// The first round notes the worker's poll where every server counts
+	// them (storage.PollLog), in the claim's transaction.
+	polledAt := w.app.now()
+	if p.WorkerID == "" {
+		polledAt = time.Time{}
+	}
 	for {
 		wake := w.WaitQueued(p.EnvironmentID)
-		// Read on every round, so that an archive stops a waiting poll
-		// too; the first notes the worker's poll.
-		if err := w.requireOpenQueue(ctx, p.EnvironmentID, worker); err != nil {
-			return storage.Work{}, "", false, err
-		}
-		worker = ""
-		// The claim settles the lapsed leases first, in its transaction.
+		// Each round's claim settles the lapsed leases first and reads the
+		// environment, in its transaction: an archive stops a waiting poll
+		// too.
 		token := secret.New(SessionsTokenPrefix)
 		claimed, lapsed, err := w.app.store.ClaimWork(ctx, storage.Claim{
 			EnvironmentID: p.EnvironmentID, WorkerID: p.WorkerID, ReclaimOlderThan: p.ReclaimOlderThan, ClaimTTL: p.ClaimTTL,
 			Token: storage.Credential{ID: ids.NewAt(ids.SessionsToken, w.app.now()), Name: "work secret"}, TokenHash: secret.Hash(token),
+			PolledAt: polledAt,
 		})
+		polledAt = time.Time{}
 		w.settled(ctx, p.EnvironmentID, lapsed)
 		if err == nil {
 			w.app.log.InfoContext(ctx, "work claimed", "environment_id", p.EnvironmentID, "work_id", claimed.ID,
 				"session_id", claimed.SessionID, "worker_id", claimed.WorkerID)
 			return claimed, token, true, nil
+		}
+		if errors.Is(err, storage.ErrEnvironmentArchived) {
+			// Archiving retires the queue, so no credential may claim from
+			// it any more; items claimed before go on with their own
+			// sessions tokens until they end.
+			return storage.Work{}, "", false, api.Errorf(api.Permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", p.EnvironmentID)
 		}
 		if !errors.Is(err, storage.ErrNoWork) {
 			return storage.Work{}, "", false, err
@@ -241,39 +253,6 @@ func (w *Work) Poll(ctx context.Context, p Poll) (claimed storage.Work, token st
 			return storage.Work{}, "", false, nil
 		}
 	}
-}
-
-// requireOpenQueue refuses to hand out work from an archived environment:
-// archiving retires its queue, so no credential may claim from it any more.
-// Items claimed before go on with their own sessions tokens until they end.
-// A worker ("" for none: Anthropic-Worker-ID) is noted as polling the
-// environment first: in the database, with the same statement, when
-// several servers share it (storage.PollLog), in memory otherwise.
-func (w *Work) requireOpenQueue(ctx context.Context, env, worker string) error {
-	var archived bool
-	if log, ok := w.app.store.(storage.PollLog); ok && worker != "" {
-		archivedAt, found, err := log.RecordPoll(ctx, env, worker, w.app.now())
-		if err != nil {
-			return err
-		}
-		if !found {
-			return storage.ErrNotFound
-		}
-		archived = archivedAt != nil
-	} else {
-		if worker != "" {
-			w.pollers.saw(env, worker, w.app.now())
-		}
-		e, err := w.app.store.GetEnvironment(ctx, env)
-		if err != nil {
-			return err
-		}
-		archived = e.ArchivedAt != nil
-	}
-	if archived {
-		return api.Errorf(api.Permission, "environment %s is archived, so its queue hands out no more work and its keys may not poll; stop the workers of this environment (sessions already claimed keep running)", env)
-	}
-	return nil
 }
 
 // Ack acknowledges a claimed item: its worker has taken it up. A missing

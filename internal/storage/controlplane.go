@@ -116,6 +116,10 @@ type WorkQueue interface {
 	// c.Token (stored under c.TokenHash) as its sessions token: one
 	// transaction at one reading of the clock. settled lists the items the
 	// expiry settled, with the claim or with ErrNoWork (nothing claimable).
+	// It reads the environment in that transaction: a missing one is
+	// ErrNotFound and an archived one ErrEnvironmentArchived, and neither
+	// hands out anything. A backend that keeps the polls of every server
+	// (PollLog) notes c's poll in the same statement.
 	ClaimWork(ctx context.Context, c Claim) (claimed Work, settled []Work, err error)
 	// AckWork confirms a claim: queued → starting. Acking an item already
 	// acknowledged returns it unchanged. ErrWorkNotClaimed, ErrWorkStopped.
@@ -306,6 +310,10 @@ type Claim struct {
 	// TokenHash.
 	Token     Credential
 	TokenHash string
+	// PolledAt, when not zero, is when WorkerID polled, for a backend
+	// that keeps the polls (PollLog) to note; zero for a poll's later
+	// rounds, which wait in the same request.
+	PolledAt time.Time
 }
 
 // Heartbeat asks HeartbeatWork to renew a lease.
@@ -360,6 +368,9 @@ var (
 	ErrWorkStopped      = errors.New("storage: work item is stopped")
 	ErrWorkNotClaimed   = errors.New("storage: work item is not claimed")
 	ErrEnvironmentInUse = errors.New("storage: environment has sessions")
+	// ErrEnvironmentArchived refuses a claim: an archived environment's
+	// queue hands out nothing.
+	ErrEnvironmentArchived = errors.New("storage: environment is archived")
 )
 
 // LeaseMismatchError refuses a heartbeat whose expectation is stale: Current

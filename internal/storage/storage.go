@@ -97,14 +97,10 @@ type Waker interface {
 }
 
 // PollLog is offered by a backend several servers share, so that
-// workers_polling counts the polls every server saw. A backend only one
+// workers_polling counts the polls every server saw: its ClaimWork notes
+// each poll (Claim.PolledAt) in the claim's transaction. A backend only one
 // process uses (SQLite) does not offer it: the server counts in memory.
 type PollLog interface {
-	// RecordPoll notes that workerID polled environmentID at at, and
-	// returns the environment's archived_at as it stands (found false when
-	// there is no such environment): a poll reads it anyway, and one
-	// statement does both.
-	RecordPoll(ctx context.Context, environmentID, workerID string, at time.Time) (archivedAt *time.Time, found bool, err error)
 	// CountPollers counts the workers that polled environmentID at or
 	// after since.
 	CountPollers(ctx context.Context, environmentID string, since time.Time) (int64, error)

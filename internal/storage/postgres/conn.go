@@ -167,6 +167,6 @@ func (b backend) Dialect() sqlstore.Dialect {
 	if b.s.clock == nil {
 		d.Clock = "clock_timestamp()"
 	}
-	d.Notify = wakeExpr
+	d.Notify, d.NotePoll = wakeExpr, notePoll
 	return d
 }

@@ -2,26 +2,15 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// RecordPoll implements storage.PollLog. The INSERT runs whether or not
-// the environment exists, as a statement of its own did.
-func (s *DB) RecordPoll(ctx context.Context, environmentID, workerID string, at time.Time) (*time.Time, bool, error) {
-	var archivedAt *time.Time
-	err := s.pool.QueryRow(ctx, `WITH polled AS (
-			INSERT INTO worker_polls (environment_id, worker_id, polled_at) VALUES ($1, $2, $3)
-			ON CONFLICT (environment_id, worker_id) DO UPDATE SET polled_at = greatest(worker_polls.polled_at, excluded.polled_at))
-		SELECT archived_at FROM environments WHERE id = $1`,
-		environmentID, workerID, at).Scan(&archivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
-	return archivedAt, err == nil, unavailable(err)
-}
+// notePoll is Dialect.NotePoll: a worker's last poll of an open
+// environment, kept whether or not it found work, so that every server
+// counts it.
+const notePoll = `WITH polled AS (
+	INSERT INTO worker_polls (environment_id, worker_id, polled_at) VALUES (?, ?, ?)
+	ON CONFLICT (environment_id, worker_id) DO UPDATE SET polled_at = greatest(worker_polls.polled_at, excluded.polled_at))`
 
 // CountPollers implements storage.PollLog.
 func (s *DB) CountPollers(ctx context.Context, environmentID string, since time.Time) (int64, error) {

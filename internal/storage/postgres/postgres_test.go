@@ -245,25 +245,48 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// workers_polling counts the polls every replica saw, within the window.
+// workers_polling counts the polls every replica saw, within the window:
+// each claim notes its worker's poll, also when it finds no work, and a
+// poll of an archived environment is refused and not counted.
 func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 	dbs := replicas(t, 2)
 	ctx := t.Context()
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"env_1", "env_2", "env_3"} {
+		if err := dbs[0].CreateEnvironment(ctx, storage.Environment{ID: id, Name: id, ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll := func(db *postgres.DB, env, worker string, at time.Time) error {
+		_, _, err := db.ClaimWork(ctx, storage.Claim{EnvironmentID: env, WorkerID: worker, ClaimTTL: time.Minute,
+			Token: storage.Credential{ID: ids.New(ids.SessionsToken)}, TokenHash: worker, PolledAt: at})
+		return err
+	}
 	for i, p := range []struct {
 		worker string
 		at     time.Time
 	}{{"w1", t0}, {"w2", t0.Add(10 * time.Second)}, {"w1", t0.Add(20 * time.Second)}, {"w3", t0.Add(-time.Minute)}} {
-		if _, _, err := dbs[i%2].RecordPoll(ctx, "env_1", p.worker, p.at); err != nil {
-			t.Fatal(err)
+		if err := poll(dbs[i%2], "env_1", p.worker, p.at); !errors.Is(err, storage.ErrNoWork) {
+			t.Fatalf("poll of an empty queue: %v, want storage.ErrNoWork", err)
 		}
 	}
-	if _, _, err := dbs[0].RecordPoll(ctx, "env_2", "w9", t0); err != nil {
+	if err := poll(dbs[0], "env_2", "w9", t0); !errors.Is(err, storage.ErrNoWork) {
 		t.Fatal(err)
 	}
-	n, err := dbs[1].CountPollers(ctx, "env_1", t0)
-	if err != nil || n != 2 {
-		t.Fatalf("pollers since t0 = %d (%v), want 2 (w1 and w2; w3 is older, w9 elsewhere)", n, err)
+	if _, err := dbs[1].UpdateEnvironment(ctx, "env_3", func(e *storage.Environment) error { e.ArchivedAt = &t0; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(dbs[0], "env_3", "w1", t0); !errors.Is(err, storage.ErrEnvironmentArchived) {
+		t.Fatalf("poll of an archived environment: %v, want storage.ErrEnvironmentArchived", err)
+	}
+	if err := poll(dbs[0], "env_4", "w1", t0); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("poll of a missing environment: %v, want storage.ErrNotFound", err)
+	}
+	for env, want := range map[string]int64{"env_1": 2, "env_3": 0, "env_4": 0} {
+		n, err := dbs[1].CountPollers(ctx, env, t0)
+		if err != nil || n != want {
+			t.Fatalf("pollers of %s since t0 = %d (%v), want %d (env_1: w1 and w2; w3 is older, w9 elsewhere)", env, n, err, want)
+		}
 	}
 }
 

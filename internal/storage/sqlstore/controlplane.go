@@ -287,7 +287,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`+s.d.ForUpdate, id).Scan(new(int)); err != nil {
 			return err
 		}
-		if err := workqueue.StopSessionIn(ctx, workRows{tx}, id); err != nil {
+		if err := workqueue.StopSessionIn(ctx, workRows{tx: tx}, id); err != nil {
 			return err
 		}
 		now, err := s.b.Now(ctx, tx)

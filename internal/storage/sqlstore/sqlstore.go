@@ -97,6 +97,11 @@ type Dialect struct {
 	// reads), for a statement that reads it beside other things; "" when
 	// the clock is not the database's.
 	Clock string
+	// NotePoll, where the backend keeps the polls of every server
+	// (storage.PollLog), is a WITH clause that notes one (placeholders:
+	// environment, worker, time), put before the statement a claim reads
+	// its environment with; "" where the server counts polls itself.
+	NotePoll string
 	// Notify, where the backend wakes other servers in SQL (its Notify
 	// sends a statement), is that statement's expression for topic and
 	// key, with one placeholder, and its argument: a write can then wake

@@ -135,7 +135,7 @@ func (r taggedRow) Scan(dest ...any) error { return r.Row.Scan(append([]any{r.ta
 // EnsureWork implements storage.WorkQueue.
 func (s *Store) EnsureWork(ctx context.Context, sessionID string, w storage.Work) (out storage.Work, queued bool, err error) {
 	err = s.write(ctx, func(tx *tx) error {
-		out, queued, err = workqueue.EnsureIn(ctx, workRows{tx}, sessionID, w)
+		out, queued, err = workqueue.EnsureIn(ctx, workRows{tx: tx}, sessionID, w)
 		return err
 	})
 	return out, queued, err
@@ -154,7 +154,7 @@ func (s *Store) ExpireLeases(ctx context.Context, environmentID string) ([]stora
 	}
 	var settled []storage.Work
 	err := s.write(ctx, func(tx *tx) (err error) {
-		if settled, err = workqueue.ExpireIn(ctx, workRows{tx}, environmentID); err == nil && workqueue.Requeued(settled) {
+		if settled, err = workqueue.ExpireIn(ctx, workRows{tx: tx}, environmentID); err == nil && workqueue.Requeued(settled) {
 			err = s.b.Notify(ctx, tx, storage.TopicQueue, environmentID)
 		}
 		return err
@@ -170,10 +170,10 @@ func (s *Store) anyLapsed(ctx context.Context, environmentID string, now time.Ti
 }
 
 // ClaimWork implements storage.WorkQueue. When nothing is claimable the
-// transaction still commits what the expiry settled.
+// transaction still commits what the expiry settled (and the poll noted).
 func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	if s.d.SingleWriter {
-		now, err := s.b.Now(ctx, s.db())
+		now, err := s.openQueue(ctx, s.db(), c)
 		if err != nil {
 			return storage.Work{}, nil, err
 		}
@@ -188,7 +188,11 @@ func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage
 	}
 	var noWork bool
 	err = s.write(ctx, func(tx *tx) (err error) {
-		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx}, c)
+		now, err := s.openQueue(ctx, tx, c)
+		if err != nil {
+			return err
+		}
+		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx: tx, now: now}, c)
 		if noWork = errors.Is(err, storage.ErrNoWork); noWork {
 			err = nil
 		}
@@ -207,11 +211,41 @@ func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage
 	return claimed, settled, nil
 }
 
+// openQueue reads, through q, whether c's environment is open, and the
+// clock to claim at: in one statement where the clock is the database's,
+// which also notes c's poll where the backend keeps polls
+// (Dialect.NotePoll). A poll is then one transaction, not one to note it
+// and one to claim. A missing environment is storage.ErrNotFound, an
+// archived one storage.ErrEnvironmentArchived.
+func (s *Store) openQueue(ctx context.Context, q Conn, c storage.Claim) (now time.Time, err error) {
+	var archivedAt *time.Time
+	query, dest, args := `SELECT archived_at`, []any{&archivedAt}, []any{}
+	if s.d.Clock != "" {
+		query += ", " + s.d.Clock
+		dest = append(dest, &now)
+	}
+	query += ` FROM environments WHERE id = ?`
+	if s.d.NotePoll != "" && !c.PolledAt.IsZero() {
+		query = s.d.NotePoll + " " + query
+		args = append(args, c.EnvironmentID, c.WorkerID, c.PolledAt)
+	}
+	if err := q.QueryRow(ctx, query, append(args, c.EnvironmentID)...).Scan(dest...); err != nil {
+		return time.Time{}, err
+	}
+	if archivedAt != nil {
+		return time.Time{}, storage.ErrEnvironmentArchived
+	}
+	if s.d.Clock != "" {
+		return now.UTC().Truncate(time.Microsecond), nil
+	}
+	return s.b.Now(ctx, q)
+}
+
 // changeWork locks one item and applies a rule of package workqueue to it.
 func (s *Store) changeWork(ctx context.Context, environmentID, workID string, rule func(storage.Work, time.Time) (storage.Work, bool, error)) (storage.Work, error) {
 	var out storage.Work
 	err := s.write(ctx, func(tx *tx) (err error) {
-		out, err = workqueue.ChangeIn(ctx, workRows{tx}, environmentID, workID, rule)
+		out, err = workqueue.ChangeIn(ctx, workRows{tx: tx}, environmentID, workID, rule)
 		return err
 	})
 	return out, err
@@ -219,9 +253,18 @@ func (s *Store) changeWork(ctx context.Context, environmentID, workID string, ru
 
 // workRows are the work queue's rows in a write transaction
 // (workqueue.Rows), locked as they are read.
-type workRows struct{ tx *tx }
+type workRows struct {
+	tx *tx
+	// now, when not zero, is the clock the transaction read already.
+	now time.Time
+}
 
-func (r workRows) Now(ctx context.Context) (time.Time, error) { return r.tx.s.b.Now(ctx, r.tx) }
+func (r workRows) Now(ctx context.Context) (time.Time, error) {
+	if !r.now.IsZero() {
+		return r.now, nil
+	}
+	return r.tx.s.b.Now(ctx, r.tx)
+}
 
 func (r workRows) Work(ctx context.Context, environmentID, workID string) (storage.Work, error) {
 	return r.tx.s.getWork(ctx, r.tx, environmentID, workID, true)

@@ -65,3 +65,28 @@ func testClaimSettlesLapsedLeases(t *testing.T, open Factory) {
 		t.Fatalf("after it: %+v, %v; want %s stopped", got, err, younger)
 	}
 }
+
+// testClaimReadsEnvironment: a claim reads its environment in its
+// transaction. An archived one hands out nothing, not even an item queued
+// before the archive; a missing one is not found.
+func testClaimReadsEnvironment(t *testing.T, open Factory) {
+	f := newCPFixture(t, open)
+	_, queued := f.newSession(f.env)
+	if _, err := f.s.UpdateEnvironment(f.ctx, f.env.ID, func(e *storage.Environment) error {
+		now := f.clock.Now()
+		e.ArchivedAt = &now
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if w, _, err := f.claim(f.env, "w1"); !errors.Is(err, storage.ErrEnvironmentArchived) {
+		t.Fatalf("claim from an archived environment = %+v, %v; want storage.ErrEnvironmentArchived", w, err)
+	}
+	if w, err := f.s.GetWork(f.ctx, f.env.ID, queued); err != nil || w.ClaimedAt != nil {
+		t.Fatalf("item of the archived environment = %+v, %v; want it unclaimed", w, err)
+	}
+	missing := storage.Environment{ID: ids.New(ids.Environment)}
+	if w, _, err := f.claim(missing, "w1"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("claim from a missing environment = %+v, %v; want storage.ErrNotFound", w, err)
+	}
+}

@@ -28,6 +28,7 @@ func Run(t *testing.T, open Factory) {
 	t.Run("ReclaimOrder", func(t *testing.T) { testReclaimOrder(t, open) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, open) })
 	t.Run("ClaimSettlesLapsedLeases", func(t *testing.T) { testClaimSettlesLapsedLeases(t, open) })
+	t.Run("ClaimReadsEnvironment", func(t *testing.T) { testClaimReadsEnvironment(t, open) })
 	t.Run("QueueDepths", func(t *testing.T) { testQueueDepths(t, open) })
 	t.Run("MemoryStores", func(t *testing.T) { testMemoryStores(t, open) })
 	t.Run("Memories", func(t *testing.T) { testMemories(t, open) })
