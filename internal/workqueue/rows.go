@@ -20,11 +20,12 @@ type Rows interface {
 	Now(ctx context.Context) (time.Time, error)
 	// Work loads one item to change it; storage.ErrNotFound if absent.
 	Work(ctx context.Context, environmentID, workID string) (storage.Work, error)
-	// Due lists, in one read, the items of c's environment whose lease
-	// may have lapsed at now (as Leased) and the queued items a claim may
-	// take at now, oldest first (a backend may return only the first of
-	// each kind: unclaimed, and reclaimable when c reclaims).
-	Due(ctx context.Context, c storage.Claim, now time.Time) (leased, claimable []storage.Work, err error)
+	// Due reads the clock (as Now) and lists, in one read at that clock,
+	// the items of c's environment whose lease may have lapsed (as Leased)
+	// and the queued items a claim may take, oldest first (a backend may
+	// return only the first of each kind: unclaimed, and reclaimable when
+	// c reclaims). A backend may read the clock in the same round trip.
+	Due(ctx context.Context, c storage.Claim) (now time.Time, leased, claimable []storage.Work, err error)
 	// Leased lists the items whose lease may have lapsed at now.
 	Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error)
 	// SaveWork writes an item back.
@@ -52,11 +53,7 @@ type Rows interface {
 // unclaimed one is the oldest of those read and those put back, and an
 // item put back is older in the queue than any reclaimable one it hid.
 func ClaimIn(ctx context.Context, rows Rows, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
-	now, err := rows.Now(ctx)
-	if err != nil {
-		return storage.Work{}, nil, err
-	}
-	leased, candidates, err := rows.Due(ctx, c, now)
+	now, leased, candidates, err := rows.Due(ctx, c)
 	if err != nil {
 		return storage.Work{}, nil, err
 	}

@@ -119,6 +119,14 @@ func (c txConn) Defer(_ context.Context, query string, args ...any) {
 	c.t.Defer(c.s.numbered(query), args...)
 }
 
+// DeferRead implements sqlstore.ReadDeferrer.
+func (c txConn) DeferRead(_ context.Context, query string, args []any, read func(sqlstore.Rows)) {
+	c.t.DeferRead(c.s.numbered(query), args, func(rs pgx.Rows) error {
+		read(rows{rs})
+		return nil
+	})
+}
+
 func (b backend) Read(ctx context.Context, fn func(sqlstore.Conn) error) error {
 	return b.s.readTx(ctx, func(tx *lazyTx) error { return fn(conn{b.s, tx}) })
 }
@@ -149,6 +157,15 @@ func (b backend) Now(ctx context.Context, q sqlstore.Conn) (time.Time, error) {
 	return t.UTC().Truncate(time.Microsecond), nil
 }
 
+// A claim's clock, kept in a setting of the transaction (set_config's
+// third argument) between its first statement and its query of the queue.
+// Once a transaction that set it ends, the setting reads as an empty
+// string on that connection rather than NULL, hence the NULLIF.
+const (
+	claimClockKeep = `set_config('memstore.claim_clock', clock_timestamp()::text, true)::timestamptz`
+	claimClockKept = `NULLIF(current_setting('memstore.claim_clock', true), '')::timestamptz`
+)
+
 // Notify wakes the event streams and long polls of every replica when q
 // commits.
 func (b backend) Notify(ctx context.Context, q sqlstore.Conn, topic, key string) error {
@@ -166,6 +183,7 @@ func (b backend) Dialect() sqlstore.Dialect {
 	d := sqlstore.Dialect{ForUpdate: " FOR UPDATE", ForShare: " FOR SHARE", SkipLocked: " FOR UPDATE SKIP LOCKED", AttemptOrder: "id", Search: tsIndex{}}
 	if b.s.clock == nil {
 		d.Clock = "clock_timestamp()"
+		d.ClaimClock.Keep, d.ClaimClock.Kept = claimClockKeep, claimClockKept
 	}
 	d.Notify, d.NotePoll = wakeExpr, notePoll
 	return d

@@ -245,6 +245,50 @@ func TestClaimsAcrossReplicas(t *testing.T) {
 	}
 }
 
+// On the database's clock (no clock injected), a claim reads the clock in
+// its first statement and queries the queue at that reading in the same
+// round trip: an item claimed and never acknowledged is offered again once
+// reclaim_older_than has passed, and a lease that lapsed is settled (the
+// item put back) by the next claim, which takes it.
+func TestClaimsOnTheDatabasesClockReclaimAndSettle(t *testing.T) {
+	db := replicas(t, 1)[0]
+	ctx := t.Context()
+	now := time.Now().UTC()
+	env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+	if err := db.CreateEnvironment(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+	if _, err := db.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(worker string, reclaim, ttl time.Duration) (storage.Work, []storage.Work, error) {
+		tok := ids.New(ids.SessionsToken)
+		return db.ClaimWork(ctx, storage.Claim{EnvironmentID: env.ID, WorkerID: worker, ReclaimOlderThan: reclaim, ClaimTTL: ttl,
+			Token: storage.Credential{ID: tok}, TokenHash: "h-" + tok, PolledAt: time.Now()})
+	}
+	first, _, err := claim("w1", time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _, err := claim("w2", 200*time.Millisecond, time.Hour); !errors.Is(err, storage.ErrNoWork) {
+		t.Fatalf("claim at once = %+v, %v; want storage.ErrNoWork (the item was claimed just now)", w, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	second, settled, err := claim("w2", 200*time.Millisecond, 200*time.Millisecond)
+	if err != nil || second.ID != first.ID || second.WorkerID != "w2" || len(settled) != 0 {
+		t.Fatalf("claim 300 ms later = %+v (settled %v), %v; want %s reclaimed by w2", second, settled, err, first.ID)
+	}
+	if !second.ClaimedAt.After(*first.ClaimedAt) {
+		t.Fatalf("reclaimed at %v, first claimed at %v: want the database's clock to have moved on", second.ClaimedAt, first.ClaimedAt)
+	}
+	time.Sleep(300 * time.Millisecond) // w2's 200 ms lease lapses
+	third, settled, err := claim("w3", 0, time.Hour)
+	if err != nil || third.ID != first.ID || third.WorkerID != "w3" || len(settled) != 1 || settled[0].ID != first.ID {
+		t.Fatalf("claim once the lease lapsed = %+v (settled %v), %v; want %s settled and claimed by w3", third, settled, err, first.ID)
+	}
+}
+
 // workers_polling counts the polls every replica saw, within the window:
 // each claim notes its worker's poll, also when it finds no work, and a
 // poll of an archived environment is refused and not counted.

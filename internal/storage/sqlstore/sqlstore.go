@@ -97,6 +97,13 @@ type Dialect struct {
 	// reads), for a statement that reads it beside other things; "" when
 	// the clock is not the database's.
 	Clock string
+	// ClaimClock, where the clock is the database's, lets a claim's first
+	// two statements share one reading of it and go in one round trip:
+	// Keep is an expression that reads the clock and keeps the reading for
+	// the transaction (its value is the reading), Kept an expression of the
+	// reading kept (NULL when none was). Both "" where the claim reads the
+	// clock on its own.
+	ClaimClock struct{ Keep, Kept string }
 	// NotePoll, where the backend keeps the polls of every server
 	// (storage.PollLog), is a WITH clause that notes one (placeholders:
 	// environment, worker, time), put before the statement a claim reads
@@ -156,6 +163,15 @@ type SessionWriter interface {
 // write again, on a Conn without it).
 type QueryDeferrer interface {
 	DeferQuery(ctx context.Context, query string, args []any, read func(Rows) error)
+}
+
+// ReadDeferrer is offered by a Conn that can send a read in one round
+// trip with the statement after it: read gets the read's rows once that
+// statement is sent, before that statement's own. read cannot fail the
+// transaction: it keeps what it found, and its error, for the code that
+// sent the statement after to look at.
+type ReadDeferrer interface {
+	DeferRead(ctx context.Context, query string, args []any, read func(Rows))
 }
 
 // Statement is a query and its arguments.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -89,18 +90,28 @@ func (s *Store) leasedWork(ctx context.Context, q Conn, environmentID string, no
 // order, to the first claimed before the cutoff; the leases,
 // work_items_leases. Locking skips the items other pollers hold, so
 // concurrent claims neither wait for each other nor get the same item.
-func (s *Store) due(ctx context.Context, q Conn, c storage.Claim, now time.Time, lock string) (leased, claimable []storage.Work, err error) {
-	query := `WITH leased AS (` + leasedQuery + lock + `),
+func (s *Store) due(ctx context.Context, q Conn, c storage.Claim, now time.Time, clockKept bool, lock string) (leased, claimable []storage.Work, err error) {
+	// The clock: now, or the reading the claim's first statement kept.
+	at, args := "?", []any{c.EnvironmentID, now, c.EnvironmentID}
+	if clockKept {
+		at, args = s.d.ClaimClock.Kept, []any{c.EnvironmentID, c.EnvironmentID}
+	}
+	query := `WITH leased AS (` + strings.Replace(leasedQuery, "<= ?", "<= "+at, 1) + lock + `),
 		unclaimed AS (SELECT ` + workColumns + ` FROM work_items
 			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
 			ORDER BY environment_id, state, claimed_at, queued_at, id LIMIT 1` + lock + `)`
-	args := []any{c.EnvironmentID, now, c.EnvironmentID}
 	parts := `SELECT 0, * FROM leased UNION ALL SELECT 1, * FROM unclaimed`
 	if c.ReclaimOlderThan > 0 {
+		cutoff := "?"
+		if clockKept {
+			cutoff = at + " - make_interval(secs => ?)"
+			args = append(args, c.EnvironmentID, c.ReclaimOlderThan.Seconds())
+		} else {
+			args = append(args, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
+		}
 		query += `, old AS (SELECT ` + workColumns + ` FROM work_items
-			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NOT NULL AND claimed_at <= ?
+			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NOT NULL AND claimed_at <= ` + cutoff + `
 			ORDER BY queued_at, id LIMIT 1` + lock + `)`
-		args = append(args, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
 		parts += ` UNION ALL SELECT 1, * FROM old`
 	}
 	rows, err := q.Query(ctx, query+" "+parts, args...)
@@ -173,11 +184,12 @@ func (s *Store) anyLapsed(ctx context.Context, environmentID string, now time.Ti
 // transaction still commits what the expiry settled (and the poll noted).
 func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage.Work, settled []storage.Work, err error) {
 	if s.d.SingleWriter {
-		now, err := s.openQueue(ctx, s.db(), c)
-		if err != nil {
-			return storage.Work{}, nil, err
+		open := s.openQueue(ctx, s.db(), c)
+		if open.err != nil {
+			return storage.Work{}, nil, open.err
 		}
-		leased, candidates, err := s.due(ctx, s.db(), c, now, "")
+		now := open.now
+		leased, candidates, err := s.due(ctx, s.db(), c, now, false, "")
 		if err != nil {
 			return storage.Work{}, nil, err
 		}
@@ -188,11 +200,11 @@ func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage
 	}
 	var noWork bool
 	err = s.write(ctx, func(tx *tx) (err error) {
-		now, err := s.openQueue(ctx, tx, c)
-		if err != nil {
-			return err
+		open := s.openQueue(ctx, tx, c)
+		if !open.sent && open.err != nil {
+			return open.err
 		}
-		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx: tx, now: now}, c)
+		claimed, settled, err = workqueue.ClaimIn(ctx, workRows{tx: tx, open: open}, c)
 		if noWork = errors.Is(err, storage.ErrNoWork); noWork {
 			err = nil
 		}
@@ -211,34 +223,83 @@ func (s *Store) ClaimWork(ctx context.Context, c storage.Claim) (claimed storage
 	return claimed, settled, nil
 }
 
+// queueOpen is what a claim's first statement finds: the clock to claim
+// at, or why the claim may not go on (storage.ErrNotFound,
+// storage.ErrEnvironmentArchived, or the database's error).
+type queueOpen struct {
+	now time.Time
+	err error
+	// sent: the statement waits to go with the claim's query, which reads
+	// the clock it keeps (Dialect.ClaimClock); now and err are set once
+	// that query is sent.
+	sent bool
+}
+
 // openQueue reads, through q, whether c's environment is open, and the
 // clock to claim at: in one statement where the clock is the database's,
 // which also notes c's poll where the backend keeps polls
 // (Dialect.NotePoll). A poll is then one transaction, not one to note it
-// and one to claim. A missing environment is storage.ErrNotFound, an
-// archived one storage.ErrEnvironmentArchived.
-func (s *Store) openQueue(ctx context.Context, q Conn, c storage.Claim) (now time.Time, err error) {
-	var archivedAt *time.Time
-	query, dest, args := `SELECT archived_at`, []any{&archivedAt}, []any{}
-	if s.d.Clock != "" {
-		query += ", " + s.d.Clock
-		dest = append(dest, &now)
+// and one to claim. Where the clock is kept for the transaction
+// (Dialect.ClaimClock) and q can send a read with the next statement
+// (ReadDeferrer), the statement goes with the claim's query, in one round
+// trip.
+func (s *Store) openQueue(ctx context.Context, q Conn, c storage.Claim) *queueOpen {
+	open := &queueOpen{}
+	clock := s.d.Clock
+	var deferrer ReadDeferrer
+	if t, ok := q.(*tx); ok {
+		deferrer, _ = t.Conn.(ReadDeferrer)
+	}
+	if s.d.ClaimClock.Keep != "" && deferrer != nil {
+		clock, open.sent = s.d.ClaimClock.Keep, true
+	}
+	query, args := `SELECT archived_at`, []any{}
+	if clock != "" {
+		query += ", " + clock
 	}
 	query += ` FROM environments WHERE id = ?`
 	if s.d.NotePoll != "" && !c.PolledAt.IsZero() {
 		query = s.d.NotePoll + " " + query
 		args = append(args, c.EnvironmentID, c.WorkerID, c.PolledAt)
 	}
-	if err := q.QueryRow(ctx, query, append(args, c.EnvironmentID)...).Scan(dest...); err != nil {
-		return time.Time{}, err
+	args = append(args, c.EnvironmentID)
+	if open.sent {
+		deferrer.DeferRead(ctx, query, args, func(rows Rows) { open.read(rows, true) })
+		return open
+	}
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		open.err = err
+		return open
+	}
+	open.read(rows, clock != "")
+	if open.err == nil && clock == "" {
+		open.now, open.err = s.b.Now(ctx, q)
+	}
+	return open
+}
+
+// read reads openQueue's row, and the clock with it when withClock.
+func (o *queueOpen) read(rows Rows, withClock bool) {
+	defer rows.Close()
+	if !rows.Next() {
+		if o.err = rows.Err(); o.err == nil {
+			o.err = storage.ErrNotFound
+		}
+		return
+	}
+	var archivedAt *time.Time
+	dest := []any{&archivedAt}
+	if withClock {
+		dest = append(dest, &o.now)
+	}
+	if o.err = rows.Scan(dest...); o.err != nil {
+		return
 	}
 	if archivedAt != nil {
-		return time.Time{}, storage.ErrEnvironmentArchived
+		o.err = storage.ErrEnvironmentArchived
 	}
-	if s.d.Clock != "" {
-		return now.UTC().Truncate(time.Microsecond), nil
-	}
-	return s.b.Now(ctx, q)
+	o.now = o.now.UTC().Truncate(time.Microsecond)
 }
 
 // changeWork locks one item and applies a rule of package workqueue to it.
@@ -255,13 +316,13 @@ func (s *Store) changeWork(ctx context.Context, environmentID, workID string, ru
 // (workqueue.Rows), locked as they are read.
 type workRows struct {
 	tx *tx
-	// now, when not zero, is the clock the transaction read already.
-	now time.Time
+	// open, for a claim, is its first statement's reading of the clock.
+	open *queueOpen
 }
 
 func (r workRows) Now(ctx context.Context) (time.Time, error) {
-	if !r.now.IsZero() {
-		return r.now, nil
+	if r.open != nil && !r.open.sent {
+		return r.open.now, nil
 	}
 	return r.tx.s.b.Now(ctx, r.tx)
 }
@@ -270,8 +331,21 @@ func (r workRows) Work(ctx context.Context, environmentID, workID string) (stora
 	return r.tx.s.getWork(ctx, r.tx, environmentID, workID, true)
 }
 
-func (r workRows) Due(ctx context.Context, c storage.Claim, now time.Time) (leased, claimable []storage.Work, err error) {
-	return r.tx.s.due(ctx, r.tx, c, now, r.tx.s.d.SkipLocked)
+// Due reads the items at the clock the claim's first statement read, sent
+// with it where it waits to be (queueOpen.sent).
+func (r workRows) Due(ctx context.Context, c storage.Claim) (now time.Time, leased, claimable []storage.Work, err error) {
+	if r.open == nil || !r.open.sent {
+		if now, err = r.Now(ctx); err != nil {
+			return time.Time{}, nil, nil, err
+		}
+		leased, claimable, err = r.tx.s.due(ctx, r.tx, c, now, false, r.tx.s.d.SkipLocked)
+		return now, leased, claimable, err
+	}
+	leased, claimable, err = r.tx.s.due(ctx, r.tx, c, time.Time{}, true, r.tx.s.d.SkipLocked)
+	if err == nil {
+		err = r.open.err
+	}
+	return r.open.now, leased, claimable, err
 }
 
 func (r workRows) Leased(ctx context.Context, environmentID string, now time.Time) ([]storage.Work, error) {
