@@ -1,6 +1,17 @@
 package postgres
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/memstore/memstore/internal/storage/sqlstore"
+)
+
+// WriteMemoryWith runs fn as one write to the store in its batches, as
+// the store's own memory writes run.
+func (s *DB) WriteMemoryWith(ctx context.Context, storeID string, fn func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error) error {
+	return s.writeMemory(ctx, storeID, fn)
+}
 
 // LateralReads is the statement a batch sends for the reads ahead of query
 // with each of args (DB.lateral), and its arguments: one array per

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/storage/postgres"
+	"github.com/memstore/memstore/internal/storage/sqlstore"
 	"github.com/memstore/memstore/internal/testenv"
 )
 
@@ -223,6 +225,64 @@ func TestARowTheDatabaseRefusesFailsOnlyItsWrite(t *testing.T) {
 		if ch.Sequence != int64(i+1) || !landed[ch.Path] {
 			t.Errorf("change %d: sequence %d, path %q; want sequence %d of a landed create", i, ch.Sequence, ch.Path, i+1)
 		}
+	}
+}
+
+// A memory write that panics in its batch fails alone: the batch takes the
+// panic as that write's error, and the writes sharing it land, with a feed
+// and a count that say exactly what landed. (Were the panic the batch's
+// own, every write of the batch would be answered that the database is
+// away.)
+func TestAWriteThatPanicsFailsOnlyItself(t *testing.T) {
+	db := openOn(t, testenv.PostgresSchema(t))
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "panics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, rounds = 8, 6
+	for r := range rounds {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				if w == 0 {
+					errs[w] = db.WriteMemoryWith(ctx, st.ID, func(context.Context, sqlstore.Conn, sqlstore.StoreCounters) error {
+						panic("boom")
+					})
+					return
+				}
+				_, errs[w] = db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/r%d/w%d.md", r, w), Content: "x", By: benchBy})
+			})
+		}
+		close(start)
+		wg.Wait()
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "panicked: boom") {
+			t.Fatalf("round %d: the write that panicked answered %v; want its panic as its error", r, errs[0])
+		}
+		for w, err := range errs[1:] {
+			if err != nil {
+				t.Fatalf("round %d: create /r%d/w%d.md beside the write that panicked: %v; want it landed", r, r, w+1, err)
+			}
+		}
+	}
+	want := rounds * (writers - 1)
+	if n, err := db.CountMemories(ctx, st.ID); err != nil || n != want {
+		t.Errorf("count %d (%v), want the %d creates", n, err, want)
+	}
+	page, err := db.ListChanges(ctx, st.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range page.Changes {
+		if ch.Sequence != int64(i+1) {
+			t.Fatalf("change %d has sequence %d: want the feed gap-free", i, ch.Sequence)
+		}
+	}
+	if len(page.Changes) != want {
+		t.Fatalf("%d changes in the feed, want %d", len(page.Changes), want)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // each making rounds appends of one user message to its session. An append
 // whose text says "guard" is refused by its guard, one whose text says
 // "bad" by the database (a trigger, standing for any check the server does
-// not make).
+// not make), and one whose text says "panic" has a guard that panics.
 type appendCrowd struct {
 	dbs      []*postgres.DB
 	sessions []string
@@ -29,8 +29,10 @@ type appendCrowd struct {
 	rounds   int
 	// refuses: the database refuses the "bad" appends.
 	refuses bool
+	// panics: the "panic" appends' guards panic.
+	panics bool
 	landed  map[string][]string // by session, the texts that landed, in no order
-	refused map[string]int      // "guard", "bad"
+	refused map[string]int      // "guard", "bad", "panic"
 }
 
 func newAppendCrowd(t *testing.T, url string, sessions, writers, rounds int) *appendCrowd {
@@ -73,13 +75,22 @@ func (c *appendCrowd) run(t *testing.T) {
 						text += " guard"
 					case 5:
 						text += " bad"
+					case 6:
+						if c.panics {
+							text += " panic"
+						}
 					}
 					var guard storage.AppendGuard
-					if strings.HasSuffix(text, " guard") {
+					switch {
+					case strings.HasSuffix(text, " guard"):
 						guard = func(storage.SessionView) error { return errors.New("refused by the guard") }
+					case strings.HasSuffix(text, " panic"):
+						guard = func(storage.SessionView) error { panic("boom") }
 					}
 					bad := c.refuses && strings.HasSuffix(text, " bad")
-					stored, err := c.dbs[(s+w)%2].AppendEvents(ctx, sessionID, []api.Event{api.UserMessage(text)}, guard)
+					stored, err := appendRecovering(func() ([]api.Event, error) {
+						return c.dbs[(s+w)%2].AppendEvents(ctx, sessionID, []api.Event{api.UserMessage(text)}, guard)
+					})
 					mu.Lock()
 					switch {
 					case err == nil && guard == nil && !bad && len(stored) == 1 && stored[0].Text() == text:
@@ -88,6 +99,8 @@ func (c *appendCrowd) run(t *testing.T) {
 						c.refused["guard"]++
 					case err != nil && bad && strings.Contains(err.Error(), "refused by the database"):
 						c.refused["bad"]++
+					case err != nil && strings.HasSuffix(text, " panic") && errors.Is(err, errPanicked):
+						c.refused["panic"]++
 					default:
 						t.Errorf("append %q: stored %d events, %v", text, len(stored), err)
 					}
@@ -98,6 +111,19 @@ func (c *appendCrowd) run(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// appendRecovering runs an append, turning a panic in its caller's
+// goroutine into errPanicked, as the HTTP server's recovery answers 500.
+func appendRecovering(appendEvents func() ([]api.Event, error)) (stored []api.Event, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errPanicked, p)
+		}
+	}()
+	return appendEvents()
+}
+
+var errPanicked = errors.New("the append panicked in its caller")
 
 // check reads every session's log through the other replica: exactly the
 // appends that landed, each once, in strictly increasing sequence.
@@ -171,6 +197,22 @@ func TestAnAppendTheDatabaseRefusesFailsOnlyItself(t *testing.T) {
 	c.run(t)
 	if c.refused["guard"] == 0 || c.refused["bad"] == 0 {
 		t.Fatalf("refused %v; want some by their guard and some by the database", c.refused)
+	}
+	c.check(t)
+}
+
+// An append whose guard panics inside its batch takes no other append with
+// it: the batch is rolled back, its other appends run again alone and
+// land, and the one that panicked, run alone, panics in its own caller's
+// goroutine (the HTTP server answers that request 500), not in the
+// batch's leader, which may be another append's.
+func TestAnAppendThatPanicsTakesNoOtherWithIt(t *testing.T) {
+	url := testenv.PostgresSchema(t)
+	c := newAppendCrowd(t, url, 16, 3, 6)
+	c.panics = true
+	c.run(t)
+	if c.refused["panic"] == 0 || c.refused["guard"] == 0 {
+		t.Fatalf("refused %v; want some appends refused by their guards and some that panicked", c.refused)
 	}
 	c.check(t)
 }
