@@ -30,7 +30,7 @@ type appendCrowd struct {
 	// refuses: the database refuses the "bad" appends.
 	refuses bool
 	// panics: the "panic" appends' guards panic.
-	panics bool
+	panics  bool
 	landed  map[string][]string // by session, the texts that landed, in no order
 	refused map[string]int      // "guard", "bad", "panic"
 }
