@@ -162,8 +162,9 @@ func (b backend) Now(ctx context.Context, q sqlstore.Conn) (time.Time, error) {
 // Once a transaction that set it ends, the setting reads as an empty
 // string on that connection rather than NULL, hence the NULLIF.
 const (
-	claimClockKeep = `set_config('memstore.claim_clock', clock_timestamp()::text, true)::timestamptz`
-	claimClockKept = `NULLIF(current_setting('memstore.claim_clock', true), '')::timestamptz`
+	claimClockKeep   = `set_config('memstore.claim_clock', clock_timestamp()::text, true)::timestamptz`
+	claimClockKept   = `NULLIF(current_setting('memstore.claim_clock', true), '')::timestamptz`
+	claimClockBefore = claimClockKept + ` - make_interval(secs => ?)`
 )
 
 // Notify wakes the event streams and long polls of every replica when q
@@ -183,7 +184,7 @@ func (b backend) Dialect() sqlstore.Dialect {
 	d := sqlstore.Dialect{ForUpdate: " FOR UPDATE", ForShare: " FOR SHARE", SkipLocked: " FOR UPDATE SKIP LOCKED", AttemptOrder: "id", Search: tsIndex{}}
 	if b.s.clock == nil {
 		d.Clock = "clock_timestamp()"
-		d.ClaimClock.Keep, d.ClaimClock.Kept = claimClockKeep, claimClockKept
+		d.ClaimClock.Keep, d.ClaimClock.Kept, d.ClaimClock.KeptBefore = claimClockKeep, claimClockKept, claimClockBefore
 	}
 	d.Notify, d.NotePoll = wakeExpr, notePoll
 	return d

@@ -291,7 +291,8 @@ func TestClaimsOnTheDatabasesClockReclaimAndSettle(t *testing.T) {
 
 // workers_polling counts the polls every replica saw, within the window:
 // each claim notes its worker's poll, also when it finds no work, and a
-// poll of an archived environment is refused and not counted.
+// poll of an archived environment is refused, not counted, and claims
+// nothing (on the database's clock: the refusal is read with the queue).
 func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 	dbs := replicas(t, 2)
 	ctx := t.Context()
@@ -317,11 +318,19 @@ func TestPollersAreCountedAcrossReplicas(t *testing.T) {
 	if err := poll(dbs[0], "env_2", "w9", t0); !errors.Is(err, storage.ErrNoWork) {
 		t.Fatal(err)
 	}
+	queued := ids.New(ids.Work)
+	sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: "env_3", Status: api.SessionIdle, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := dbs[0].CreateSession(ctx, sess, storage.Work{ID: queued, CreatedAt: t0}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := dbs[1].UpdateEnvironment(ctx, "env_3", func(e *storage.Environment) error { e.ArchivedAt = &t0; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := poll(dbs[0], "env_3", "w1", t0); !errors.Is(err, storage.ErrEnvironmentArchived) {
 		t.Fatalf("poll of an archived environment: %v, want storage.ErrEnvironmentArchived", err)
+	}
+	if w, err := dbs[1].GetWork(ctx, "env_3", queued); err != nil || w.ClaimedAt != nil {
+		t.Fatalf("the archived environment's item = %+v, %v; want it unclaimed", w, err)
 	}
 	if err := poll(dbs[0], "env_4", "w1", t0); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("poll of a missing environment: %v, want storage.ErrNotFound", err)

@@ -101,9 +101,10 @@ type Dialect struct {
 	// two statements share one reading of it and go in one round trip:
 	// Keep is an expression that reads the clock and keeps the reading for
 	// the transaction (its value is the reading), Kept an expression of the
-	// reading kept (NULL when none was). Both "" where the claim reads the
-	// clock on its own.
-	ClaimClock struct{ Keep, Kept string }
+	// reading kept (NULL when none was), KeptBefore the reading kept less a
+	// number of seconds (one placeholder). All "" where the claim reads
+	// the clock on its own.
+	ClaimClock struct{ Keep, Kept, KeptBefore string }
 	// NotePoll, where the backend keeps the polls of every server
 	// (storage.PollLog), is a WITH clause that notes one (placeholders:
 	// environment, worker, time), put before the statement a claim reads

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/memstore/memstore/api"
@@ -68,8 +67,13 @@ func (s *Store) SessionWork(ctx context.Context, sessionID string) ([]storage.Wo
 // leasedQuery reads an environment's live items whose lease lapsed by a
 // time, the rows workqueue.Lapsed is asked about; the bound on
 // lease_expires_at spares reading leases that are plainly current.
-const leasedQuery = `SELECT ` + workColumns + ` FROM work_items
-	WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`
+// leasedBy is it without the time, for a statement that gives it as an
+// expression.
+const (
+	leasedBy = `SELECT ` + workColumns + ` FROM work_items
+	WHERE environment_id = ? AND state != 'stopped' AND lease_expires_at IS NOT NULL AND lease_expires_at <= `
+	leasedQuery = leasedBy + `?`
+)
 
 // leasedWork reads leasedQuery; locking skips the items another server is
 // settling or changing: it decides them.
@@ -90,13 +94,14 @@ func (s *Store) leasedWork(ctx context.Context, q Conn, environmentID string, no
 // order, to the first claimed before the cutoff; the leases,
 // work_items_leases. Locking skips the items other pollers hold, so
 // concurrent claims neither wait for each other nor get the same item.
+// With clockKept, the statement compares with the clock the claim's
+// first statement kept (Dialect.ClaimClock) rather than with now.
 func (s *Store) due(ctx context.Context, q Conn, c storage.Claim, now time.Time, clockKept bool, lock string) (leased, claimable []storage.Work, err error) {
-	// The clock: now, or the reading the claim's first statement kept.
 	at, args := "?", []any{c.EnvironmentID, now, c.EnvironmentID}
 	if clockKept {
 		at, args = s.d.ClaimClock.Kept, []any{c.EnvironmentID, c.EnvironmentID}
 	}
-	query := `WITH leased AS (` + strings.Replace(leasedQuery, "<= ?", "<= "+at, 1) + lock + `),
+	query := `WITH leased AS (` + leasedBy + at + lock + `),
 		unclaimed AS (SELECT ` + workColumns + ` FROM work_items
 			WHERE environment_id = ? AND state = 'queued' AND claimed_at IS NULL
 			ORDER BY environment_id, state, claimed_at, queued_at, id LIMIT 1` + lock + `)`
@@ -104,7 +109,7 @@ func (s *Store) due(ctx context.Context, q Conn, c storage.Claim, now time.Time,
 	if c.ReclaimOlderThan > 0 {
 		cutoff := "?"
 		if clockKept {
-			cutoff = at + " - make_interval(secs => ?)"
+			cutoff = s.d.ClaimClock.KeptBefore
 			args = append(args, c.EnvironmentID, c.ReclaimOlderThan.Seconds())
 		} else {
 			args = append(args, c.EnvironmentID, now.Add(-c.ReclaimOlderThan))
