@@ -297,6 +297,11 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, now, id); err != nil {
 			return err
 		}
+		// The events go first and by name: PostgreSQL's have no foreign
+		// key to cascade from the session (its migration 0016).
+		if _, err = tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = ?`, id); err != nil {
+			return err
+		}
 		if _, err = tx.Exec(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
 			return err
 		}

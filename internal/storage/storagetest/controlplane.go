@@ -255,11 +255,20 @@ func testSessions(t *testing.T, open Factory) {
 	if err != nil || claimed.ID != workID {
 		t.Fatalf("claim = %+v, %v; want %s", claimed, err, workID)
 	}
-	if _, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("hi")}, nil); err != nil {
+	sent, err := s.AppendEvents(ctx, sess.ID, []api.Event{api.UserMessage("hi")}, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.EventSeq(ctx, sess.ID, sent[0].ID); err != nil {
+		t.Fatalf("EventSeq of a stored event: %v", err)
 	}
 	if err := s.DeleteSession(ctx, sess.ID); err != nil {
 		t.Fatal(err)
+	}
+	// Its events go with it (PostgreSQL's by the delete itself: no
+	// foreign key cascades to them).
+	if _, err := s.EventSeq(ctx, sess.ID, sent[0].ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("EventSeq of a deleted session's event = %v; want not found", err)
 	}
 	if _, err := s.GetSession(ctx, sess.ID); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("deleted session still found: %v", err)
