@@ -212,6 +212,12 @@ func (r *Runner) AppendClient(ctx context.Context, sessionID string, events []ap
 	var (
 		from int
 		live bool
+		// last is the runtime's step for the log of length lastLen, the
+		// last round's. When it emitted nothing, that log is the one
+		// stored and Waits needs no second look (a step is decided from
+		// the whole log: a long session's was a scan of it again).
+		last    Step
+		lastLen int
 	)
 	v, err := r.store.AppendSteps(ctx, sessionID, func(now storage.SessionView, round int) ([]api.Event, error) {
 		if round == 0 {
@@ -220,18 +226,22 @@ func (r *Runner) AppendClient(ctx context.Context, sessionID string, events []ap
 					return nil, err
 				}
 			}
-			from, live = len(now.Log), now.WorkLive
+			from, live, lastLen = len(now.Log), now.WorkLive, -1
 			return events, nil
 		}
 		if needWork && !live {
 			return nil, nil
 		}
-		return r.rt.Next(now).Emit, nil
+		last, lastLen = r.rt.Next(now), len(now.Log)
+		return last.Emit, nil
 	})
 	if err != nil {
 		return ClientAppend{}, err
 	}
-	step := r.rt.Next(v)
+	step := last
+	if lastLen != len(v.Log) {
+		step = r.rt.Next(v)
+	}
 	return ClientAppend{Stored: slices.Clone(v.Log[from : from+len(events)]), WorkLive: live, Waits: len(step.Emit) == 0 && step.Work == nil}, nil
 }
 

@@ -471,3 +471,25 @@ func TestAClientAppendCarriesTheReactionWithoutTheTurn(t *testing.T) {
 		t.Fatalf("after a refused send the log is %s, want %s", got, want)
 	}
 }
+
+// A send that needs a work item, to a session none serves, stores only
+// the client's events, and says the session does not wait: the runtime
+// has a step to take (its turn starts) once an item is queued. The step is
+// decided on the log as stored, not taken from a round that never ran.
+func TestAClientAppendWithoutLiveWorkDoesNotWait(t *testing.T) {
+	h := newHarness(t, api.ScriptedModel)
+	if _, err := h.db.StopWork(h.ctx, h.env.ID, h.work, true); err != nil {
+		t.Fatal(err)
+	}
+	msg := []api.Event{api.UserMessage(`{"tool_calls":[],"end":"idle"}`)}
+	res, err := h.runner.AppendClient(h.ctx, h.sess.ID, msg, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := typesOf(h.log()); got != "user.message" {
+		t.Fatalf("log %s, want the client's message alone", got)
+	}
+	if res.WorkLive || res.Waits {
+		t.Fatalf("AppendClient returned WorkLive %v, Waits %v; want neither", res.WorkLive, res.Waits)
+	}
+}
