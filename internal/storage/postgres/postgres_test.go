@@ -420,6 +420,38 @@ func TestCachedLogsSeeAppendsFromAnotherReplica(t *testing.T) {
 	}
 }
 
+// An append writes its session's row back from what it read under the
+// lock. A replica reads a row its own last append wrote without decoding it
+// again (package sqlstore's sessionRow), so a rename by another replica in
+// between must still be what it reads, and what the append writes back.
+func TestAnAppendKeepsARenameFromAnotherReplica(t *testing.T) {
+	a, b := twoReplicas(t)
+	sess := idleSession(t, a)
+	send := func(r *postgres.DB, text string, guard storage.AppendGuard) {
+		t.Helper()
+		if _, err := r.AppendEvents(t.Context(), sess.ID, []api.Event{api.UserMessage(text)}, guard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(a, "first", nil)
+	send(a, "second", nil) // a's view of the row is its own last write
+	title := "renamed on b"
+	if _, err := b.UpdateSession(t.Context(), sess.ID, func(x *api.Session) error { x.Title = &title; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	send(a, "third", func(v storage.SessionView) error {
+		if v.Session.Title == nil || *v.Session.Title != title {
+			return fmt.Errorf("the append saw title %v, want %q", v.Session.Title, title)
+		}
+		return nil
+	})
+	for _, r := range []*postgres.DB{a, b} {
+		if got, err := r.GetSession(t.Context(), sess.ID); err != nil || got.Title == nil || *got.Title != title {
+			t.Fatalf("after the append the session is %+v, %v; want the title %q", got, err, title)
+		}
+	}
+}
+
 // Appends to one session from two replicas at once: each waits for the
 // session's lock while the other appends, and must then see what the other
 // committed, so every event records how many it saw before it and the log

@@ -372,7 +372,9 @@ func (s *Store) lockedView(ctx context.Context, q Conn, sessionID string, cached
 		return storage.SessionView{}, storage.ErrNotFound
 	}
 	var sess api.Session
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+	if row := cached.row; row != nil && row.body == body {
+		sess = row.session // as this server's last append wrote it
+	} else if err := json.Unmarshal([]byte(body), &sess); err != nil {
 		return storage.SessionView{}, err
 	}
 	sess.Resources = cached.resources
@@ -428,7 +430,9 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 		expr, arg := notify(storage.TopicSession, sessionID)
 		body := sess
 		body.Resources = nil
-		with = `WITH saved AS (UPDATE sessions SET status = ` + a.add(sess.Status) + `, body = ` + a.add(toJSON(body)) + `, archived_at = ` + a.add(sess.ArchivedAt) +
+		row := &sessionRow{body: toJSON(body), session: body}
+		r.tx.savedRow = row
+		with = `WITH saved AS (UPDATE sessions SET status = ` + a.add(sess.Status) + `, body = ` + a.add(row.body) + `, archived_at = ` + a.add(sess.ArchivedAt) +
 			` WHERE id = ` + a.add(sessionID) + ` RETURNING ` + strings.Replace(expr, "?", a.add(arg), 1) + `) `
 	} else if err := r.saveSession(ctx, sess); err != nil {
 		return 0, err
@@ -546,12 +550,25 @@ func (r sessionRows) saveSession(ctx context.Context, sess api.Session) error {
 // keepLog caches the log of a session whose transaction has committed,
 // unless the session ended: nothing reacts to it any more. The cache takes
 // over the room after v.Log: the caller hands on v.Log clipped.
-func (s *Store) keepLog(v storage.SessionView) {
+func (s *Store) keepLog(v storage.SessionView) { s.keepLogWith(v, nil) }
+
+// keepLogWith is keepLog with the session row the view's transaction
+// wrote, when known.
+func (s *Store) keepLogWith(v storage.SessionView, row *sessionRow) {
 	if storage.Ended(v.Session) {
 		s.logs.drop(v.Session.ID)
 		return
 	}
-	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true})
+	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true, row: row})
+}
+
+// appended completes the view of an append whose transaction t committed:
+// the last sequence, when read after the write returned, and the cache.
+func (s *Store) appended(t *tx, view *storage.SessionView) {
+	if t.laterSeq != 0 {
+		view.Seq = t.laterSeq
+	}
+	s.keepLogWith(*view, t.savedRow)
 }
 
 // AppendEvents implements storage.Events.
@@ -560,28 +577,28 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, events []api
 		stored []api.Event
 		view   storage.SessionView
 	)
-	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
+	t, err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, stored, err = storage.AppendIn(ctx, sessionRows{tx}, sessionID, events, guard)
 		return err
-	}, &view.Seq)
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.keepLog(view)
+	s.appended(t, &view)
 	return stored, nil
 }
 
 // AppendSteps implements storage.Events.
 func (s *Store) AppendSteps(ctx context.Context, sessionID string, step storage.AppendStep) (storage.SessionView, error) {
 	var view storage.SessionView
-	err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
+	t, err := s.writeSession(ctx, sessionID, func(tx *tx) (err error) {
 		view, _, err = storage.AppendStepsIn(ctx, sessionRows{tx}, sessionID, step)
 		return err
-	}, &view.Seq)
+	})
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	s.keepLog(view)
+	s.appended(t, &view)
 	view.Log = slices.Clip(view.Log)
 	return view, nil
 }

@@ -227,6 +227,9 @@ type tx struct {
 	// when their statement's rows were read after the write returned
 	// (QueryDeferrer).
 	laterSeq int64
+	// savedRow is the session row the transaction wrote, where the
+	// backend writes it as one statement with the events (Dialect.Notify).
+	savedRow *sessionRow
 }
 
 // write runs fn in one write transaction; a transaction that wrote outbox
@@ -237,25 +240,21 @@ func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
 }
 
 // writeSession is write for an append to session sessionID's log, through
-// the backend's SessionWriter where it has one. seq is where fn leaves the
-// log's last sequence: it is set there once the write returns when the
-// events' statement was read after fn (QueryDeferrer).
-func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *tx) error, seq *int64) error {
+// the backend's SessionWriter where it has one. It returns the
+// transaction as fn's last attempt left it: what the append wrote that its
+// view learns only once the write returns (laterSeq, savedRow).
+func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *tx) error) (*tx, error) {
 	w, ok := s.b.(SessionWriter)
 	if !ok {
-		return s.write(ctx, fn)
+		return s.writeWith(ctx, s.b.Write, fn)
 	}
 	var first Statement
 	if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
 		first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
 	}
-	t, err := s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
+	return s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
 		return w.WriteSession(ctx, sessionID, first, fn)
 	}, fn)
-	if err == nil && t.laterSeq != 0 {
-		*seq = t.laterSeq
-	}
-	return err
 }
 
 // writeWith runs fn in the write transaction run opens, and returns the
@@ -265,7 +264,7 @@ func (s *Store) writeWith(ctx context.Context, run func(context.Context, func(Co
 	err := run(ctx, func(c Conn) error {
 		// A retried attempt starts afresh: what the last one read beside
 		// a session's log (its clock, whether endpoints exist) is stale.
-		t.Conn, t.after, t.laterSeq = c, logTail{}, 0
+		t.Conn, t.after, t.laterSeq, t.savedRow = c, logTail{}, 0, nil
 		return fn(t)
 	})
 	s.outbox.Ended(t, err == nil)
