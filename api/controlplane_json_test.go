@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEventRoundTripsUnknownFields(t *testing.T) {
@@ -115,5 +116,48 @@ func TestNullableStringPresence(t *testing.T) {
 	out, _ := json.Marshal(UpdateSessionRequest{})
 	if string(out) != `{}` {
 		t.Fatalf("unset title marshalled: %s", out)
+	}
+}
+
+// An event's encoding writes its blocks without their MarshalJSON where they
+// have no Extra. Its bytes are those of the plain encoding through each
+// block's MarshalJSON, field for field and in order, for every kind of
+// block and event (stored bodies and responses are these bytes).
+func TestEventEncodingIsItsBlocksOwn(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
+	yes := true
+	text := strings.Repeat(`a "quoted" <b>&amp; é 😀 \ line`+"\n\t", 40)
+	events := []Event{
+		{ID: "sevt_1", Type: EventUserMessage, ProcessedAt: &at, Content: TextContent(text)},
+		{Type: EventAgentMessage, Content: TextContent("")},
+		{Type: EventUserMessage, Content: []ContentBlock{}},
+		{Type: EventSessionStatusIdle, ProcessedAt: &at},
+		{Type: EventUserToolResult, ToolUseID: "sevt_2", IsError: &yes, Content: []ContentBlock{
+			{Type: "text", Text: "one"},
+			{Type: "image", Extra: Extra{"source": json.RawMessage(`{"type":"url","url":"u"}`)}},
+			{Type: "document"},
+			{Type: "other", Text: "kept"},
+			{Type: "text", Text: "with extra", Extra: Extra{"citations": json.RawMessage(`[]`)}},
+		}},
+		{Type: EventAgentToolUse, Name: "bash", Input: json.RawMessage(`{"command": "ls  -la"}`), Content: TextContent("x"),
+			Extra: Extra{"session_thread_id": json.RawMessage(`"th_1"`)}},
+	}
+	for i, e := range events {
+		type plain Event
+		want, err := marshalWithExtra(plain(e), e.Extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("event %d encodes as\n %s\nwant\n %s", i, got, want)
+		}
+		inResponse, err := json.Marshal(SendEventsResponse{Data: []Event{e}})
+		if err != nil || !strings.Contains(string(inResponse), string(want)) {
+			t.Fatalf("event %d in a response: %s, %v; want it to hold %s", i, inResponse, err, want)
+		}
 	}
 }
