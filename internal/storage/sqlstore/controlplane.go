@@ -235,7 +235,7 @@ func (s *Store) CreateSession(ctx context.Context, sess api.Session, w storage.W
 	if err != nil {
 		return api.Session{}, err
 	}
-	s.keepLog(view)
+	s.keepLog(view, nil)
 	return view.Session, nil
 }
 
@@ -297,8 +297,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL`, now, id); err != nil {
 			return err
 		}
-		// The events go first and by name: PostgreSQL's have no foreign
-		// key to cascade from the session (its migration 0016).
+		// The events are deleted here, not by a cascade: PostgreSQL's have
+		// no foreign key to the session (its migration 0016).
 		if _, err = tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = ?`, id); err != nil {
 			return err
 		}
@@ -548,13 +548,10 @@ func (r sessionRows) saveSession(ctx context.Context, sess api.Session) error {
 }
 
 // keepLog caches the log of a session whose transaction has committed,
+// with the session row that transaction wrote (nil when not known),
 // unless the session ended: nothing reacts to it any more. The cache takes
 // over the room after v.Log: the caller hands on v.Log clipped.
-func (s *Store) keepLog(v storage.SessionView) { s.keepLogWith(v, nil) }
-
-// keepLogWith is keepLog with the session row the view's transaction
-// wrote, when known.
-func (s *Store) keepLogWith(v storage.SessionView, row *sessionRow) {
+func (s *Store) keepLog(v storage.SessionView, row *sessionRow) {
 	if storage.Ended(v.Session) {
 		s.logs.drop(v.Session.ID)
 		return
@@ -568,7 +565,7 @@ func (s *Store) appended(t *tx, view *storage.SessionView) {
 	if t.laterSeq != 0 {
 		view.Seq = t.laterSeq
 	}
-	s.keepLogWith(*view, t.savedRow)
+	s.keepLog(*view, t.savedRow)
 }
 
 // AppendEvents implements storage.Events.
@@ -614,7 +611,7 @@ func (s *Store) ViewSession(ctx context.Context, sessionID string) (storage.Sess
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	s.keepLog(v)
+	s.keepLog(v, nil)
 	v.Log = slices.Clip(v.Log)
 	return v, nil
 }
