@@ -1,8 +1,8 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -211,20 +211,19 @@ func (s cpuSample) since(before cpuSample, app string) cpuSpent {
 	return d
 }
 
-// procCPU is utime + stime of /proc/<pid>/stat (clock ticks of 10 ms); 0
-// for a process gone.
+// procCPU is the CPU process pid has used (testenv.ProcessCPU); 0 for a
+// process gone.
 func procCPU(b *testing.B, pid string) time.Duration {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	n, err := strconv.Atoi(pid)
 	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := testenv.ProcessCPU(n)
+	if errors.Is(err, os.ErrNotExist) {
 		return 0
 	}
-	// The command, in parentheses, may hold spaces: fields are counted
-	// after its closing one (utime and stime are the 14th and 15th).
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%s/stat: %q", pid, stat)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }

@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,4 +95,26 @@ func WithSearchPath(u, schema string) string {
 		}
 	}
 	return u + " search_path=" + schema
+}
+
+// ProcessCPU is the CPU time (user and system) process pid has used, from
+// /proc/<pid>/stat in clock ticks of 10 ms: how the benchmarks read a
+// PostgreSQL backend's work. A process gone is os.ErrNotExist.
+func ProcessCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command, in parentheses, may hold spaces: fields are counted
+	// after its closing one (utime and stime are the 14th and 15th).
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, stat)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }

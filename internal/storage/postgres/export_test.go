@@ -1,9 +1,15 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/memstore/memstore/internal/storage/sqlstore"
 )
 
@@ -105,6 +111,49 @@ func StoreStatements(ids []string) []StoreStatement {
 // its transaction.
 const GenericPlans = genericPlans
 
-// SearchEntryText is the search entry the server writes for a memory
-// (tsvectorText).
-func SearchEntryText(path, content string) string { return tsvectorText(path, content) }
+// SearchEntry is the search entry the server writes for a memory, in
+// tsvector's binary form.
+func SearchEntry(path, content string) []byte { return searchEntry(path, content) }
+
+// SearchEntryValue is SearchEntry as a write hands it to pgx, on a
+// connection whose types RegisterTypes set.
+func SearchEntryValue(path, content string) any { return searchEntry(path, content) }
+
+// RegisterTypes sets m's types as the server's connections have them.
+func RegisterTypes(m *pgtype.Map) { registerTypes(m) }
+
+// SearchEntryText is SearchEntry in tsvector's text form ('word':1A,2 …),
+// its lexemes in the order the binary form holds them, read back by the
+// layout tsvectorrecv reads.
+func SearchEntryText(path, content string) string {
+	b := []byte(searchEntry(path, content))
+	n := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	words := make([]string, 0, n)
+	for range n {
+		end := bytes.IndexByte(b, 0)
+		word := string(b[:end])
+		b = b[end+1:]
+		npos := int(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		positions := make([]string, npos)
+		for j := range npos {
+			p := binary.BigEndian.Uint16(b[2*j:])
+			positions[j] = strconv.Itoa(int(p & 0x3fff))
+			switch p >> 14 {
+			case 3:
+				positions[j] += "A"
+			case 2:
+				positions[j] += "B"
+			case 1:
+				positions[j] += "C"
+			}
+		}
+		b = b[2*npos:]
+		words = append(words, "'"+word+"':"+strings.Join(positions, ","))
+	}
+	if len(b) != 0 {
+		panic(fmt.Sprintf("search entry: %d bytes after its %d lexemes", len(b), n))
+	}
+	return strings.Join(words, " ")
+}

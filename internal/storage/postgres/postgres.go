@@ -69,6 +69,14 @@ type DB struct {
 
 var _ storage.Store = (*DB)(nil)
 
+// registerTypes sets how a connection's values travel: times come back in
+// UTC, as the SQLite backend returns them, and search entries go in
+// tsvector's binary form (searchEntry).
+func registerTypes(m *pgtype.Map) {
+	m.RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	m.RegisterType(&pgtype.Type{Name: "tsvector", OID: pgtype.TSVectorOID, Codec: tsvectorCodec{}})
+}
+
 // Open connects to the database at url (a postgres:// URL or key=value
 // string; pool_max_conns, sslmode and run-time parameters such as
 // statement_timeout come from it) and applies any migration it has not
@@ -79,8 +87,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres URL: %w (expected postgres://user:password@host:5432/dbname?sslmode=disable)", err)
 	}
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		// Times come back in UTC, as the SQLite backend returns them.
-		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		registerTypes(c.TypeMap())
 		return nil
 	}
 	where := fmt.Sprintf("%s:%d/%s as %s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, cfg.ConnConfig.User)

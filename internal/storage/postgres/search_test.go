@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -181,17 +183,87 @@ func plainEntry(path, content string) string {
 // its batch: the benchmarks' 4 KB of one repeated word, and prose with
 // punctuation and accented words.
 func BenchmarkSearchEntry(b *testing.B) {
-	prose := strings.Repeat("Before a deploy: drain the queue (see /ops/drain.md), then run `make deploy` — twice if v2.3 fails. Café notes on Naïve retries, STRASSE 12. ", 30)
-	for _, c := range []struct{ name, content string }{
-		{"repeated", strings.Repeat("memory ", 4096/7)},
-		{"prose", prose[:4096]},
-	} {
+	for _, c := range entryContents() {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.content)))
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = postgres.SearchEntryText("/notes/deploy-checklist.md", c.content)
+				_ = postgres.SearchEntry(entryPath, c.content)
 			}
 		})
+	}
+}
+
+// entryPath and entryContents are the memories the search entry's
+// benchmarks index.
+const entryPath = "/notes/deploy-checklist.md"
+
+func entryContents() []struct{ name, content string } {
+	prose := strings.Repeat("Before a deploy: drain the queue (see /ops/drain.md), then run `make deploy` — twice if v2.3 fails. Café notes on Naïve retries, STRASSE 12. ", 30)
+	return []struct{ name, content string }{
+		{"repeated", strings.Repeat("memory ", 4096/7)},
+		{"prose", prose[:4096]},
+	}
+}
+
+// BenchmarkSearchEntryOnTheBackend is what a memory's search entry costs
+// the PostgreSQL backend that stores it (the one holding the store's row
+// lock, so every write of the store waits for it), in the binary form the
+// server sends and in the text form it sent before: one-row INSERTs into a
+// table of one tsvector column, pipelined 100 at a time, and the backend's
+// CPU per insert from /proc (the database must run on this machine):
+//
+//	go test -run '^$' -bench SearchEntryOnTheBackend -benchtime 20000x ./internal/storage/postgres/
+func BenchmarkSearchEntryOnTheBackend(b *testing.B) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.PostgresSchema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	postgres.RegisterTypes(conn.TypeMap())
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE search_entries (search tsvector NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	cpu := func() time.Duration {
+		d, err := testenv.ProcessCPU(pid)
+		if err != nil {
+			b.Fatalf("the backend's CPU (is the database on this machine?): %v", err)
+		}
+		return d
+	}
+	send := func(bt *pgx.Batch) {
+		if err := conn.SendBatch(ctx, bt).Close(); err != nil {
+			b.Fatal(err)
+		}
+		*bt = pgx.Batch{}
+	}
+	for _, c := range entryContents() {
+		for _, form := range []struct {
+			name  string
+			value any
+		}{
+			{"text", postgres.SearchEntryText(entryPath, c.content)},
+			{"binary", postgres.SearchEntryValue(entryPath, c.content)},
+		} {
+			b.Run(c.name+"/"+form.name, func(b *testing.B) {
+				before := cpu()
+				var bt pgx.Batch
+				for b.Loop() {
+					bt.Queue(`INSERT INTO search_entries (search) VALUES ($1)`, form.value)
+					if bt.Len() == 100 {
+						send(&bt)
+					}
+				}
+				if bt.Len() > 0 {
+					send(&bt)
+				}
+				b.ReportMetric(float64((cpu()-before).Microseconds())/float64(b.N), "backend_µs/insert")
+			})
+		}
 	}
 }
