@@ -65,6 +65,9 @@ func (s *DB) MemoryShardsUsed() int {
 func (s *DB) GuessedBatches() int64 { return s.guesses.batches.Load() }
 func (s *DB) WrongGuesses() int64   { return s.guesses.wrong.Load() }
 
+// MergedStatements counts the merged row statements the DB sent.
+func (s *DB) MergedStatements() int64 { return s.merges.Load() }
+
 // GuessAgain lets batches guess again at once after a wrong guess.
 func (s *DB) GuessAgain() {
 	s.guesses.mu.Lock()

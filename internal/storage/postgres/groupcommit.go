@@ -82,8 +82,9 @@ type pendingBatch struct {
 	// noAhead: a read ahead failed, so the batch reads as its writes run.
 	noAhead bool
 	// noGuess: a guessed run needed a read or guessed wrong, so the batch
-	// reads first (guess.go).
-	noGuess bool
+	// reads first (guess.go); noMerge: a merged statement failed, so the
+	// batch sends each row's statement (merge.go).
+	noGuess, noMerge bool
 }
 
 // commitBatch runs the writes to one COMMIT and returns what answers each:
@@ -158,7 +159,7 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}}
+	c := &batchConn{conn: conn{s, pc}, pc: pc, stores: map[string]*storeRow{}, changes: &sqlstore.Changes{}, noMerge: b.noMerge}
 	if b.noGuess || !s.guesses.start(c, ids) {
 		if !b.noAhead {
 			c.ahead = discover(ctx, b)
@@ -186,6 +187,10 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 		}
 		c.changed, c.broken, c.write = false, false, i
 		b.own[i] = runWrite(ctx, c, w)
+		if c.mergedFailed {
+			b.noMerge = true // the batch runs again unmerged
+			return true, nil
+		}
 		// A guessed run ends, nothing sent, at a read it cannot guess, an
 		// error other than a refusal, or a refusal after the write changed
 		// something: reading decides them.
@@ -212,6 +217,10 @@ func (s *DB) runBatch(ctx context.Context, b *pendingBatch) (again bool, err err
 	}
 	sent = true
 	if err := commit(ctx); err != nil {
+		if c.mergedFailed {
+			b.noMerge = true // the batch runs again unmerged
+			return true, nil
+		}
 		if c.wrongGuess || (c.guessing && c.failed == nil && nothingCommitted(err)) {
 			// A guess found wrong, or the guessed transaction refused
 			// before its COMMIT: the batch runs again reading.
@@ -324,6 +333,9 @@ type batchConn struct {
 	guessed                 []guessedStore
 	expected                []*aheadRead
 	readsNeeded, wrongGuess bool
+	// noMerge: send each row's statement; mergedFailed, a merged
+	// statement failed (merge.go).
+	noMerge, mergedFailed bool
 }
 
 // begin opens the transaction, locks the stores' rows in id order, reads
@@ -623,11 +635,13 @@ func (c *batchConn) queueCommit(bt *pgx.Batch) (ahead int) {
 	return ahead
 }
 
-// deferredExec is a statement of write `write` not yet sent.
+// deferredExec is a statement of write `write` not yet sent, or, merged,
+// the rows of several writes (merge.go).
 type deferredExec struct {
-	query string
-	args  []any
-	write int
+	query  string
+	args   []any
+	write  int
+	merged bool
 }
 
 // deferredFailure is the first deferred statement that failed, and whose.
@@ -640,10 +654,13 @@ type deferredFailure struct {
 // read or the COMMIT, in the same pipeline.
 func (c *batchConn) Defer(_ context.Context, query string, args ...any) {
 	c.changed = true
-	c.deferred = append(c.deferred, deferredExec{c.s.numbered(query), args, c.write})
+	c.deferred = append(c.deferred, deferredExec{query: c.s.numbered(query), args: args, write: c.write})
 }
 
 func (c *batchConn) queueDeferred(bt *pgx.Batch) {
+	if !c.noMerge {
+		c.deferred = c.s.merge(c.deferred)
+	}
 	for _, d := range c.deferred {
 		bt.Queue(d.query, d.args...)
 	}
@@ -664,6 +681,10 @@ func (c *batchConn) deferredResults(br pgx.BatchResults) error {
 			// write's arguments it could not encode is not known).
 			if connectionLost(err) || notSent(err) {
 				return err
+			}
+			if d.merged {
+				c.mergedFailed = true
+				return unavailable(err)
 			}
 			c.failed = &deferredFailure{write: d.write, err: err}
 			return unavailable(err)

@@ -348,3 +348,76 @@ func TestAStoresWritesOnTwoShardsAtOnceLoseNothing(t *testing.T) {
 	}
 	feedIsGapFree(t, db, st.ID, writers)
 }
+
+// The rows of a batch's writes go as one statement per kind (merge.go):
+// creates and guarded updates by writers that share batches land as each
+// write wrote them — each memory's content, its search entry and its
+// versions, the store's feed gap-free — and merged statements were sent.
+func TestMergedRowsLandAsTheirWritesWrote(t *testing.T) {
+	db := openOn(t, testenv.PostgresSchema(t))
+	ctx := t.Context()
+	st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: "merged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, rounds = 8, 5
+	word := func(w, r int) string { return fmt.Sprintf("w%dround%d", w, r) }
+	mems := make([]storage.MemoryRow, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			m, err := db.CreateMemory(ctx, storage.NewMemory{StoreID: st.ID, Path: fmt.Sprintf("/m/%d.md", w), Content: "created " + word(w, 0), By: benchBy})
+			if err != nil {
+				t.Errorf("create %d: %v", w, err)
+				return
+			}
+			for r := 1; r < rounds; r++ {
+				content := "updated " + word(w, r)
+				if m, _, err = db.UpdateMemory(ctx, storage.MemoryUpdate{StoreID: st.ID, MemoryID: m.ID, Content: &content, IfSHA256: m.ContentSHA256, By: benchBy}); err != nil {
+					t.Errorf("update %d round %d: %v", w, r, err)
+					return
+				}
+			}
+			mems[w] = m
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if db.MergedStatements() == 0 {
+		t.Fatal("no merged statement was sent: the writes' rows each went alone")
+	}
+	for w, m := range mems {
+		got, err := db.GetMemory(ctx, st.ID, m.ID)
+		if err != nil || got.Content == nil || *got.Content != "updated "+word(w, rounds-1) || got.VersionID != m.VersionID {
+			t.Fatalf("memory %d: %+v (%v), want its last update", w, got, err)
+		}
+		for r := range rounds {
+			hits, err := db.SearchMemories(ctx, storage.SearchQuery{StoreIDs: []string{st.ID}, Terms: []string{word(w, r)}, Limit: 10})
+			want := 0
+			if r == rounds-1 {
+				want = 1 // only the head content is indexed
+			}
+			if err != nil || len(hits.Items) != want || (want == 1 && hits.Items[0].Memory.ID != m.ID) {
+				t.Fatalf("search %q: %+v (%v), want %d hit (memory %s)", word(w, r), hits.Items, err, want, m.ID)
+			}
+		}
+		versions, err := db.ListMemoryVersions(ctx, storage.MemoryVersionQuery{StoreID: st.ID, MemoryID: m.ID, Limit: 100})
+		if err != nil || len(versions.Items) != rounds {
+			t.Fatalf("memory %d: %d versions (%v), want %d", w, len(versions.Items), err, rounds)
+		}
+	}
+	page, err := db.ListChanges(ctx, st.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Changes) != writers*rounds {
+		t.Fatalf("%d changes, want %d", len(page.Changes), writers*rounds)
+	}
+	for i, ch := range page.Changes {
+		if ch.Sequence != int64(i+1) {
+			t.Fatalf("change %d has sequence %d: want the feed gap-free", i, ch.Sequence)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,13 @@ type DB struct {
 	// queries holds each query's text with numbered placeholders, by its
 	// text with "?" (see numbered).
 	queries sync.Map
+	// columnTypes are the types of mergedTables' columns, by table and
+	// column; rowStatements, each deferred statement's rowStatement
+	// (merge.go).
+	columnTypes   map[string]map[string]string
+	rowStatements sync.Map
+	// merges counts the merged statements sent.
+	merges atomic.Int64
 }
 
 var _ storage.Store = (*DB)(nil)
@@ -74,7 +82,9 @@ var _ storage.Store = (*DB)(nil)
 // tsvector's binary form (searchEntry).
 func registerTypes(m *pgtype.Map) {
 	m.RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
-	m.RegisterType(&pgtype.Type{Name: "tsvector", OID: pgtype.TSVectorOID, Codec: tsvectorCodec{}})
+	tsvector := &pgtype.Type{Name: "tsvector", OID: pgtype.TSVectorOID, Codec: tsvectorCodec{}}
+	m.RegisterType(tsvector)
+	m.RegisterType(&pgtype.Type{Name: "_tsvector", OID: pgtype.TSVectorArrayOID, Codec: &pgtype.ArrayCodec{ElementType: tsvector}})
 }
 
 // Open connects to the database at url (a postgres:// URL or key=value
@@ -112,6 +122,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate PostgreSQL database at %s: %w", where, err)
+	}
+	if err := s.loadColumnTypes(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("PostgreSQL database at %s: %w", where, err)
 	}
 	return s, nil
 }
