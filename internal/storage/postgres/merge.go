@@ -9,16 +9,15 @@ import (
 	"strings"
 )
 
-// Merged row statements. A batch's writes each send their own statement
-// per row (a create: its version's INSERT, then its memory's), and every
-// statement costs the batch's one backend a Bind, an executor start and a
-// reply, while it holds the batch's stores' locks. Where a batch's
-// deferred statements run one after another, each inserting one row, or
-// updating one row by its id without moving it, those of one statement
-// text go as one statement over arrays, one per argument:
+// Merged row inserts. A batch's writes each send their own statement per
+// row (a create: its version's INSERT, then its memory's; an update: its
+// version's INSERT, then its memory's UPDATE), and every statement costs
+// the batch's one backend a Bind, an executor start and a reply, while it
+// holds the batch's stores' locks. Where a batch's deferred statements run
+// one after another, the INSERTs of one row of one statement text go as
+// one statement over arrays, one per argument:
 //
 //	INSERT INTO t (a, b) SELECT * FROM unnest($1::text[], $2::bigint[])
-//	UPDATE t SET a = u.a FROM unnest($1::text[], $2::text[]) AS u(a, id) WHERE t.id = u.id
 //
 // Replayed on a copy of the schema (batches of eight creates: BEGIN, the
 // lock, the rows, the counters, COMMIT), the backend's CPU per create was
@@ -29,18 +28,26 @@ import (
 // together with the batch's next read or its COMMIT, and no write reads
 // between them. Their order changes: the merged statements go in the order
 // of their texts' first statements. That is the same outcome when the
-// statements of a run touch distinct rows of each table (checked: a run
-// whose rows of a table repeat an id is sent as it is), rows of different
-// tables reach no trigger or key of the others' (the memories' search
-// trigger reads the memory's version only when a row comes without its
-// entry, and a write inserts its version first, so the versions' statement
-// still comes first), and no update moves a row (a path set by one
-// statement may be freed or taken by another; UPDATEs that set a path are
-// not merged). A merged statement that fails is not any one write's
-// failure: the batch runs again unmerged, and the failing write is found
-// then (deferredExec.merged).
+// statements of a run insert distinct rows of each table (checked: a run
+// whose rows of a table repeat an id is sent as it is), and rows of
+// different tables reach no trigger or key of the others' (the memories'
+// search trigger reads the memory's version only when a row comes without
+// its entry, and a write inserts its version first, so the versions'
+// statement still comes first). An UPDATE of one row by its id that does
+// not move it (an update's memory row) stays in the run, unmerged, after
+// the inserts, in its order among the run's updates: its row is not one
+// the run inserts (checked), and a path it does not set is neither freed
+// nor taken. Any other statement (a DELETE, a rename's UPDATE) ends a run.
+// A merged statement that fails is not any one write's failure: the batch
+// runs again unmerged, and the failing write is found then
+// (deferredExec.merged).
+//
+// The UPDATEs themselves are not merged: as a join of the table with the
+// arrays, PostgreSQL may keep a generic plan made while the table was small
+// that reads all of it (as it did for the stores' lock; guess.go).
 
-// rowStatement is a deferred statement's shape when it writes one row.
+// rowStatement is a deferred statement's shape when it writes one row:
+// an INSERT, or an UPDATE by id that does not move the row.
 type rowStatement struct {
 	table string
 	// columns[i] is the column of the statement's argument $i+1.
@@ -53,8 +60,9 @@ var (
 	updateShape = regexp.MustCompile(`^UPDATE ([a-z_]+) SET ((?:[a-z0-9_]+ = \$[0-9]+, )*[a-z0-9_]+ = \$[0-9]+) WHERE id = \$([0-9]+)$`)
 )
 
-// parseRowStatement reads query (numbered) as one row's INSERT or UPDATE
-// by id; ok is false for any other statement.
+// parseRowStatement reads query (numbered) as one row's INSERT of its
+// arguments in order, or one row's UPDATE by id that sets neither its id
+// nor its path; ok is false for any other statement.
 func parseRowStatement(query string) (rowStatement, bool) {
 	if m := insertShape.FindStringSubmatch(query); m != nil {
 		cols := strings.Split(m[2], ", ")
@@ -72,19 +80,14 @@ func parseRowStatement(query string) (rowStatement, bool) {
 	if m := updateShape.FindStringSubmatch(query); m != nil {
 		sets := strings.Split(m[2], ", ")
 		cols := make([]string, len(sets)+1)
-		for _, set := range sets {
+		for _, set := range append(sets, "id = $"+m[3]) {
 			col, p, _ := strings.Cut(set, " = $")
 			n, err := strconv.Atoi(p)
-			if err != nil || n < 1 || n > len(cols) || cols[n-1] != "" || col == "id" || col == "path" {
+			if err != nil || n < 1 || n > len(cols) || cols[n-1] != "" || (col == "id") != (set == "id = $"+m[3]) || col == "path" {
 				return rowStatement{}, false
 			}
 			cols[n-1] = col
 		}
-		n, err := strconv.Atoi(m[3])
-		if err != nil || n < 1 || n > len(cols) || cols[n-1] != "" {
-			return rowStatement{}, false
-		}
-		cols[n-1] = "id"
 		return rowStatement{table: m[1], columns: cols, update: true}, true
 	}
 	return rowStatement{}, false
@@ -101,7 +104,7 @@ func (r rowStatement) rowID(args []any) string {
 	return id
 }
 
-// mergedQuery is the statement writing the rows of r's statements from
+// mergedQuery is the statement inserting the rows of r's statements from
 // one array per argument, typed by the table's columns; ok is false when
 // a column's type is not known.
 func (r rowStatement) mergedQuery(types map[string]string) (string, bool) {
@@ -113,17 +116,7 @@ func (r rowStatement) mergedQuery(types map[string]string) (string, bool) {
 		}
 		arrays[i] = fmt.Sprintf("$%d::%s[]", i+1, t)
 	}
-	unnest := "unnest(" + strings.Join(arrays, ", ") + ")"
-	if !r.update {
-		return "INSERT INTO " + r.table + " (" + strings.Join(r.columns, ", ") + ") SELECT * FROM " + unnest, true
-	}
-	var sets []string
-	for _, col := range r.columns {
-		if col != "id" {
-			sets = append(sets, col+" = u."+col)
-		}
-	}
-	return "UPDATE " + r.table + " AS t SET " + strings.Join(sets, ", ") + " FROM " + unnest + " AS u(" + strings.Join(r.columns, ", ") + ") WHERE t.id = u.id", true
+	return "INSERT INTO " + r.table + " (" + strings.Join(r.columns, ", ") + ") SELECT * FROM unnest(" + strings.Join(arrays, ", ") + ")", true
 }
 
 // merge returns deferred with each run of row statements merged, one
@@ -151,8 +144,9 @@ func (s *DB) merge(deferred []deferredExec) []deferredExec {
 	return out
 }
 
-// mergeRun merges a run of row statements, shapes[k] being run[k]'s, or
-// returns it as it is when two of its statements write one row.
+// mergeRun merges the inserts of a run of row statements, shapes[k] being
+// run[k]'s, or returns it as it is when two of its statements write one
+// row.
 func (s *DB) mergeRun(run []deferredExec, shapes []rowStatement) []deferredExec {
 	seen := map[string]bool{}
 	for k, d := range run {
@@ -178,7 +172,7 @@ func (s *DB) mergeRun(run []deferredExec, shapes []rowStatement) []deferredExec 
 		g := groups[q]
 		shape := shapes[g[0]]
 		merged, ok := shape.mergedQuery(s.columnTypes[shape.table])
-		if len(g) < 2 || !ok {
+		if len(g) < 2 || !ok || shape.update {
 			for _, k := range g {
 				out = append(out, run[k])
 			}
@@ -215,7 +209,7 @@ func (s *DB) rowStatement(query string) (rowStatement, bool) {
 }
 
 // loadColumnTypes reads the type of every column of the tables merged
-// statements may write, for their arrays' casts.
+// statements insert into, for their arrays' casts.
 func (s *DB) loadColumnTypes(ctx context.Context) error {
 	rows, err := s.pool.Query(ctx, `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
 		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -239,6 +233,6 @@ func (s *DB) loadColumnTypes(ctx context.Context) error {
 	return rows.Err()
 }
 
-// mergedTables are the tables whose row statements are merged: those a
-// memory write writes a row of.
+// mergedTables are the tables whose row inserts are merged: those a
+// memory write inserts a row into.
 var mergedTables = []string{"memories", "memory_versions"}

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// The statements merged are one row's INSERT of placeholders in order, or
-// one row's UPDATE by id that does not move it; anything else is sent as
-// it is.
+// The statements merged are one row's INSERT of its arguments in order;
+// one row's UPDATE by id that moves nothing may stay in a run, unmerged;
+// anything else ends a run.
 func TestRowStatementShapes(t *testing.T) {
 	for _, c := range []struct {
 		query   string
@@ -16,15 +16,16 @@ func TestRowStatementShapes(t *testing.T) {
 		columns []string
 	}{
 		{"INSERT INTO memories (id, store_id, content_sha256) VALUES ($1, $2, $3)", true, []string{"id", "store_id", "content_sha256"}},
+		{"INSERT INTO memories (id, path) VALUES ($2, $1)", false, nil},
+		{"INSERT INTO memories (id, path) VALUES ($1, 'x')", false, nil},
+		{"INSERT INTO memories (id, path) VALUES ($1, $2) ON CONFLICT DO NOTHING", false, nil},
+		{"INSERT INTO memories (id, path) SELECT $1, $2", false, nil},
 		{"UPDATE memories SET content_sha256 = $1, version_id = $2 WHERE id = $3", true, []string{"content_sha256", "version_id", "id"}},
 		{"UPDATE memories SET version_id = $2, updated_at = $3 WHERE id = $1", true, []string{"id", "version_id", "updated_at"}},
 		{"UPDATE memories SET path = $1, version_id = $2 WHERE id = $3", false, nil},
 		{"UPDATE memories SET id = $1 WHERE id = $2", false, nil},
-		{"INSERT INTO memories (id, path) VALUES ($2, $1)", false, nil},
-		{"INSERT INTO memories (id, path) VALUES ($1, 'x')", false, nil},
-		{"INSERT INTO memories (id, path) VALUES ($1, $2) ON CONFLICT DO NOTHING", false, nil},
-		{"DELETE FROM memories WHERE id = $1", false, nil},
 		{"UPDATE memories SET version_id = $1 WHERE id = $2 AND store_id = $3", false, nil},
+		{"DELETE FROM memories WHERE id = $1", false, nil},
 	} {
 		r, ok := parseRowStatement(c.query)
 		if ok != c.ok || (ok && !slices.Equal(r.columns, c.columns)) {
@@ -33,10 +34,11 @@ func TestRowStatementShapes(t *testing.T) {
 	}
 }
 
-// A run of row statements is merged one statement per text, in the order
-// of each text's first statement (a write's version before its memory),
-// and sent as it is when it writes a row twice; a statement of another
-// shape ends the run.
+// A run of row statements has its inserts merged, one statement per text
+// of two or more, in the order of each text's first statement (a write's
+// version before its memory), the updates after in their order; it is
+// sent as it is when it writes a row twice; a statement of another shape
+// ends the run.
 func TestRowStatementsMergeWithinTheirRun(t *testing.T) {
 	s := &DB{columnTypes: map[string]map[string]string{
 		"memories":        {"id": "text", "store_id": "text", "version_id": "text"},
@@ -53,16 +55,17 @@ func TestRowStatementsMergeWithinTheirRun(t *testing.T) {
 	}
 	got := s.merge([]deferredExec{
 		d(0, version, "v1", "m1"), d(0, create, "m1", "s", "v1"),
-		d(1, version, "v2", "m2"), d(1, update, "v2", "m2"),
+		d(1, version, "v2", "m2"), d(1, create, "m2", "s", "v2"),
 		d(2, version, "v3", "m3"), d(2, create, "m3", "s", "v3"),
 		d(3, remove, "m4"),
 		d(4, version, "v5", "m5"), d(4, update, "v5", "m5"),
+		d(5, version, "v6", "m6"), d(5, update, "v6", "m6"),
 	})
 	var texts []string
 	for _, e := range got {
 		texts = append(texts, strings.Fields(e.query)[0]+" "+map[bool]string{true: "merged", false: "alone"}[e.merged])
 	}
-	want := []string{"INSERT merged", "INSERT merged", "UPDATE alone", "DELETE alone", "INSERT alone", "UPDATE alone"}
+	want := []string{"INSERT merged", "INSERT merged", "DELETE alone", "INSERT merged", "UPDATE alone", "UPDATE alone"}
 	if !slices.Equal(texts, want) {
 		t.Fatalf("statements %v, want %v", texts, want)
 	}
@@ -72,8 +75,12 @@ func TestRowStatementsMergeWithinTheirRun(t *testing.T) {
 	if ids := got[0].args[0].([]any); !slices.Equal(ids, []any{"v1", "v2", "v3"}) {
 		t.Errorf("the versions' ids %v, want each write's in order", ids)
 	}
-	if ids := got[1].args[0].([]any); !slices.Equal(ids, []any{"m1", "m3"}) {
+	if ids := got[1].args[0].([]any); !slices.Equal(ids, []any{"m1", "m2", "m3"}) {
 		t.Errorf("the memories' ids %v, want the creates'", ids)
+	}
+
+	if ids := got[3].args[0].([]any); !slices.Equal(ids, []any{"v5", "v6"}) || got[4].args[1] != "m5" || got[5].args[1] != "m6" {
+		t.Errorf("the updates' run: versions %v, then updates of %v and %v; want v5 and v6, then m5 and m6", ids, got[4].args[1], got[5].args[1])
 	}
 
 	// A run that writes memory m1 twice is sent as it is.
