@@ -100,13 +100,15 @@ type StoreStatement struct {
 	Args        []any
 }
 
-// StoreStatements are the statements a batch locks its stores with and
-// checks their guessed counters with, each with arguments for ids.
+// StoreStatements are the statements a batch locks its stores with,
+// checks their guessed counters with and writes their counters with, each
+// with arguments for ids.
 func StoreStatements(ids []string) []StoreStatement {
 	n := len(ids)
 	return []StoreStatement{
 		{"lock", lockStores, []any{ids}},
 		{"check", checkGuessedStores, []any{ids, make([]int64, n), make([]int64, n), make([]bool, n)}},
+		{"counters", updateCounters, []any{ids, make([]int64, n), make([]int64, n)}},
 	}
 }
 
