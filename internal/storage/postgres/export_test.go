@@ -93,11 +93,11 @@ func (s *DB) GuessCheck(query string, reads [][]any) (string, []any) {
 	return s.checkStatement(g)
 }
 
-// StoreStatement is a statement a batch runs on its stores, with
+// StoreStatement is a statement a batch runs on the rows of Table, with
 // arguments for some.
 type StoreStatement struct {
-	Name, Query string
-	Args        []any
+	Name, Table, Query string
+	Args               []any
 }
 
 // StoreStatements are the statements a batch locks its stores with,
@@ -106,9 +106,10 @@ type StoreStatement struct {
 func StoreStatements(ids []string) []StoreStatement {
 	n := len(ids)
 	return []StoreStatement{
-		{"lock", lockStores, []any{ids}},
-		{"check", checkGuessedStores, []any{ids, make([]int64, n), make([]int64, n), make([]bool, n)}},
-		{"counters", updateCounters, []any{ids, make([]int64, n), make([]int64, n)}},
+		{"lock", "memory_stores", lockStores, []any{ids}},
+		{"check", "memory_stores", checkGuessedStores, []any{ids, make([]int64, n), make([]int64, n), make([]bool, n)}},
+		{"counters", "memory_stores", updateCounters, []any{ids, make([]int64, n), make([]int64, n)}},
+		{"sessions", "sessions", lockSessions, []any{ids}},
 	}
 }
 

@@ -168,28 +168,20 @@ func (p planNode) rowsRead(table string) float64 {
 	return n
 }
 
-// A batch locks its stores, checks their guessed counters and writes their
-// counters on the generic plans of their statements, made once per
+// A batch of memory writes locks its stores, checks their guessed
+// counters and writes their counters, and a batch of appends locks its
+// sessions, on the generic plans of their statements, made once per
 // connection, with the batch's plan settings (genericPlans): each must find
-// its few stores by key among thousands, not read the table, whether its
+// its few rows by key among thousands, not read the table, whether its
 // plan was made on a table never analyzed, on statistics gathered while the
-// table held three stores (autovacuum's, soon after a deployment starts),
-// or on statistics of the grown table.
+// table held three rows (autovacuum's, soon after a deployment starts), or
+// on statistics of the grown table.
 func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
-	for i := range len(postgres.StoreStatements(nil)) {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
+	for i, s := range postgres.StoreStatements(nil) {
+		t.Run(s.Name, func(t *testing.T) {
 			url := testenv.PostgresSchema(t)
 			db := openOn(t, url)
 			ctx := t.Context()
-			var ids []string
-			for i := range 3 {
-				st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: fmt.Sprint("s", i)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, st.ID)
-			}
-			stmt := postgres.StoreStatements(ids)[i]
 			conn, err := pgx.Connect(ctx, url)
 			if err != nil {
 				t.Fatal(err)
@@ -201,6 +193,28 @@ func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
 					t.Fatalf("%s: %v", sql, err)
 				}
 			}
+			var ids []string
+			grow := `INSERT INTO memory_stores (id, name, created_at, updated_at) SELECT 'memstore_many' || g, 'many', now(), now() FROM generate_series(1, 3000) g`
+			shrink := "DELETE FROM memory_stores WHERE name = 'many'"
+			switch s.Table {
+			case "memory_stores":
+				for i := range 3 {
+					st, err := db.CreateMemoryStore(ctx, storage.NewMemoryStore{Name: fmt.Sprint("s", i)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, st.ID)
+				}
+			case "sessions":
+				exec(`INSERT INTO environments (id, name, config_type, created_at, updated_at) VALUES ('env_plans', 'plans', 'cloud', now(), now())`)
+				exec(`INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at) SELECT 'sesn_' || g, 'env_plans', 'agent', 'idle', '{}', now() FROM generate_series(1, 3) g`)
+				ids = []string{"sesn_1", "sesn_2", "sesn_3"}
+				grow = `INSERT INTO sessions (id, environment_id, agent_id, status, body, created_at) SELECT 'sesn_many' || g, 'env_plans', 'agent', 'idle', '{}', now() FROM generate_series(1, 3000) g`
+				shrink = "DELETE FROM sessions WHERE id LIKE 'sesn_many%'"
+			default:
+				t.Fatalf("statement %s on table %s", s.Name, s.Table)
+			}
+			stmt := postgres.StoreStatements(ids)[i]
 			// EXECUTE takes its arguments as literals: arrays of text,
 			// bigint and boolean.
 			params := make([]string, len(stmt.Args))
@@ -238,25 +252,24 @@ func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
 				if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE stores("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
 					t.Fatalf("%s: %v", when, err)
 				}
-				if read := plan[0].Plan.rowsRead("memory_stores"); read > 3 {
+				if read := plan[0].Plan.rowsRead(stmt.Table); read > 3 {
 					out, _ := json.MarshalIndent(plan, "", "  ")
-					t.Errorf("%s, %s: read %v rows of memory_stores for 3 stores, want 3 lookups; plan:\n%s", stmt.Name, when, read, out)
+					t.Errorf("%s, %s: read %v rows of %s for 3 rows, want 3 lookups; plan:\n%s", stmt.Name, when, read, stmt.Table, out)
 				}
 			}
-			grow := `INSERT INTO memory_stores (id, name, created_at, updated_at) SELECT 'memstore_many' || g, 'many', now(), now() FROM generate_series(1, 3000) g`
-			exec("ALTER TABLE memory_stores SET (autovacuum_enabled = off)")
+			exec("ALTER TABLE " + stmt.Table + " SET (autovacuum_enabled = off)")
 			exec("PREPARE stores AS " + stmt.Query)
 			explain("planned on a table never analyzed")
 			exec(grow)
 			explain("grown, planned on a table never analyzed")
-			exec("DELETE FROM memory_stores WHERE name = 'many'")
-			exec("ANALYZE memory_stores")
+			exec(shrink)
+			exec("ANALYZE " + stmt.Table)
 			exec("DEALLOCATE stores")
 			exec("PREPARE stores AS " + stmt.Query)
-			explain("planned on three stores analyzed")
+			explain("planned on three rows analyzed")
 			exec(grow)
-			explain("grown, planned on three stores analyzed")
-			exec("ANALYZE memory_stores")
+			explain("grown, planned on three rows analyzed")
+			exec("ANALYZE " + stmt.Table)
 			exec("DEALLOCATE stores")
 			exec("PREPARE stores AS " + stmt.Query)
 			explain("planned on the grown table analyzed")

@@ -347,6 +347,14 @@ type rowsAhead struct {
 	rows   [][][]byte
 }
 
+// lockSessions locks the rows of the sessions ids in id order (two
+// batches never deadlock). It runs on its generic plan made with
+// sequential scans off (genericPlans), as the stores' lock does: the plan
+// PostgreSQL kept from statistics taken while the table held three
+// sessions read every session's row for each batch, all 3,003 once the
+// table had grown (TestStoreLocksOnGenericPlansReadTheirStores).
+const lockSessions = `SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+
 // readAhead opens the batch's transaction and sends, in one pipeline with
 // its BEGIN, the lock of every session of the batch, in id order, then
 // the first statement of every append that named one.
@@ -362,14 +370,16 @@ func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 			firsts = append(firsts, w)
 		}
 	}
-	bt.Queue(`SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	bt.Queue(genericPlans)
+	bt.Queue(lockSessions, ids)
+	queueDefaultPlans(&bt)
 	for _, w := range firsts {
 		bt.Queue(w.first.Query, w.first.Args...)
 	}
 	br := t.c.SendBatch(ctx, &bt)
 	defer br.Close()
 	t.begun = true
-	for range 3 { // BEGIN, the timeout, the locks
+	for range 4 + len(defaultPlans) { // BEGIN, the timeout, the plans' settings, the locks, the settings put back
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
