@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Merged row inserts. A batch's writes each send their own statement per
@@ -184,10 +185,39 @@ func (s *DB) mergeRun(run []deferredExec, shapes []rowStatement) []deferredExec 
 			for r, k := range g {
 				column[r] = run[k].args[a]
 			}
-			args[a] = column
+			args[a] = typedColumn(column)
 		}
 		out = append(out, deferredExec{query: merged, args: args, write: -1, merged: true})
 		s.merges.Add(1)
+	}
+	return out
+}
+
+// typedColumn is an argument's values as a slice of their type where pgx
+// encodes that slice without reflection (strings, int64s, times), and as
+// they are otherwise: pgx reflects on a []any's every element, 5 % of the
+// server's CPU in the write benchmark at 8 clients.
+func typedColumn(values []any) any {
+	switch values[0].(type) {
+	case string:
+		return typedSlice[string](values)
+	case int64:
+		return typedSlice[int64](values)
+	case time.Time:
+		return typedSlice[time.Time](values)
+	}
+	return values
+}
+
+// typedSlice is values as a []T, or values when one is not a T.
+func typedSlice[T any](values []any) any {
+	out := make([]T, len(values))
+	for i, v := range values {
+		t, ok := v.(T)
+		if !ok {
+			return values
+		}
+		out[i] = t
 	}
 	return out
 }

@@ -72,15 +72,24 @@ func TestRowStatementsMergeWithinTheirRun(t *testing.T) {
 	if !strings.HasPrefix(got[0].query, "INSERT INTO memory_versions (id, memory_id) SELECT * FROM unnest($1::text[], $2::text[])") {
 		t.Errorf("first statement %q, want the versions' merged INSERT", got[0].query)
 	}
-	if ids := got[0].args[0].([]any); !slices.Equal(ids, []any{"v1", "v2", "v3"}) {
+	if ids := got[0].args[0].([]string); !slices.Equal(ids, []string{"v1", "v2", "v3"}) {
 		t.Errorf("the versions' ids %v, want each write's in order", ids)
 	}
-	if ids := got[1].args[0].([]any); !slices.Equal(ids, []any{"m1", "m2", "m3"}) {
+	if ids := got[1].args[0].([]string); !slices.Equal(ids, []string{"m1", "m2", "m3"}) {
 		t.Errorf("the memories' ids %v, want the creates'", ids)
 	}
 
-	if ids := got[3].args[0].([]any); !slices.Equal(ids, []any{"v5", "v6"}) || got[4].args[1] != "m5" || got[5].args[1] != "m6" {
+	if ids := got[3].args[0].([]string); !slices.Equal(ids, []string{"v5", "v6"}) || got[4].args[1] != "m5" || got[5].args[1] != "m6" {
 		t.Errorf("the updates' run: versions %v, then updates of %v and %v; want v5 and v6, then m5 and m6", ids, got[4].args[1], got[5].args[1])
+	}
+
+	// An argument whose values are not all of one type the array takes
+	// them as they are.
+	if c := typedColumn([]any{"a", nil}); !slices.Equal(c.([]any), []any{"a", nil}) {
+		t.Errorf("a column of a string and a NULL became %#v", c)
+	}
+	if c := typedColumn([]any{int64(1), int64(2)}); !slices.Equal(c.([]int64), []int64{1, 2}) {
+		t.Errorf("a column of int64s became %#v", c)
 	}
 
 	// A run that writes memory m1 twice is sent as it is.
