@@ -27,18 +27,20 @@ import (
 //
 // What each write reads is unchanged: the statements are deferred, sent
 // together with the batch's next read or its COMMIT, and no write reads
-// between them. Their order changes: the merged statements go in the order
-// of their texts' first statements. That is the same outcome when the
-// statements of a run insert distinct rows of each table (checked: a run
-// whose rows of a table repeat an id is sent as it is), and rows of
-// different tables reach no trigger or key of the others' (the memories'
-// search trigger reads the memory's version only when a row comes without
-// its entry, and a write inserts its version first, so the versions'
-// statement still comes first). An UPDATE of one row by its id that does
-// not move it (an update's memory row) stays in the run, unmerged, after
-// the inserts, in its order among the run's updates: its row is not one
-// the run inserts (checked), and a path it does not set is neither freed
-// nor taken. Any other statement (a DELETE, a rename's UPDATE) ends a run.
+// between them. Their order changes: each text's statements go, merged,
+// at the place of its first. That is the same outcome when the statements
+// of a run write distinct rows of each table (checked: a run whose rows of
+// a table repeat an id is sent as it is), and rows of different tables
+// reach no trigger or key of the others' (the memories' search trigger
+// reads the memory's version only when a row comes without its entry; a
+// write defers its version's INSERT and its memory's statement one after
+// the other, so the versions' statement, at the place of the run's first
+// version, still comes before every memory row whose version is in the
+// run). An UPDATE of one row by its id that does not move it (an update's
+// memory row) stays in the run, unmerged, in its order among the run's
+// updates: its row is not one the run inserts (checked), and a path it
+// does not set is neither freed nor taken. Any other statement (a DELETE,
+// a rename's UPDATE) ends a run.
 // A merged statement that fails is not any one write's failure: the batch
 // runs again unmerged, and the failing write is found then
 // (deferredExec.merged).

@@ -36,7 +36,7 @@ func TestRowStatementShapes(t *testing.T) {
 
 // A run of row statements has its inserts merged, one statement per text
 // of two or more, in the order of each text's first statement (a write's
-// version before its memory), the updates after in their order; it is
+// version before its memory), the updates unmerged in their order; it is
 // sent as it is when it writes a row twice; a statement of another shape
 // ends the run.
 func TestRowStatementsMergeWithinTheirRun(t *testing.T) {
