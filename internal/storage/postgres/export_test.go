@@ -93,19 +93,20 @@ func (s *DB) GuessCheck(query string, reads [][]any) (string, []any) {
 	return s.checkStatement(g)
 }
 
-// StoreStatement is a statement a batch runs on the rows of Table, with
-// arguments for some.
-type StoreStatement struct {
+// PlannedStatement is a statement a batch runs on generic plans
+// (genericPlans) on the rows of Table, with arguments for some.
+type PlannedStatement struct {
 	Name, Table, Query string
 	Args               []any
 }
 
-// StoreStatements are the statements a batch locks its stores with,
-// checks their guessed counters with and writes their counters with, each
-// with arguments for ids.
-func StoreStatements(ids []string) []StoreStatement {
+// PlannedStatements are the statements a batch of memory writes locks its
+// stores with, checks their guessed counters with and writes their
+// counters with, and the one a batch of appends locks its sessions with,
+// each with arguments for ids.
+func PlannedStatements(ids []string) []PlannedStatement {
 	n := len(ids)
-	return []StoreStatement{
+	return []PlannedStatement{
 		{"lock", "memory_stores", lockStores, []any{ids}},
 		{"check", "memory_stores", checkGuessedStores, []any{ids, make([]int64, n), make([]int64, n), make([]bool, n)}},
 		{"counters", "memory_stores", updateCounters, []any{ids, make([]int64, n), make([]int64, n)}},
@@ -117,18 +118,15 @@ func StoreStatements(ids []string) []StoreStatement {
 // its transaction.
 const GenericPlans = genericPlans
 
-// SearchEntry is the search entry the server writes for a memory, in
-// tsvector's binary form.
-func SearchEntry(path, content string) []byte { return searchEntry(path, content) }
-
-// SearchEntryValue is SearchEntry as a write hands it to pgx, on a
-// connection whose types RegisterTypes set.
+// SearchEntryValue is the search entry the server writes for a memory, in
+// tsvector's binary form, as a write hands it to pgx on a connection whose
+// types RegisterTypes set.
 func SearchEntryValue(path, content string) any { return searchEntry(path, content) }
 
 // RegisterTypes sets m's types as the server's connections have them.
 func RegisterTypes(m *pgtype.Map) { registerTypes(m) }
 
-// SearchEntryText is SearchEntry in tsvector's text form ('word':1A,2 …),
+// SearchEntryText is SearchEntryValue in tsvector's text form ('word':1A,2 …),
 // its lexemes in the order the binary form holds them, read back by the
 // layout tsvectorrecv reads.
 func SearchEntryText(path, content string) string {

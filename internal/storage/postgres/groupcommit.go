@@ -418,7 +418,7 @@ func (c *batchConn) begin(ctx context.Context, ids []string) error {
 // on the primary keys and range seeks on the (store_id, path) index
 // (TestAPathCheckReadsItsPathsNotItsStore,
 // TestGuessChecksReadTheirRowsNotTheTable,
-// TestStoreLocksOnGenericPlansReadTheirStores). A generic plan is made once
+// TestBatchStatementsOnGenericPlansReadOnlyTheirRows). A generic plan is made once
 // and kept: one made while the statistics said a table held a few rows
 // scanned it, and went on scanning it once it had grown, so the plans are
 // made with sequential scans off (enable_seqscan: a scan is then chosen
@@ -640,8 +640,8 @@ func (c *batchConn) queueCommit(bt *pgx.Batch) (ahead int) {
 // plan, made with sequential scans off (genericPlans), as the stores' lock
 // does: as a join of the stores with the arrays, the plan PostgreSQL kept
 // from statistics taken while the table held three stores hashed every
-// store's row for each batch, 0.57 ms a batch once it held 3,003
-// (TestStoreLocksOnGenericPlansReadTheirStores). Only the COMMIT follows
+// store's row for each batch, 0.64 ms a batch once it held 3,003
+// (TestBatchStatementsOnGenericPlansReadOnlyTheirRows). Only the COMMIT follows
 // it, so the settings are not put back.
 const updateCounters = `UPDATE memory_stores m SET last_sequence = u.seq, memory_count = u.n FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, seq, n) WHERE m.id = u.id`
 

@@ -195,7 +195,7 @@ func (c *batchConn) needsReads() error {
 // by its key in a subquery of its own, which the statement's generic plan
 // (genericPlans, made with sequential scans off) does by the primary key:
 // as `id = ANY($1)`, the generic plan read every store's row
-// (TestStoreLocksOnGenericPlansReadTheirStores).
+// (TestBatchStatementsOnGenericPlansReadOnlyTheirRows).
 const lockStores = `SELECT s.id, s.last_sequence, s.memory_count, s.archived_at IS NOT NULL, clock_timestamp()
 	FROM unnest($1::text[]) WITH ORDINALITY AS k(id, ord)
 	CROSS JOIN LATERAL (SELECT m.id, m.last_sequence, m.memory_count, m.archived_at FROM memory_stores m WHERE m.id = k.id FOR UPDATE) AS s

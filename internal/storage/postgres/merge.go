@@ -136,9 +136,9 @@ func (s *DB) merge(deferred []deferredExec) []deferredExec {
 			}
 			shapes = append(shapes, r)
 		}
-		if j-i < 2 {
-			out = append(out, deferred[i:max(j, i+1)]...)
-			i = max(j, i+1)
+		if j-i < 2 { // a statement of another shape, or a row's alone
+			out = append(out, deferred[i])
+			i++
 			continue
 		}
 		out = append(out, s.mergeRun(deferred[i:j], shapes)...)

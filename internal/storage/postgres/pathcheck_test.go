@@ -176,8 +176,8 @@ func (p planNode) rowsRead(table string) float64 {
 // plan was made on a table never analyzed, on statistics gathered while the
 // table held three rows (autovacuum's, soon after a deployment starts), or
 // on statistics of the grown table.
-func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
-	for i, s := range postgres.StoreStatements(nil) {
+func TestBatchStatementsOnGenericPlansReadOnlyTheirRows(t *testing.T) {
+	for i, s := range postgres.PlannedStatements(nil) {
 		t.Run(s.Name, func(t *testing.T) {
 			url := testenv.PostgresSchema(t)
 			db := openOn(t, url)
@@ -214,7 +214,7 @@ func TestStoreLocksOnGenericPlansReadTheirStores(t *testing.T) {
 			default:
 				t.Fatalf("statement %s on table %s", s.Name, s.Table)
 			}
-			stmt := postgres.StoreStatements(ids)[i]
+			stmt := postgres.PlannedStatements(ids)[i]
 			// EXECUTE takes its arguments as literals: arrays of text,
 			// bigint and boolean.
 			params := make([]string, len(stmt.Args))

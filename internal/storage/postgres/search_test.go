@@ -188,7 +188,7 @@ func BenchmarkSearchEntry(b *testing.B) {
 			b.SetBytes(int64(len(c.content)))
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = postgres.SearchEntry(entryPath, c.content)
+				_ = postgres.SearchEntryValue(entryPath, c.content)
 			}
 		})
 	}

@@ -352,7 +352,7 @@ type rowsAhead struct {
 // sequential scans off (genericPlans), as the stores' lock does: the plan
 // PostgreSQL kept from statistics taken while the table held three
 // sessions read every session's row for each batch, all 3,003 once the
-// table had grown (TestStoreLocksOnGenericPlansReadTheirStores).
+// table had grown (TestBatchStatementsOnGenericPlansReadOnlyTheirRows).
 const lockSessions = `SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
 // readAhead opens the batch's transaction and sends, in one pipeline with
