@@ -349,8 +349,9 @@ func TestAStoresWritesOnTwoShardsAtOnceLoseNothing(t *testing.T) {
 	feedIsGapFree(t, db, st.ID, writers)
 }
 
-// The rows of a batch's writes go as one statement per kind (merge.go):
-// creates and guarded updates by writers that share batches land as each
+// The rows a batch's writes insert go as one statement per table
+// (merge.go), its updates' memory rows one by one: creates and guarded
+// updates by writers that share batches land as each
 // write wrote them — each memory's content, its search entry and its
 // versions, the store's feed gap-free — and merged statements were sent.
 func TestMergedRowsLandAsTheirWritesWrote(t *testing.T) {
