@@ -95,7 +95,9 @@ func (s *Store) DeleteEnvironment(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = ? WHERE environment_id = ? AND revoked_at IS NULL`, now, id); err != nil {
+		// Its sessions are deleted, and their tokens revoked with them:
+		// its keys are what is left to revoke.
+		if _, err := tx.Exec(ctx, `UPDATE credentials SET revoked_at = ? WHERE kind = 'environment_key' AND environment_id = ? AND revoked_at IS NULL`, now, id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM work_items WHERE environment_id = ?`, id); err != nil {

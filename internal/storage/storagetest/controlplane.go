@@ -153,6 +153,20 @@ func testEnvironments(t *testing.T, open Factory) {
 	if err := s.CreateCredential(ctx, key, "envkey-hash"); err != nil {
 		t.Fatal(err)
 	}
+	// A claim's sessions token names the environment too; its session
+	// must be deleted before the environment can be, and takes the token
+	// with it.
+	sess, _ := f.newSession(third)
+	_, tokenHash, err := f.claim(third, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CredentialByHash(ctx, tokenHash); err != nil {
+		t.Fatalf("the claim's token: %v", err)
+	}
+	if err := s.DeleteSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteEnvironment(ctx, third.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +175,9 @@ func testEnvironments(t *testing.T, open Factory) {
 	}
 	if _, err := s.CredentialByHash(ctx, "envkey-hash"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("the deleted environment's key still works: %v", err)
+	}
+	if _, err := s.CredentialByHash(ctx, tokenHash); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the deleted session's token still works: %v", err)
 	}
 }
 
