@@ -114,7 +114,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		reason := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s; check that the server is running and the URL's host, user, password and sslmode", where, reason)
 	}
-	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}, commits: newShardSet[*memoryWrite](), sessionCommits: newSessionCommitter()}
+	s := &DB{pool: pool, turns: turnLocks{cfg: pool.Config().ConnConfig.Copy()}, commits: newShardSet[*memoryWrite](spreadAbove), sessionCommits: newSessionCommitter()}
 	if opts.Now != nil {
 		s.clock = func() time.Time { return opts.Now().UTC().Truncate(time.Microsecond) }
 	}

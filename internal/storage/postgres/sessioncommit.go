@@ -57,9 +57,8 @@ type sessionWrite struct {
 var errRunAlone = errors.New("postgres: run the append alone")
 
 // batchLockTimeout bounds how long a batch waits for its sessions' rows:
-// they are held for milliseconds by another replica's batch, this
-// server's other shard's (as the appends waiting cross spreadAbove) or a
-// lone append, and a batch stuck behind a longer transaction would hold up
+// they are held for milliseconds by another replica's batch or a lone
+// append, and a batch stuck behind a longer transaction would hold up
 // every append of its shard. The batch fails instead, and its appends run
 // alone, each waiting as long as its request lets it.
 const batchLockTimeout = "SET LOCAL lock_timeout = '2s'"
@@ -73,7 +72,7 @@ type sessionCommitter struct {
 }
 
 func newSessionCommitter() *sessionCommitter {
-	return &sessionCommitter{shardSet: newShardSet[*sessionWrite]()}
+	return &sessionCommitter{shardSet: newShardSet[*sessionWrite](0)} // spread from the first (shards.go)
 }
 
 // writeSession runs fn, an append to session sessionID, in a transaction

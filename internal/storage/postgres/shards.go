@@ -15,18 +15,29 @@ import (
 // wait, so the caller that led returns with its own answer rather than
 // serving others for as long as they come.
 //
-// While few writes wait they all go to the first shard, one batch at a
-// time; when more wait, they spread by their store's or session's id, so
-// the writes to one store or session batch together while the others
-// commit in parallel on their own connections. Few writers spread over
-// two shards made batches of two or three writes, each paying its BEGIN,
-// locks and COMMIT (8 clients on 100 stores: creates 0.35–0.39 of raw
-// inserts, 0.45–0.48 on one shard; appends 0.41–0.43, 0.45–0.47), while
-// many on one shard lost the parallel commits (64 clients on 100 stores:
-// updates 0.87–0.88, 0.75–0.80 on one shard). A store or session whose
-// writes land on two shards at the switch has two batches locking its
-// row, in id order, as two replicas' batches do
+// While few memory writes wait they all go to the first shard, one batch
+// at a time; when more wait, they spread by their store's id, so the
+// writes to one store batch together while the others commit in parallel
+// on their own connections. Few writers spread over two shards made
+// batches of two or three writes, each paying its BEGIN, its stores'
+// locks, counters and path checks and its COMMIT (8 clients on 100
+// stores: creates 0.35–0.39 of raw inserts, 0.45–0.48 on one shard; again
+// on 2026-12-04, 0.34–0.37 against 0.45–0.49, the backends' CPU per create
+// 0.23–0.28 ms against 0.15–0.18), while many on one shard lost the
+// parallel commits (64 clients on 100 stores: updates 0.87–0.88, 0.75–0.80
+// on one shard). A store whose writes land on two shards at the switch has
+// two batches locking its row, in id order, as two replicas' batches do
 // (TestAStoresWritesOnTwoShardsAtOnceLoseNothing).
+//
+// Appends spread by their session's id from the first: a batch of appends
+// pays little of its own (its BEGIN, one lock statement, its COMMIT), and
+// with all of them on one shard, the appenders of one batch waited while
+// its backend ran their statements one after another, then the backend
+// waited for them. On two shards each shard's appenders come back while
+// the other's batch runs: 8 clients sent 1,878–2,394 appends/s against
+// 1,529–2,103 on one shard, more in each of seven runs taken in turn
+// (docs/postgresql-performance.md). A session's appends all go to one
+// shard of a server.
 
 // commitShards is how many batches of one kind may commit at once: as
 // many as the server has cores, and at least two, so one batch's COMMIT
@@ -36,8 +47,8 @@ import (
 // about a third more CPU per write (docs/postgresql-performance.md).
 func commitShards() int { return max(2, runtime.GOMAXPROCS(0)) }
 
-// spreadAbove is how many writes may wait before they spread over the
-// shards.
+// spreadAbove is how many memory writes may wait before they spread over
+// the shards, and how many make a crowd too large to wait for (nextCrowd).
 const spreadAbove = 16
 
 // maxLinger bounds a leader's wait for the writers of the last batch.
@@ -53,16 +64,21 @@ func shardOf(id string, n int) int {
 // shardSet is the shards of one kind of write, and how many wait.
 type shardSet[W any] struct {
 	shards []shard[W]
+	// gather is how many waiting writes go to the first shard before
+	// they spread by id (0: they spread from the first).
+	gather int64
 	// waiting counts the writes between join and leave.
 	waiting atomic.Int64
 }
 
-func newShardSet[W any]() shardSet[W] { return shardSet[W]{shards: make([]shard[W], commitShards())} }
+func newShardSet[W any](gather int64) shardSet[W] {
+	return shardSet[W]{shards: make([]shard[W], commitShards()), gather: gather}
+}
 
 // join counts a write to id as waiting and returns the shard it joins;
 // leave, once it is answered, must follow.
 func (c *shardSet[W]) join(id string) *shard[W] {
-	if c.waiting.Add(1) <= spreadAbove {
+	if c.waiting.Add(1) <= c.gather {
 		return &c.shards[0]
 	}
 	return &c.shards[shardOf(id, len(c.shards))]

@@ -12,7 +12,7 @@ import (
 // shards, which commit in parallel; and as they are answered the writes
 // gather on one shard again.
 func TestWritesSpreadOverTheShardsOnlyWhenManyWait(t *testing.T) {
-	c := shardSet[*memoryWrite]{shards: make([]shard[*memoryWrite], 2)}
+	c := shardSet[*memoryWrite]{shards: make([]shard[*memoryWrite], 2), gather: spreadAbove}
 	// Stores whose own shard is the second.
 	var stores []string
 	for i := 0; len(stores) < spreadAbove+2; i++ {
@@ -33,6 +33,25 @@ func TestWritesSpreadOverTheShardsOnlyWhenManyWait(t *testing.T) {
 	}
 	if sh := c.join(stores[spreadAbove+1]); sh != &c.shards[0] {
 		t.Fatal("a write alone after the crowd was answered went to its store's own shard; want the first")
+	}
+}
+
+// Appends go to their session's own shard from the first, however few
+// wait: each shard's appenders come back while the other's batch runs.
+func TestAppendsSpreadOverTheShardsFromTheFirst(t *testing.T) {
+	c := newSessionCommitter()
+	n := len(c.shards)
+	var id string
+	for i := 0; id == ""; i++ {
+		if s := fmt.Sprint("sesn_", i); shardOf(s, n) != 0 {
+			id = s
+		}
+	}
+	for range 3 {
+		if sh := c.join(id); sh != &c.shards[shardOf(id, n)] {
+			t.Fatalf("an append with %d waiting went to another shard than its session's", c.waiting.Load())
+		}
+		c.leave()
 	}
 }
 
