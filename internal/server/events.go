@@ -93,7 +93,7 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request, p Principal)
 
 // send is sendEvents to session id, which p may reach.
 func (s *Server) send(w http.ResponseWriter, r *http.Request, p Principal, id string) error {
-	var req api.SendEventsRequest
+	var req sendEventsBody
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}

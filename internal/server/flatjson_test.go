@@ -3,7 +3,10 @@ package server
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/memstore/memstore/api"
 )
 
 // flatBodies are memory write bodies: the usual shapes, which the fast
@@ -48,6 +51,40 @@ func TestFastBodiesDecodeAsEncodingJSONDoes(t *testing.T) {
 	}
 }
 
+// eventBodies are sends' bodies: a user's messages, which the fast path
+// must take, and every other shape, which it leaves to encoding/json.
+var eventBodies = []struct {
+	raw  string
+	fast bool
+}{
+	{`{"events":[{"type":"user.message","content":[{"type":"text","text":"hello"}]}]}`, true},
+	{` { "events" : [ { "content" : [ { "text" : "a\nb \u00e9", "type" : "text" } , {"type":"text","text":""} ] , "type" : "user.message" } , {"type":"user.interrupt"} ] } `, true},
+	{`{"events":[{"type":"user.message","content":[]}]}`, true},
+	{`{"events":[{}]}`, true},
+	{`{"events":[]}`, true},
+	{`{}`, true},
+	{`{"events":null}`, false},
+	{`{"events":[{"type":"user.message","content":null}]}`, false},
+	{`{"events":[{"type":"user.tool_result","tool_use_id":"sevt_1"}]}`, false}, // a key it does not read
+	{`{"events":[{"type":"user.message","content":[{"type":"image","source":{}}]}]}`, false},
+	{`{"events":[{"type":"user.message","Content":[]}]}`, false}, // encoding/json matches keys without case
+	{`{"events":[{"type":"user.message","type":"x"}]}`, false},   // a repeated key
+	{`{"events":[{"type":5}]}`, false},
+	{`{"events":[{"type":"user.message"},]}`, false},
+	{`{"events":[{"type":"user.message"}]`, false},
+	{`{"events":[{"type":"user.message"}]} []`, false},
+	{`{"events":[{"type":"user.message","content":[{"type":"text","text":"\ud83d\ude00"}]}]}`, false},
+	{`{"events":{"type":"user.message"}}`, false},
+	{`{"events":[],"extra":1}`, false},
+	{`[]`, false},
+}
+
+func TestFastSendsDecodeAsEncodingJSONDoes(t *testing.T) {
+	for _, c := range eventBodies {
+		checkFlatBody(t, []byte(c.raw), &sendEventsBody{}, &sendEventsBody{}, c.fast, "send")
+	}
+}
+
 // checkFlatBody decodes raw with the fast path into fast and with
 // encoding/json into slow: when the fast path takes it, both must agree
 // and encoding/json must accept it; when it declines, fast is untouched.
@@ -88,11 +125,14 @@ func FuzzFastBodies(f *testing.F) {
 	for _, c := range flatBodies {
 		f.Add([]byte(c.raw))
 	}
+	for _, c := range eventBodies {
+		f.Add([]byte(c.raw))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if checkUnicode(raw) != nil {
 			return
 		}
-		for _, pair := range [][2]fastDecoder{{&createMemoryBody{}, &createMemoryBody{}}, {&updateMemoryBody{}, &updateMemoryBody{}}} {
+		for _, pair := range [][2]fastDecoder{{&createMemoryBody{}, &createMemoryBody{}}, {&updateMemoryBody{}, &updateMemoryBody{}}, {&sendEventsBody{}, &sendEventsBody{}}} {
 			if !pair[0].decodeFast(raw) {
 				continue
 			}
@@ -135,6 +175,35 @@ func BenchmarkDecodeMemoryBody(b *testing.B) {
 				b.Fatal(err)
 			}
 			if err := json.Unmarshal(raw, &body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeSendBody decodes a user's message of 1 KB, as the
+// PostgreSQL queue benchmark sends it, with decodeBody (the fast path) and
+// with json.Unmarshal beside it.
+func BenchmarkDecodeSendBody(b *testing.B) {
+	raw, _ := json.Marshal(api.SendEventsRequest{Events: []api.Event{api.UserMessage(strings.Repeat("message ", 1024/8))}})
+	b.SetBytes(int64(len(raw)))
+	b.Run("decodeBody", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var body sendEventsBody
+			if err := decodeBody(raw, &body); err != nil || len(body.Events) != 1 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding_json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var body sendEventsBody
+			if err := checkUnicode(raw); err != nil {
+				b.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &body); err != nil || len(body.Events) != 1 {
 				b.Fatal(err)
 			}
 		}
