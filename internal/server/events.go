@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -101,8 +103,50 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p Principal, id st
 	if err != nil {
 		return orMissing(err, "session", id, listSessions)
 	}
-	writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: stored})
+	writeEvents(w, stored)
 	return nil
+}
+
+// writeEvents answers with api.SendEventsResponse{Data: events}, the bytes
+// writeJSON writes, without its scan of each event: encoding/json
+// compacts what a Marshaler returns, and for a 1 KB message that scan was
+// 7 % of the server's CPU per send in the PostgreSQL queue benchmark.
+// Event.MarshalJSON's bytes are compact already unless the event carries
+// a client's raw fields (Extra), which are compacted here as writeJSON
+// would (TestEventsAnswerAsWriteJSONWritesThem).
+func writeEvents(w http.ResponseWriter, events []api.Event) {
+	if events == nil {
+		writeJSON(w, http.StatusOK, api.SendEventsResponse{})
+		return
+	}
+	parts := make([][]byte, len(events))
+	size := len(`{"data":[]}`) + len(events)
+	for i, e := range events {
+		b, err := e.MarshalJSON()
+		if err == nil && len(e.Extra) > 0 {
+			var c bytes.Buffer
+			err = json.Compact(&c, b)
+			b = c.Bytes()
+		}
+		if err != nil {
+			writeJSON(w, http.StatusOK, api.SendEventsResponse{Data: events}) // its error, as before
+			return
+		}
+		parts[i] = b
+		size += len(b)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, `{"data":[`...)
+	for i, b := range parts {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, "]}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(out)
 }
 
 // streamEvents serves a session's log as Server-Sent Events: one frame per
