@@ -30,8 +30,8 @@ import (
 // Each append runs as it would alone, on the shared transaction: its reads
 // and writes are its own statements, sent with the others'. A batch holds
 // one append per session and locks all its sessions' rows first, in one
-// statement, in id order, so two batches (of two shards, or two replicas)
-// never wait for each other in a cycle. A lock it waits for longer than
+// statement, in id order, so two batches (of two replicas) never wait for
+// each other in a cycle. A lock it waits for longer than
 // batchLockTimeout fails the batch rather than hold up the shard. An append
 // that gives up before it writes (a refused guard, a session not found)
 // keeps its answer and the others go on; one that fails after it wrote, or
