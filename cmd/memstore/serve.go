@@ -20,6 +20,7 @@ import (
 	"github.com/memstore/memstore/internal/agent"
 	"github.com/memstore/memstore/internal/app"
 	"github.com/memstore/memstore/internal/console"
+	"github.com/memstore/memstore/internal/gctarget"
 	"github.com/memstore/memstore/internal/retention"
 	"github.com/memstore/memstore/internal/sealbox"
 	"github.com/memstore/memstore/internal/server"
@@ -320,7 +321,8 @@ func startServer(ctx context.Context, o serveOptions, logger *slog.Logger, stdou
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
-	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbName, "console", baseURL+console.Prefix)
+	gcPercent := gctarget.Apply() // a server's GC target, unless GOGC says otherwise
+	logger.Info("memstore server ready", "addr", ln.Addr().String(), "base_url", baseURL, "database", dbName, "console", baseURL+console.Prefix, "gc_percent", gcPercent)
 
 	return &runningServer{
 		addr:     ln.Addr().String(),

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/gctarget"
 	"github.com/memstore/memstore/internal/testlog"
 	"github.com/memstore/memstore/internal/workercli"
 )
@@ -28,7 +29,9 @@ type serveProc struct {
 	cmd            *exec.Cmd
 	stdout, stderr *testlog.Buffer
 	url            string
-	exited         chan struct{}
+	// readyLine is the server's log line saying it is ready.
+	readyLine map[string]any
+	exited    chan struct{}
 }
 
 // serveProcess starts `memstore serve --addr 127.0.0.1:0 --data data` and
@@ -75,6 +78,7 @@ func (p *serveProc) ready() bool {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "memstore server ready" {
 			p.url, _ = rec["base_url"].(string)
+			p.readyLine = rec
 			return true
 		}
 	}
@@ -336,5 +340,21 @@ func TestServeChecksModelSettings(t *testing.T) {
 	cfg := modelConfig(serveOptions{modelMaxTokens: 32000, modelThinkingBudget: 8000}, slog.New(slog.DiscardHandler))
 	if cfg.MaxTokens != 32000 || cfg.ThinkingBudget != 8000 {
 		t.Fatalf("the runtime got max tokens %d, thinking budget %d", cfg.MaxTokens, cfg.ThinkingBudget)
+	}
+}
+
+// A served memstore runs its collector at gctarget.Percent, and says so
+// when it is ready; GOGC, when set, keeps its say.
+func TestServeSetsItsGCTargetUnlessGOGCDoes(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	p := serveProcess(t, t.TempDir(), "")
+	if got := p.readyLine["gc_percent"]; got != float64(gctarget.Percent) {
+		t.Fatalf("ready line's gc_percent = %v; want %d", got, gctarget.Percent)
+	}
+	t.Setenv("GOGC", "50")
+	p = serveProcess(t, t.TempDir(), "")
+	if got := p.readyLine["gc_percent"]; got != float64(50) {
+		t.Fatalf("with GOGC=50, ready line's gc_percent = %v; want 50", got)
 	}
 }

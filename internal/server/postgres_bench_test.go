@@ -22,6 +22,7 @@ import (
 
 	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/app"
+	"github.com/memstore/memstore/internal/gctarget"
 	"github.com/memstore/memstore/internal/server"
 	"github.com/memstore/memstore/internal/storage/postgres"
 	"github.com/memstore/memstore/internal/testenv"
@@ -153,6 +154,7 @@ func benchPostgresWrites(b *testing.B, clients, stores int) {
 	b.ReportMetric(updates.perSecond(), "guarded_updates/s")
 	b.ReportMetric(creates.perSecond()/raw.perSecond(), "creates/raw")
 	b.ReportMetric(updates.perSecond()/raw.perSecond(), "updates/raw")
+	b.ReportMetric(float64(c.gcPercent), "gc_percent")
 }
 
 // Profile labels of the benchmark's client goroutines (and the HTTP
@@ -249,6 +251,10 @@ type postgresBenchClient struct {
 	url  string
 	key  string
 	http *http.Client
+	// gcPercent is the collector's target the server runs at, as
+	// memstore serve sets it (gctarget): the test process's, shared with
+	// the raw reference's client. Each benchmark prints it (gc_percent).
+	gcPercent int
 }
 
 func newPostgresBenchClient(b *testing.B, url string, clients int) *postgresBenchClient {
@@ -269,7 +275,7 @@ func newPostgresBenchClient(b *testing.B, url string, clients int) *postgresBenc
 		db.Close()
 	})
 	// One kept-alive connection per client.
-	return &postgresBenchClient{b: b, url: ts.URL, key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}}
+	return &postgresBenchClient{b: b, url: ts.URL, key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}, gcPercent: gctarget.Apply()}
 }
 
 func (c *postgresBenchClient) do(method, path string, body, out any) error {
@@ -396,4 +402,5 @@ func benchPostgresReplicas(b *testing.B, clients, stores int) {
 	b.ReportMetric(twoUpdates.perSecond(), "two_replicas_updates/s")
 	b.ReportMetric(twoCreates.perSecond()/oneCreates.perSecond(), "creates_two/one")
 	b.ReportMetric(twoUpdates.perSecond()/oneUpdates.perSecond(), "updates_two/one")
+	b.ReportMetric(float64(replicas[0].gcPercent), "gc_percent")
 }

@@ -146,6 +146,7 @@ func benchPostgresQueue(b *testing.B, clients int) {
 	b.ReportMetric(rawAppends.perSecond(), "raw_postgres_appends/s")
 	b.ReportMetric(appends.perSecond(), "appends/s")
 	b.ReportMetric(appends.perSecond()/rawAppends.perSecond(), "appends/raw")
+	b.ReportMetric(float64(c.gcPercent), "gc_percent")
 	b.ReportMetric(perCall(rawAppends, rawCPU.process), "raw_append_client_cpu_ms/op")
 	b.ReportMetric(perCall(rawAppends, rawCPU.database), "raw_append_db_cpu_ms/op")
 	b.ReportMetric(perCall(appends, appendCPU.process), "append_server_cpu_ms/op")
