@@ -186,6 +186,6 @@ func (b backend) Dialect() sqlstore.Dialect {
 		d.Clock = "clock_timestamp()"
 		d.ClaimClock.Keep, d.ClaimClock.Kept, d.ClaimClock.KeptBefore = claimClockKeep, claimClockKept, claimClockBefore
 	}
-	d.Notify, d.NotePoll = wakeExpr, notePoll
+	d.Notify, d.NotePoll, d.NextEventSeq = wakeExpr, notePoll, "nextval('session_events_seq_seq')"
 	return d
 }

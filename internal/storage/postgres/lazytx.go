@@ -116,20 +116,6 @@ func (t *lazyTx) pipeline(ctx context.Context, sql string, args []any) (pgx.Batc
 	return t.send(ctx, &deferredStatement{sql: sql, args: args})
 }
 
-// flush sends the deferred statements, in one pipeline, and reads their
-// answers: for statements whose rows must be read before the COMMIT is
-// sent.
-func (t *lazyTx) flush(ctx context.Context) error {
-	if len(t.deferred) == 0 {
-		return nil
-	}
-	br, err := t.send(ctx, nil)
-	if err != nil {
-		return err
-	}
-	return br.Close()
-}
-
 // send sends, in one pipeline, BEGIN if the transaction has not begun, the
 // deferred statements and last when not nil, and reads the answers to all
 // but last, whose results are next to read.

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/api"
+	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -160,5 +162,81 @@ func TestAWriteOnThePoolWithTheDatabaseGoneIsUnavailable(t *testing.T) {
 	err := db.CreateVault(ctx, api.Vault{ID: "vlt_gone", Type: "vault", DisplayName: "gone", CreatedAt: now, UpdatedAt: now})
 	if !errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrOutcomeUnknown) {
 		t.Fatalf("a vault's create with the database gone: %v, want the database unavailable and the outcome known", err)
+	}
+}
+
+// An append batch sends its appends' writes with its COMMIT and reads
+// their rows after it: a connection cut once the COMMIT ran, whether it
+// loses the COMMIT's answer or the rows ahead of it (the sequences the
+// events were given), answers each append of the batch that the database
+// is unavailable and the outcome unknown, and runs none again. Each did
+// land, once; the sessions' next appends land after them, in order.
+func TestAnAppendBatchWhoseAnswersAreLostIsAnsweredOutcomeUnknown(t *testing.T) {
+	// "INSERT 0 1" ends the answer to an append's write of one event,
+	// whose rows are the event's sequence; it comes ahead of the
+	// COMMIT's.
+	for _, tag := range []string{"COMMIT", "INSERT 0 1"} {
+		t.Run(tag, func(t *testing.T) {
+			url := testenv.PostgresSchema(t)
+			cut, through := testenv.NewCommitCutter(t, url)
+			db, direct := openOn(t, through), openOn(t, url)
+			ctx := t.Context()
+			now := time.Now().UTC()
+			env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
+			if err := db.CreateEnvironment(ctx, env); err != nil {
+				t.Fatal(err)
+			}
+			const sessions = 4
+			var sessionIDs []string
+			for range sessions {
+				sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
+				if _, err := db.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
+					t.Fatal(err)
+				}
+				sessionIDs = append(sessionIDs, sess.ID)
+			}
+
+			cut.ArmAt("lost append", tag)
+			errs := make([]error, sessions)
+			var wg sync.WaitGroup
+			for i, id := range sessionIDs {
+				wg.Go(func() {
+					_, errs[i] = db.AppendEvents(ctx, id, []api.Event{api.UserMessage(fmt.Sprint("lost append ", i))}, nil)
+				})
+			}
+			wg.Wait()
+			if cut.Cuts() != 1 {
+				t.Fatalf("the proxy cut %d answers, want 1 (the appends answered %v)", cut.Cuts(), errs)
+			}
+			unknown := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+				case errors.Is(err, storage.ErrUnavailable) && errors.Is(err, storage.ErrOutcomeUnknown):
+					unknown++
+				default:
+					t.Errorf("append %d answered %v, want success or the outcome unknown", i, err)
+				}
+			}
+			if unknown == 0 {
+				t.Fatalf("no append answered the outcome unknown: %v", errs)
+			}
+			for i, id := range sessionIDs {
+				if _, err := db.AppendEvents(ctx, id, []api.Event{api.UserMessage(fmt.Sprint("after ", i))}, nil); err != nil {
+					t.Fatalf("an append after the lost answers: %v", err)
+				}
+				evs, err := direct.ListEvents(ctx, id, storage.EventQuery{Limit: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var texts []string
+				for _, e := range evs {
+					texts = append(texts, e.Event.Text())
+				}
+				if want := []string{fmt.Sprint("lost append ", i), fmt.Sprint("after ", i)}; !slices.Equal(texts, want) {
+					t.Errorf("session %d's log holds %q, want %q: each append once, in order", i, texts, want)
+				}
+			}
+		})
 	}
 }

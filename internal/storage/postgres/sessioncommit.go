@@ -205,17 +205,25 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		t.rollback(ctx)
 		return answers, nil
 	}
-	// The appends' own statements go first, and their rows are checked
-	// (the events' sequences follow the log's order) before the COMMIT.
-	if err := t.flush(ctx); err != nil {
-		t.rollback(ctx)
-		return nil, errRunAlone
-	}
+	// The appends' own statements go with the COMMIT, in one round trip:
+	// each checks in SQL what must hold of its rows (the events'
+	// sequences follow the log's order: sqlstore.Dialect.EventsInOrder),
+	// so one that fails aborts the transaction and PostgreSQL skips the
+	// COMMIT. Their rows are read once it is sent.
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
-		// A deferred statement failed: nothing was committed.
-		t.rollback(ctx)
-		return nil, errRunAlone
+		if nothingCommitted(markAhead(err)) {
+			t.rollback(ctx)
+			return nil, errRunAlone
+		}
+		// The answers ahead of the COMMIT were lost (or one could not be
+		// read): it went out, and may have committed.
+		for i := range batch {
+			if wrote[i] {
+				answers[i] = outcomeUnknown("the COMMIT of a batch of appends", "list the session's events to see", err)
+			}
+		}
+		return answers, nil
 	}
 	tag, err := br.Exec()
 	cerr := br.Close()

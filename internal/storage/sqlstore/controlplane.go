@@ -418,6 +418,9 @@ func (r sessionRows) Now(ctx context.Context) (time.Time, error) {
 // StoreEvents stores events in one statement. Sequence numbers are taken
 // in the order of its rows; that order is checked, not assumed, since SQL
 // does not promise the order RETURNING gives them back in. Where the
+// statement's rows are read only after the COMMIT was sent (QueryDeferrer)
+// the check comes too late to undo it, so the statement takes the numbers
+// in the events' order itself (Dialect.NextEventSeq). Where the
 // backend notifies in SQL (Dialect.Notify), the session row's update and
 // the wake ride in the same statement, in a WITH; elsewhere they are
 // statements of their own.
@@ -426,7 +429,7 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 	var (
 		a    args
 		rows strings.Builder
-		with string
+		ctes []string
 	)
 	if notify := r.tx.s.d.Notify; notify != nil {
 		expr, arg := notify(storage.TopicSession, sessionID)
@@ -434,21 +437,35 @@ func (r sessionRows) StoreEvents(ctx context.Context, sess api.Session, events [
 		body.Resources = nil
 		row := &sessionRow{body: toJSON(body), session: body}
 		r.tx.savedRow = row
-		with = `WITH saved AS (UPDATE sessions SET status = ` + a.add(sess.Status) + `, body = ` + a.add(row.body) + `, archived_at = ` + a.add(sess.ArchivedAt) +
-			` WHERE id = ` + a.add(sessionID) + ` RETURNING ` + strings.Replace(expr, "?", a.add(arg), 1) + `) `
+		ctes = append(ctes, `saved AS (UPDATE sessions SET status = `+a.add(sess.Status)+`, body = `+a.add(row.body)+`, archived_at = `+a.add(sess.ArchivedAt)+
+			` WHERE id = `+a.add(sessionID)+` RETURNING `+strings.Replace(expr, "?", a.add(arg), 1)+`)`)
 	} else if err := r.saveSession(ctx, sess); err != nil {
 		return 0, err
 	}
+	next := r.tx.s.d.NextEventSeq
 	for i, e := range events {
 		if i > 0 {
 			rows.WriteString(", ")
 		}
-		fmt.Fprintf(&rows, "(%s, %s, %s, %s)", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(eventJSON(e)))
+		fmt.Fprintf(&rows, "(%s, %s, %s, %s", a.add(e.ID), a.add(sessionID), a.add(e.Type), a.add(eventJSON(e)))
+		if next != "" {
+			fmt.Fprintf(&rows, ", %d", i)
+		}
+		rows.WriteString(")")
 	}
-	query := with + `INSERT INTO session_events (id, session_id, type, body) VALUES ` + rows.String() + ` RETURNING id, seq`
-	if d, ok := r.tx.Conn.(QueryDeferrer); ok {
-		// Read with the others' at the batch's end, before its COMMIT;
-		// the caller takes the sequence from the tx (laterSeq).
+	query := `INSERT INTO session_events (id, session_id, type, body) VALUES ` + rows.String() + ` RETURNING id, seq`
+	if next != "" {
+		// The sequence is taken above the sort, row by row in the
+		// events' order: PostgreSQL evaluates a SELECT's output after
+		// its ORDER BY (the SELECT reference, "the output list").
+		query = `INSERT INTO session_events (seq, id, session_id, type, body) SELECT ` + next + `, id, session_id, type, body FROM (VALUES ` + rows.String() + `) v (id, session_id, type, body, n) ORDER BY n RETURNING id, seq`
+	}
+	if len(ctes) > 0 {
+		query = `WITH ` + strings.Join(ctes, ", ") + ` ` + query
+	}
+	if d, ok := r.tx.Conn.(QueryDeferrer); ok && next != "" {
+		// Read with the others' once the batch's COMMIT is sent; the
+		// caller takes the sequence from the tx (laterSeq).
 		d.DeferQuery(ctx, query, a, func(rs Rows) (err error) {
 			r.tx.laterSeq, err = lastEventSeq(sessionID, events, rs)
 			return err

@@ -115,6 +115,11 @@ type Dialect struct {
 	// key, with one placeholder, and its argument: a write can then wake
 	// them itself, in a WITH (which the backend then supports).
 	Notify func(topic, key string) (expr string, arg any)
+	// NextEventSeq, where the backend reads a session write's rows only
+	// after its COMMIT was sent (QueryDeferrer), is the expression that
+	// takes an event's sequence number, put where it is evaluated in the
+	// order the events are sent.
+	NextEventSeq string
 }
 
 // SearchIndex is the full-text index a backend keeps of every live
@@ -158,10 +163,12 @@ type SessionWriter interface {
 	WriteSession(ctx context.Context, sessionID string, first Statement, fn func(Conn) error) error
 }
 
-// QueryDeferrer is offered by a Conn that may send a statement whose rows
-// the write reads later: read is called with them before the transaction
-// commits, and its error fails the transaction (the backend then runs the
-// write again, on a Conn without it).
+// QueryDeferrer is offered by a Conn that may send a statement with the
+// transaction's COMMIT and read its rows after: the statement itself must
+// make its rows what the write needs (Dialect.NextEventSeq), since read
+// comes too late to undo it. A statement that fails rolls the transaction
+// back (the backend then runs the write again, on a Conn without it); an
+// error of read's leaves the write's outcome unknown.
 type QueryDeferrer interface {
 	DeferQuery(ctx context.Context, query string, args []any, read func(Rows) error)
 }
