@@ -206,10 +206,10 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		return answers, nil
 	}
 	// The appends' own statements go with the COMMIT, in one round trip:
-	// each checks in SQL what must hold of its rows (the events'
-	// sequences follow the log's order: sqlstore.Dialect.EventsInOrder),
-	// so one that fails aborts the transaction and PostgreSQL skips the
-	// COMMIT. Their rows are read once it is sent.
+	// each takes its events' sequences in the log's order itself
+	// (sqlstore.Dialect.NextEventSeq), so nothing read from its rows has
+	// to come before the COMMIT; one that fails aborts the transaction and
+	// PostgreSQL skips the COMMIT. Their rows are read once it is sent.
 	br, err := t.pipeline(ctx, "COMMIT", nil)
 	if err != nil {
 		if nothingCommitted(markAhead(err)) {
