@@ -137,8 +137,8 @@ func (b backend) WriteMemory(ctx context.Context, storeID string, fn func(contex
 }
 
 // WriteSession implements sqlstore.SessionWriter with group commit.
-func (b backend) WriteSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
-	return b.s.writeSession(ctx, sessionID, first, fn)
+func (b backend) WriteSession(ctx context.Context, sessionID string, first sqlstore.Statement, guess *sqlstore.SessionGuess, fn func(sqlstore.Conn) error) error {
+	return b.s.writeSession(ctx, sessionID, first, guess, fn)
 }
 
 // Now returns the injected clock, or the database's, which every replica

@@ -71,9 +71,17 @@ func (s *DB) MergedStatements() int64 { return s.merges.Load() }
 // GuessAgain lets batches guess again at once after a wrong guess.
 func (s *DB) GuessAgain() {
 	s.guesses.mu.Lock()
-	defer s.guesses.mu.Unlock()
 	s.guesses.off = nil
+	s.guesses.mu.Unlock()
+	s.sessionGuesses.mu.Lock()
+	s.sessionGuesses.off = nil
+	s.sessionGuesses.mu.Unlock()
 }
+
+// GuessedAppendBatches counts the append batches committed on guesses;
+// WrongAppendGuesses, those whose guess was wrong.
+func (s *DB) GuessedAppendBatches() int64 { return s.sessionGuesses.batches.Load() }
+func (s *DB) WrongAppendGuesses() int64   { return s.sessionGuesses.wrong.Load() }
 
 // KeepClockFor lets guessed batches stamp by a clock read up to d ago, so
 // a slow test run does not make batches read first for the clock.

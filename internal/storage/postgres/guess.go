@@ -115,11 +115,29 @@ func (g *guesses) start(c *batchConn, ids []string) bool {
 }
 
 // readClock notes the database's clock base, read by a batch that read
-// first and received at local time at.
+// first and received at local time at (nothing where at is zero).
 func (g *guesses) readClock(base, at time.Time) {
+	if at.IsZero() {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.base, g.at = base, at
+}
+
+// clockNow is the database's clock at local time now, from its last
+// reading, unless that is older than the readings last.
+func (g *guesses) clockNow(now time.Time) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fresh := g.fresh
+	if fresh == 0 {
+		fresh = clockFresh
+	}
+	if g.at.IsZero() || now.Sub(g.at) > fresh {
+		return time.Time{}, false
+	}
+	return g.base.Add(now.Sub(g.at)), true
 }
 
 // committed notes the counters of a committed batch's stores, and stamped,

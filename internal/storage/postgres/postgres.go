@@ -61,6 +61,9 @@ type DB struct {
 	commits shardSet[*memoryWrite]
 	// guesses let memory write batches guess their reads (guess.go).
 	guesses guesses
+	// sessionGuesses let append batches guess their reads
+	// (sessionguess.go).
+	sessionGuesses sessionGuesses
 	// sessionCommits batches session appends (sessioncommit.go).
 	sessionCommits *sessionCommitter
 	// queries holds each query's text with numbered placeholders, by its

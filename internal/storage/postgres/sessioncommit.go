@@ -45,7 +45,10 @@ type sessionWrite struct {
 	ctx       context.Context
 	sessionID string
 	first     sqlstore.Statement
-	fn        func(sqlstore.Conn) error
+	// guess, when not nil, is what first most likely answers
+	// (sessionguess.go).
+	guess *sqlstore.SessionGuess
+	fn    func(sqlstore.Conn) error
 	// ahead is the answer to first, fetched with the batch's BEGIN.
 	ahead *rowsAhead
 	// done answers the write: nil or its error once its batch committed,
@@ -79,13 +82,15 @@ func newSessionCommitter() *sessionCommitter {
 // shared with the appends to other sessions that wait with it. Once queued
 // it runs to its end whatever ctx says (it is not started if ctx ends
 // first), so its outcome is known when writeSession returns.
-func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.Statement, fn func(sqlstore.Conn) error) error {
+func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.Statement, guess *sqlstore.SessionGuess, fn func(sqlstore.Conn) error) error {
 	sh := s.sessionCommits.join(sessionID)
 	defer s.sessionCommits.leave()
 	if first.Query != "" {
 		first = sqlstore.Statement{Query: s.numbered(first.Query), Args: slices.Clone(first.Args)}
+	} else {
+		guess = nil
 	}
-	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, fn: fn, done: make(chan error, 1)}
+	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, guess: guess, fn: fn, done: make(chan error, 1)}
 	if sh.queue(w) {
 		sh.lead(batching[*sessionWrite]{take: takeSessionBatch, size: sessionBatchSize, run: s.commitSessions})
 	}
@@ -163,7 +168,9 @@ func (s *DB) commitSessions(batch []*sessionWrite) (answer func()) {
 // runSessions runs the appends of batch one after another in one
 // transaction and commits it. It returns each append's answer, or
 // errRunAlone for all when the transaction could not commit them, or the
-// error of a COMMIT whose outcome is unknown.
+// error of a COMMIT whose outcome is unknown. A batch whose reads this
+// server can guess runs on its guesses first (sessionguess.go), and again
+// reading where they were wrong.
 func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	ctx := context.Background()
 	pc, err := s.pool.Acquire(ctx)
@@ -171,7 +178,6 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		return nil, errRunAlone
 	}
 	defer pc.Release()
-	t := &lazyTx{c: pc, begin: "BEGIN"}
 	answers := make([]error, len(batch))
 	var live []*sessionWrite
 	for i, w := range batch {
@@ -184,17 +190,46 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	if len(live) == 0 {
 		return answers, nil
 	}
+	if clock, ok := s.sessionGuesses.start(&s.guesses, live); ok {
+		t := &lazyTx{c: pc, begin: "BEGIN"}
+		guessAhead(t, live, clock, s.numbered)
+		guessed, err := s.commitAppends(ctx, t, batch, slices.Clone(answers), true)
+		if !errors.Is(err, errReadFirst) {
+			if err == nil {
+				s.sessionGuesses.batches.Add(1)
+			}
+			return guessed, err
+		}
+	}
+	t := &lazyTx{c: pc, begin: "BEGIN"}
 	if err := readAhead(ctx, t, live); err != nil {
 		t.rollback(ctx)
 		return nil, errRunAlone
 	}
+	s.guesses.readClock(clockReadAhead(live))
+	return s.commitAppends(ctx, t, batch, answers, false)
+}
+
+// commitAppends runs the appends of batch (those answers leaves nil) on
+// t, their first statements answered from what was read or guessed ahead,
+// and commits. guessing says nothing has been sent yet: an append that
+// asks for a statement of its own, refuses or writes nothing, or a guess
+// found wrong, ends the run with errReadFirst, having committed nothing.
+func (s *DB) commitAppends(ctx context.Context, t *lazyTx, batch []*sessionWrite, answers []error, guessing bool) ([]error, error) {
 	wrote := make([]bool, len(batch))
 	for i, w := range batch {
 		if answers[i] != nil {
 			continue
 		}
-		st := &sharedTx{t: t, ctx: ctx}
+		st := &sharedTx{t: t, ctx: ctx, guessing: guessing}
 		err := runShared(w.fn, sharedConn{conn{s, st}, st, w.ahead})
+		if guessing && (err != nil || !st.wrote) {
+			// It asked for a statement of its own (errNeedsReads), or
+			// refused what it saw, or found nothing to write: a guess is
+			// checked only beside writes, so that decision is made again
+			// on what is read. Nothing was sent.
+			return nil, errReadFirst
+		}
 		if err != nil && (st.wrote || st.failed) {
 			t.rollback(ctx)
 			return nil, errRunAlone
@@ -202,7 +237,9 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		answers[i], wrote[i] = err, st.wrote
 	}
 	if !slices.Contains(wrote, true) {
-		t.rollback(ctx)
+		if t.begun {
+			t.rollback(ctx)
+		}
 		return answers, nil
 	}
 	// The appends' own statements go with the COMMIT, in one round trip:
@@ -214,6 +251,10 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	if err != nil {
 		if nothingCommitted(markAhead(err)) {
 			t.rollback(ctx)
+			if guessing && isGuessedWrong(err) {
+				s.sessionGuesses.guessedWrong(batch)
+				return nil, errReadFirst
+			}
 			return nil, errRunAlone
 		}
 		// The answers ahead of the COMMIT were lost (or one could not be
@@ -272,9 +313,15 @@ type sharedTx struct {
 	t             *lazyTx
 	ctx           context.Context
 	wrote, failed bool
+	// guessing: the batch runs on guesses and sends nothing before its
+	// COMMIT; a statement of the append's own asks it to read first.
+	guessing bool
 }
 
 func (st *sharedTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if st.guessing {
+		return pgconn.CommandTag{}, errNeedsReads
+	}
 	st.wrote = true
 	tag, err := st.t.Exec(st.ctx, sql, args...)
 	if err != nil {
@@ -284,6 +331,9 @@ func (st *sharedTx) Exec(_ context.Context, sql string, args ...any) (pgconn.Com
 }
 
 func (st *sharedTx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if st.guessing {
+		return nil, errNeedsReads
+	}
 	rs, err := st.t.Query(st.ctx, sql, args...)
 	if err != nil {
 		st.failed = true
@@ -293,6 +343,9 @@ func (st *sharedTx) Query(_ context.Context, sql string, args ...any) (pgx.Rows,
 }
 
 func (st *sharedTx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	if st.guessing {
+		return failedRow{errNeedsReads}
+	}
 	return sharedRow{st.t.QueryRow(st.ctx, sql, args...), st}
 }
 
@@ -352,6 +405,9 @@ type rowsAhead struct {
 	types  *pgtype.Map
 	fields []pgconn.FieldDescription
 	rows   [][][]byte
+	// guessed, in a batch that guesses, are the rows in place of rows:
+	// the values the statement would most likely answer.
+	guessed [][]any
 }
 
 // lockSessions locks the rows of the sessions ids in id order (two
@@ -417,10 +473,16 @@ type bufferedRows struct {
 
 func (r *bufferedRows) Next() bool {
 	r.next++
+	if r.guessed != nil {
+		return r.next <= len(r.guessed)
+	}
 	return r.next <= len(r.rows)
 }
 
 func (r *bufferedRows) Scan(dest ...any) error {
+	if r.guessed != nil {
+		return scanGuessed(r.guessed[r.next-1], dest)
+	}
 	return pgx.ScanRow(r.types, r.fields, r.rows[r.next-1], dest...)
 }
 

@@ -237,7 +237,7 @@ func (s *Store) CreateSession(ctx context.Context, sess api.Session, w storage.W
 	if err != nil {
 		return api.Session{}, err
 	}
-	s.keepLog(view, nil)
+	s.keepLog(view, nil, logTail{})
 	return view.Session, nil
 }
 
@@ -570,12 +570,13 @@ func (r sessionRows) saveSession(ctx context.Context, sess api.Session) error {
 // with the session row that transaction wrote (nil when not known),
 // unless the session ended: nothing reacts to it any more. The cache takes
 // over the room after v.Log: the caller hands on v.Log clipped.
-func (s *Store) keepLog(v storage.SessionView, row *sessionRow) {
+func (s *Store) keepLog(v storage.SessionView, row *sessionRow, seen logTail) {
 	if storage.Ended(v.Session) {
 		s.logs.drop(v.Session.ID)
 		return
 	}
-	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true, row: row})
+	seen.clock = nil
+	s.logs.put(v.Session.ID, eventLog{seq: v.Seq, events: v.Log, resources: v.Session.Resources, resourcesKnown: true, row: row, seen: seen})
 }
 
 // appended completes the view of an append whose transaction t committed:
@@ -584,7 +585,7 @@ func (s *Store) appended(t *tx, view *storage.SessionView) {
 	if t.laterSeq != 0 {
 		view.Seq = t.laterSeq
 	}
-	s.keepLog(*view, t.savedRow)
+	s.keepLog(*view, t.savedRow, t.after)
 }
 
 // AppendEvents implements storage.Events.
@@ -630,7 +631,7 @@ func (s *Store) ViewSession(ctx context.Context, sessionID string) (storage.Sess
 	if err != nil {
 		return storage.SessionView{}, err
 	}
-	s.keepLog(v, nil)
+	s.keepLog(v, nil, logTail{})
 	v.Log = slices.Clip(v.Log)
 	return v, nil
 }

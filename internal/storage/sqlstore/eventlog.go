@@ -24,6 +24,9 @@ type eventLog struct {
 	// row is the session's row as the append that made this log wrote it,
 	// nil when not known.
 	row *sessionRow
+	// seen is what that append read beside the log (the clock aside):
+	// what a backend may guess the next append reads (SessionGuess).
+	seen logTail
 }
 
 // sessionRow is a session row's body as stored and the session it

@@ -22,7 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memstore/memstore/api"
 	"github.com/memstore/memstore/internal/storage"
+	"github.com/memstore/memstore/internal/webhooks"
 )
 
 // Row is one result row: Scan reports storage.ErrNotFound when the query
@@ -160,7 +162,20 @@ type MemoryWriter interface {
 // answer fn's identical statement with its rows. A backend without it runs
 // each append in Write.
 type SessionWriter interface {
-	WriteSession(ctx context.Context, sessionID string, first Statement, fn func(Conn) error) error
+	WriteSession(ctx context.Context, sessionID string, first Statement, guess *SessionGuess, fn func(Conn) error) error
+}
+
+// SessionGuess is what first most likely answers, where this server made
+// the session's last append: the session's row as it wrote it, no event
+// since, a live work item, no webhook endpoint enabled. A backend may
+// answer first with Rows, the database's clock at clock in place of the
+// one it would read, without asking, and send Check in the transaction
+// before the append's writes, having locked the session's row: Check
+// fails the transaction (memstore_guessed_wrong(), migration 0014) unless
+// the guess holds, and the backend then runs the append again, reading.
+type SessionGuess struct {
+	Rows  func(clock time.Time) [][]any
+	Check Statement
 }
 
 // QueryDeferrer is offered by a Conn that may send a statement with the
@@ -255,13 +270,38 @@ func (s *Store) writeSession(ctx context.Context, sessionID string, fn func(t *t
 	if !ok {
 		return s.writeWith(ctx, s.b.Write, fn)
 	}
-	var first Statement
+	var (
+		first Statement
+		guess *SessionGuess
+	)
 	if cached := s.logs.get(sessionID, false); cached.resourcesKnown && s.d.ForUpdate != "" {
 		first = s.lockStatement(sessionID, cached.seq) // what viewInTx will send, unless the cache moves
+		guess = s.sessionGuess(sessionID, cached)
 	}
 	return s.writeWith(ctx, func(ctx context.Context, fn func(Conn) error) error {
-		return w.WriteSession(ctx, sessionID, first, fn)
+		return w.WriteSession(ctx, sessionID, first, guess, fn)
 	}, fn)
+}
+
+// sessionGuess is the guess of what lockStatement answers for a session
+// whose log is cached as l, or nil where there is none to make: the row
+// this server's last append wrote is not known, no live work was seen,
+// endpoints were, or the database's clock is not read with the log.
+func (s *Store) sessionGuess(sessionID string, l eventLog) *SessionGuess {
+	if l.row == nil || !l.seen.workLive || !l.seen.noEndpoints || s.d.Clock == "" {
+		return nil
+	}
+	body := l.row.body
+	return &SessionGuess{
+		Rows: func(clock time.Time) [][]any {
+			return [][]any{{body, int64(0), "w", &clock}} // readLogTail's row of what it read beside the log
+		},
+		Check: Statement{`SELECT memstore_guessed_wrong() WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ? AND body = ?)
+			OR EXISTS (SELECT 1 FROM session_events WHERE session_id = ? AND seq > ?)
+			OR NOT EXISTS (SELECT 1 FROM work_items WHERE session_id = ? AND state != ?)
+			OR EXISTS (SELECT 1 FROM webhook_endpoints WHERE state = ?)`,
+			[]any{sessionID, body, sessionID, l.seq, sessionID, api.WorkStopped, webhooks.StateEnabled}},
+	}
 }
 
 // writeWith runs fn in the write transaction run opens, and returns the
