@@ -71,11 +71,8 @@ func (s *DB) MergedStatements() int64 { return s.merges.Load() }
 // GuessAgain lets batches guess again at once after a wrong guess.
 func (s *DB) GuessAgain() {
 	s.guesses.mu.Lock()
+	defer s.guesses.mu.Unlock()
 	s.guesses.off = nil
-	s.guesses.mu.Unlock()
-	s.sessionGuesses.mu.Lock()
-	s.sessionGuesses.off = nil
-	s.sessionGuesses.mu.Unlock()
 }
 
 // GuessedAppendBatches counts the append batches committed on guesses;

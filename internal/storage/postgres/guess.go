@@ -84,22 +84,18 @@ func (g *guesses) start(c *batchConn, ids []string) bool {
 	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	fresh := g.fresh
-	if fresh == 0 {
-		fresh = clockFresh
-	}
-	if len(ids) == 0 || g.at.IsZero() || now.Sub(g.at) > fresh {
+	base, ok := g.clockLocked(now)
+	if len(ids) == 0 || !ok || g.pausedLocked(ids, now) {
 		return false
 	}
 	for _, id := range ids {
-		if _, ok := g.stores[id]; !ok || now.Before(g.off[id]) {
+		if _, ok := g.stores[id]; !ok {
 			return false
 		}
 	}
 	// The clock read lags the database's by the time its answer took to
 	// come back: a batch stamps no earlier than its stores' last stamps,
 	// so a store's times never go back.
-	base := g.base.Add(now.Sub(g.at))
 	c.guessed = make([]guessedStore, len(ids))
 	for i, id := range ids {
 		k := g.stores[id]
@@ -125,11 +121,20 @@ func (g *guesses) readClock(base, at time.Time) {
 	g.base, g.at = base, at
 }
 
-// clockNow is the database's clock at local time now, from its last
-// reading, unless that is older than the readings last.
-func (g *guesses) clockNow(now time.Time) (time.Time, bool) {
+// startSessions reports whether a batch of appends to the sessions ids
+// may run on guesses, and at what clock: the database's clock was read
+// lately, and no guess of theirs was wrong lately.
+func (g *guesses) startSessions(ids []string) (time.Time, bool) {
+	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	clock, ok := g.clockLocked(now)
+	return clock, ok && !g.pausedLocked(ids, now)
+}
+
+// clockLocked is the database's clock at local time now, from its last
+// reading, unless that reading is too old (clockFresh); g.mu is held.
+func (g *guesses) clockLocked(now time.Time) (time.Time, bool) {
 	fresh := g.fresh
 	if fresh == 0 {
 		fresh = clockFresh
@@ -138,6 +143,17 @@ func (g *guesses) clockNow(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return g.base.Add(now.Sub(g.at)), true
+}
+
+// pausedLocked reports whether a guess of any of ids was wrong lately;
+// g.mu is held.
+func (g *guesses) pausedLocked(ids []string, now time.Time) bool {
+	for _, id := range ids {
+		if now.Before(g.off[id]) {
+			return true
+		}
+	}
+	return false
 }
 
 // committed notes the counters of a committed batch's stores, and stamped,
@@ -157,14 +173,28 @@ func (g *guesses) committed(stores map[string]*storeRow, stamped time.Time) {
 // batches read first for guessPause.
 func (g *guesses) guessedWrong(ids []string) {
 	g.wrong.Add(1)
-	until := time.Now().Add(guessPause)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for _, id := range ids {
+		delete(g.stores, id)
+	}
+	g.pauseLocked(ids)
+}
+
+// pause makes the batches of ids (stores' or sessions') read first for
+// guessPause.
+func (g *guesses) pause(ids []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pauseLocked(ids)
+}
+
+func (g *guesses) pauseLocked(ids []string) {
+	until := time.Now().Add(guessPause)
 	if g.off == nil || len(g.off) > maxGuessedStores {
 		g.off = make(map[string]time.Time)
 	}
 	for _, id := range ids {
-		delete(g.stores, id)
 		g.off[id] = until
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memstore/memstore/api"
-	"github.com/memstore/memstore/internal/ids"
 	"github.com/memstore/memstore/internal/storage"
 	"github.com/memstore/memstore/internal/testenv"
 )
@@ -181,19 +180,10 @@ func TestAnAppendBatchWhoseAnswersAreLostIsAnsweredOutcomeUnknown(t *testing.T) 
 			cut, through := testenv.NewCommitCutter(t, url)
 			db, direct := openOn(t, through), openOn(t, url)
 			ctx := t.Context()
-			now := time.Now().UTC()
-			env := storage.Environment{ID: ids.New(ids.Environment), Name: "e", ConfigType: api.EnvironmentConfigSelfHosted, CreatedAt: now, UpdatedAt: now}
-			if err := db.CreateEnvironment(ctx, env); err != nil {
-				t.Fatal(err)
-			}
 			const sessions = 4
 			var sessionIDs []string
 			for range sessions {
-				sess := api.Session{ID: ids.New(ids.Session), Type: "session", EnvironmentID: env.ID, Status: api.SessionIdle, CreatedAt: now, UpdatedAt: now}
-				if _, err := db.CreateSession(ctx, sess, storage.Work{ID: ids.New(ids.Work), CreatedAt: now}, nil); err != nil {
-					t.Fatal(err)
-				}
-				sessionIDs = append(sessionIDs, sess.ID)
+				sessionIDs = append(sessionIDs, idleSession(t, db).ID)
 			}
 
 			cut.ArmAt("lost append", tag)

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -87,8 +88,6 @@ func (s *DB) writeSession(ctx context.Context, sessionID string, first sqlstore.
 	defer s.sessionCommits.leave()
 	if first.Query != "" {
 		first = sqlstore.Statement{Query: s.numbered(first.Query), Args: slices.Clone(first.Args)}
-	} else {
-		guess = nil
 	}
 	w := &sessionWrite{ctx: ctx, sessionID: sessionID, first: first, guess: guess, fn: fn, done: make(chan error, 1)}
 	if sh.queue(w) {
@@ -190,7 +189,7 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 	if len(live) == 0 {
 		return answers, nil
 	}
-	if clock, ok := s.sessionGuesses.start(&s.guesses, live); ok {
+	if clock, ok := s.guessSessions(live); ok {
 		t := &lazyTx{c: pc, begin: "BEGIN"}
 		guessAhead(t, live, clock, s.numbered)
 		guessed, err := s.commitAppends(ctx, t, batch, slices.Clone(answers), true)
@@ -202,11 +201,14 @@ func (s *DB) runSessions(batch []*sessionWrite) ([]error, error) {
 		}
 	}
 	t := &lazyTx{c: pc, begin: "BEGIN"}
-	if err := readAhead(ctx, t, live); err != nil {
+	clock, err := readAhead(ctx, t, live)
+	if err != nil {
 		t.rollback(ctx)
 		return nil, errRunAlone
 	}
-	s.guesses.readClock(clockReadAhead(live))
+	if !clock.IsZero() {
+		s.guesses.readClock(clock, time.Now())
+	}
 	return s.commitAppends(ctx, t, batch, answers, false)
 }
 
@@ -237,9 +239,7 @@ func (s *DB) commitAppends(ctx context.Context, t *lazyTx, batch []*sessionWrite
 		answers[i], wrote[i] = err, st.wrote
 	}
 	if !slices.Contains(wrote, true) {
-		if t.begun {
-			t.rollback(ctx)
-		}
+		t.rollback(ctx)
 		return answers, nil
 	}
 	// The appends' own statements go with the COMMIT, in one round trip:
@@ -252,7 +252,7 @@ func (s *DB) commitAppends(ctx context.Context, t *lazyTx, batch []*sessionWrite
 		if nothingCommitted(markAhead(err)) {
 			t.rollback(ctx)
 			if guessing && isGuessedWrong(err) {
-				s.sessionGuesses.guessedWrong(batch)
+				s.guessedWrong(batch)
 				return nil, errReadFirst
 			}
 			return nil, errRunAlone
@@ -416,12 +416,15 @@ type rowsAhead struct {
 // PostgreSQL kept from statistics taken while the table held three
 // sessions read every session's row for each batch, all 3,003 once the
 // table had grown (TestBatchStatementsOnGenericPlansReadOnlyTheirRows).
-const lockSessions = `SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+// It reads the database's clock too, for the batches that guess
+// (sessionguess.go).
+const lockSessions = `SELECT id, clock_timestamp() FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
 // readAhead opens the batch's transaction and sends, in one pipeline with
 // its BEGIN, the lock of every session of the batch, in id order, then
-// the first statement of every append that named one.
-func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
+// the first statement of every append that named one. It returns the
+// database's clock as the lock read it (zero when no session was found).
+func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) (clock time.Time, err error) {
 	var bt pgx.Batch
 	bt.Queue(t.begin)
 	bt.Queue(batchLockTimeout)
@@ -442,15 +445,34 @@ func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 	br := t.c.SendBatch(ctx, &bt)
 	defer br.Close()
 	t.begun = true
-	for range 4 + len(defaultPlans) { // BEGIN, the timeout, the plans' settings, the locks, the settings put back
+	for range 3 { // BEGIN, the timeout, the plans' settings
 		if _, err := br.Exec(); err != nil {
-			return err
+			return time.Time{}, err
+		}
+	}
+	locked, err := br.Query()
+	if err != nil {
+		return time.Time{}, err
+	}
+	for locked.Next() {
+		var id string
+		if err := locked.Scan(&id, &clock); err != nil {
+			locked.Close()
+			return time.Time{}, err
+		}
+	}
+	if locked.Close(); locked.Err() != nil {
+		return time.Time{}, locked.Err()
+	}
+	for range defaultPlans {
+		if _, err := br.Exec(); err != nil {
+			return time.Time{}, err
 		}
 	}
 	for _, w := range firsts {
 		rs, err := br.Query()
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		a := &rowsAhead{query: w.first.Query, args: w.first.Args, types: t.c.Conn().TypeMap(), fields: slices.Clone(rs.FieldDescriptions())}
 		for rs.Next() {
@@ -458,11 +480,11 @@ func readAhead(ctx context.Context, t *lazyTx, batch []*sessionWrite) error {
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
-			return err
+			return time.Time{}, err
 		}
 		w.ahead = a
 	}
-	return br.Close()
+	return clock, br.Close()
 }
 
 // bufferedRows are sqlstore.Rows over a statement's rows read ahead.

@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Append batches that guess their reads. An append batch reads first
@@ -18,7 +15,7 @@ import (
 // what the read answers is nearly always known (sqlstore.SessionGuess):
 // the row as it wrote it, no event since, the work item still live, no
 // webhook endpoint. Such a batch runs its appends on those guesses, with
-// the database's clock as a batch read it lately (guesses.clockNow), and
+// the database's clock as a batch read it lately (guesses.startSessions), and
 // sends, in one round trip, BEGIN, the sessions' locks, each append's
 // check of its guess, the writes and the COMMIT. A check that finds the
 // guess wrong (another replica appended, the session was changed, its
@@ -36,50 +33,36 @@ import (
 // again reading.
 var errReadFirst = errors.New("postgres: an append batch runs again reading")
 
-// sessionGuesses are the sessions whose batches read first for a while
-// after a wrong guess, and the counts of guessed and wrong batches.
+// sessionGuesses count the append batches committed on guesses, and
+// those whose guess was wrong. Which sessions' batches read first after a
+// wrong guess, and the database's clock, are the memory batches' guesses'.
 type sessionGuesses struct {
-	mu  sync.Mutex
-	off map[string]time.Time
-	// batches counts the batches committed on guesses; wrong, those whose
-	// guess was wrong.
 	batches, wrong atomic.Int64
 }
 
-// start reports whether the batch of live appends may run on guesses,
-// and at what clock: every append has a guess, none of its sessions'
-// was wrong lately, and the database's clock was read lately.
-func (g *sessionGuesses) start(clocks *guesses, live []*sessionWrite) (time.Time, bool) {
-	for _, w := range live {
+// guessSessions reports whether the batch of live appends may run on
+// guesses, and at what clock: every append has a guess, none of its
+// sessions' was wrong lately, and the database's clock was read lately.
+func (s *DB) guessSessions(live []*sessionWrite) (time.Time, bool) {
+	ids := make([]string, len(live))
+	for i, w := range live {
 		if w.guess == nil {
 			return time.Time{}, false
 		}
+		ids[i] = w.sessionID
 	}
-	now := time.Now()
-	g.mu.Lock()
-	for _, w := range live {
-		if now.Before(g.off[w.sessionID]) {
-			g.mu.Unlock()
-			return time.Time{}, false
-		}
-	}
-	g.mu.Unlock()
-	return clocks.clockNow(now)
+	return s.guesses.startSessions(ids)
 }
 
-// guessedWrong counts a batch whose guess was wrong; its sessions'
-// batches read first for guessPause.
-func (g *sessionGuesses) guessedWrong(batch []*sessionWrite) {
-	g.wrong.Add(1)
-	until := time.Now().Add(guessPause)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.off == nil || len(g.off) > maxGuessedStores {
-		g.off = make(map[string]time.Time)
+// guessedWrong counts a batch of appends whose guess was wrong; its
+// sessions' batches read first for guessPause.
+func (s *DB) guessedWrong(batch []*sessionWrite) {
+	s.sessionGuesses.wrong.Add(1)
+	ids := make([]string, len(batch))
+	for i, w := range batch {
+		ids[i] = w.sessionID
 	}
-	for _, w := range batch {
-		g.off[w.sessionID] = until
-	}
+	s.guesses.pause(ids)
 }
 
 // guessAhead queues on t, to go with the COMMIT, what a guessed batch of
@@ -101,30 +84,6 @@ func guessAhead(t *lazyTx, live []*sessionWrite, clock time.Time, numbered func(
 		t.Defer(numbered(w.guess.Check.Query), w.guess.Check.Args...)
 		w.ahead = &rowsAhead{query: w.first.Query, args: w.first.Args, guessed: w.guess.Rows(clock)}
 	}
-}
-
-// clockReadAhead is the database's clock as the batch's reads ahead read
-// it (the column the lock-and-read statement reads it in, on the row of
-// what it read beside the log), and the local time now; zero times where
-// none read it.
-func clockReadAhead(live []*sessionWrite) (base, at time.Time) {
-	for _, w := range live {
-		a := w.ahead
-		if a == nil || len(a.fields) != 4 {
-			continue
-		}
-		for _, row := range a.rows {
-			var (
-				body, flags string
-				seq         int64
-				clock       *time.Time
-			)
-			if err := pgx.ScanRow(a.types, a.fields, row, &body, &seq, &flags, &clock); err == nil && seq == 0 && clock != nil {
-				return *clock, time.Now()
-			}
-		}
-	}
-	return time.Time{}, time.Time{}
 }
 
 // scanGuessed assigns a guessed row's values to dest, as Scan would.
